@@ -1,0 +1,431 @@
+"""The stochastic tool simulator: one `Simulator` per episode (SPEC §2).
+
+Success model (the precursor's rule, `success_probability`): the base rate, x0.5 for each
+dependency that has not yet succeeded, x0.7 for each dependency whose latest run failed, x0.9^k
+once three or more calls were made (k = failures among the episode's last three calls), clamped to
+[0.1, 0.95]. The solver imports this function, so the MDP and the simulator cannot drift apart.
+
+Calls that are wrong whatever the luck get INVALID_INPUT deterministically: arguments that break
+the tool's JSON schema, a value that contradicts the task's inputs (a path the task does not
+have), a `source` ref nothing produced, a `format` the consumed data does not have.
+
+The n-th call of tool t in episode (seed, task, repeat) succeeds iff
+`outcome_draw(key, t, n) < p`; its error code, latency and output are keyed the same way.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from statistics import NormalDist
+from typing import Any
+
+from pytest_resilibench.registry import DATA_FORMATS, Role, ToolRegistry, ToolSpec
+from pytest_resilibench.rng import DrawStream
+
+__all__ = [
+    "DEFAULT_BASE_SUCCESS",
+    "CallResult",
+    "EpisodeKey",
+    "Simulator",
+    "call_draws",
+    "outcome_draw",
+    "success_probability",
+]
+
+DEFAULT_BASE_SUCCESS = 0.8
+P_MIN, P_MAX = 0.1, 0.95
+UNMET_FACTOR, FAILED_LATEST_FACTOR, RECENT_FAILURE_FACTOR = 0.5, 0.7, 0.9
+RECENT_WINDOW = 3
+_STANDARD_NORMAL = NormalDist()
+# Parameters checked for data flow rather than bound to a task input.
+_FLOW_PARAMS = frozenset({"source", "format"})
+
+
+def success_probability(
+    base: float, *, unmet: int, failed_latest: int, calls_made: int, recent_failures: int
+) -> float:
+    """The success probability of a call (pure; shared with the solver's MDP)."""
+    p = base * UNMET_FACTOR**unmet * FAILED_LATEST_FACTOR**failed_latest
+    if calls_made >= RECENT_WINDOW:
+        p *= RECENT_FAILURE_FACTOR**recent_failures
+    return min(P_MAX, max(P_MIN, p))
+
+
+@dataclass(frozen=True)
+class EpisodeKey:
+    """What identifies an episode's luck: the run seed, the task and the repeat index."""
+
+    seed: int
+    task_id: str
+    repeat: int = 0
+
+
+def call_draws(key: EpisodeKey, tool: str, n: int) -> DrawStream:
+    """The draws of the n-th (1-based) call of `tool` in the episode, in a fixed order:
+    outcome (success iff < p), error code, latency, then the output's contents."""
+    return DrawStream(key.seed, key.task_id, key.repeat, tool, n)
+
+
+def outcome_draw(key: EpisodeKey, tool: str, n: int) -> float:
+    """The uniform draw deciding the n-th (1-based) call of `tool`: success iff draw < p."""
+    return call_draws(key, tool, n).random()
+
+
+@dataclass(slots=True)  # not frozen: frozen __init__ costs 3 us on the hot path
+class CallResult:
+    """What one call did. `message` is what the agent sees on failure; the probability and
+    whether the failure was deterministic are for analysis and never shown to the agent."""
+
+    tool: str
+    arguments: Any
+    call_index: int
+    ok: bool
+    output: dict[str, Any] | None
+    error_code: str | None
+    message: str
+    latency_s: float
+    clock_s: float
+    success_probability: float | None
+    deterministic: bool
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "tool": self.tool,
+            "arguments": self.arguments,
+            "call_index": self.call_index,
+            "ok": self.ok,
+            "output": self.output,
+            "error_code": self.error_code,
+            "message": self.message,
+            "latency_s": self.latency_s,
+            "clock_s": self.clock_s,
+            "success_probability": self.success_probability,
+            "deterministic": self.deterministic,
+        }
+
+    def observation(self) -> dict[str, Any]:
+        """The part of the result an agent may see."""
+        if self.ok:
+            return {"status": "success", "output": self.output}
+        return {"status": "error", "error_code": self.error_code, "message": self.message}
+
+
+@dataclass(slots=True)
+class _ToolState:
+    calls: int = 0
+    succeeded: bool = False
+    latest_failed: bool = False
+
+
+@dataclass(slots=True)
+class _Data:
+    ref: str
+    tool: str
+    format: str
+    records: int
+    order: int  # production order within the episode
+
+
+@dataclass
+class Simulator:
+    """The tools of one episode. Not thread-safe: one episode, one simulator."""
+
+    registry: ToolRegistry
+    key: EpisodeKey
+    task_tools: tuple[str, ...] = ()
+    inputs: Mapping[str, Any] = field(default_factory=dict)
+    base_success: float = DEFAULT_BASE_SUCCESS
+
+    def __post_init__(self) -> None:
+        if not 0.0 < self.base_success <= 1.0:
+            raise ValueError(f"base_success must be in (0, 1], got {self.base_success}")
+        self.task_tools = tuple(self.task_tools)
+        self.data_format: str = str(self.inputs.get("format", "json"))
+        if self.data_format not in DATA_FORMATS:
+            raise ValueError(f"unknown data format {self.data_format!r}")
+        self.clock_s = 0.0
+        self.history: list[CallResult] = []
+        self._states: dict[str, _ToolState] = {}
+        self._data: dict[str, _Data] = {}
+        self._latest_data: _Data | None = None
+        self._latest_by_tool: dict[str, _Data] = {}
+        self._deps: dict[str, tuple[str, ...]] = {}
+
+    # --- the success model ------------------------------------------------------------------
+    def dependencies(self, tool: str) -> tuple[str, ...]:
+        deps = self._deps.get(tool)
+        if deps is None:
+            deps = self._deps[tool] = self.registry.dependencies(tool, self.task_tools)
+        return deps
+
+    def _state(self, tool: str) -> _ToolState:
+        state = self._states.get(tool)
+        if state is None:
+            state = self._states[tool] = _ToolState()
+        return state
+
+    def succeeded(self, tool: str) -> bool:
+        state = self._states.get(tool)
+        return bool(state and state.succeeded)
+
+    def probability(self, tool: str) -> float:
+        """The success probability a call of `tool` would have now."""
+        deps = self.dependencies(tool)
+        unmet = failed_latest = 0
+        for dep in deps:
+            state = self._states.get(dep)
+            if state is None or not state.succeeded:
+                unmet += 1
+            if state is not None and state.latest_failed:
+                failed_latest += 1
+        recent = self.history[-RECENT_WINDOW:]
+        return success_probability(
+            self.base_success,
+            unmet=unmet,
+            failed_latest=failed_latest,
+            calls_made=len(self.history),
+            recent_failures=sum(1 for r in recent if not r.ok),
+        )
+
+    # --- calls ------------------------------------------------------------------------------
+    def call(self, name: str, arguments: Any = None) -> CallResult:
+        """Run one call. Never raises on what an agent sends: bad calls become error results."""
+        spec = self.registry.get(name) if isinstance(name, str) else None
+        if spec is None:
+            # No tool ran, so the episode's history and luck are untouched.
+            return CallResult(
+                tool=str(name), arguments=arguments, call_index=0, ok=False, output=None,
+                error_code="UNKNOWN_TOOL", message=f"unknown tool {name!r}",
+                latency_s=0.0, clock_s=self.clock_s, success_probability=None,
+                deterministic=True,
+            )
+        if arguments is None:
+            arguments = {}
+        state = self._state(name)
+        state.calls += 1
+        n = state.calls
+        problem, consumed = self._check_arguments(spec, arguments)
+        draws = call_draws(self.key, name, n)
+        outcome, error, latency = draws.random(), draws.random(), draws.random()
+        if problem is not None:
+            result = self._failure(spec, arguments, latency, n, "INVALID_INPUT", problem, None)
+        else:
+            p = self.probability(name)
+            if outcome < p:
+                result = self._success(spec, arguments, latency, draws, n, p, consumed)
+            else:
+                code = _error_code(spec, error)
+                result = self._failure(spec, arguments, latency, n, code, None, p)
+        state.succeeded |= result.ok
+        state.latest_failed = not result.ok
+        self.history.append(result)
+        return result
+
+    def _check_arguments(self, spec: ToolSpec, arguments: Any) -> tuple[str | None, _Data | None]:
+        if not isinstance(arguments, dict):
+            return f"arguments must be a JSON object, got {type(arguments).__name__}", None
+        errors = self.registry.argument_errors(spec.name, arguments)
+        if errors:
+            return "invalid arguments: " + "; ".join(errors[:3]), None
+        for param, value in arguments.items():
+            if param in _FLOW_PARAMS or param not in self.inputs:
+                continue
+            if value != self.inputs[param]:
+                return f"{param} {value!r} is not available to this task", None
+        consumed: _Data | None = None
+        if "source" in arguments:
+            consumed = self._data.get(arguments["source"])
+            if consumed is None:
+                known = ", ".join(self._data) or "none yet"
+                return f"source {arguments['source']!r} was not produced (available: {known})", None
+        elif spec.role is not Role.SOURCE and "source" in spec.parameters.get("properties", {}):
+            consumed = self._default_input(spec.name)
+        fmt = arguments.get("format")
+        if fmt is not None:
+            actual = consumed.format if consumed is not None else self.data_format
+            if fmt != actual:
+                return f"format {fmt!r} does not match the input data, which is {actual}", None
+        return None, consumed
+
+    def _default_input(self, tool: str) -> _Data | None:
+        """The latest output of a dependency, else the latest output of any tool."""
+        found = [self._latest_by_tool[d] for d in self.dependencies(tool)
+                 if d in self._latest_by_tool]
+        if found:
+            return max(found, key=lambda d: d.order)
+        return self._latest_data
+
+    def _advance(self, spec: ToolSpec, u: float, code: str | None) -> float:
+        if code == "TIMEOUT":
+            latency = spec.timeout_s
+        else:  # log-normal jitter around the tool's typical latency (its median)
+            z = _STANDARD_NORMAL.inv_cdf(min(max(u, 1e-9), 1 - 1e-9))
+            latency = round(min(spec.timeout_s, spec.latency_s * math.exp(0.5 * z)), 4)
+        self.clock_s = round(self.clock_s + latency, 4)
+        return latency
+
+    def _failure(
+        self, spec: ToolSpec, arguments: Any, u_latency: float, n: int, code: str,
+        problem: str | None, p: float | None,
+    ) -> CallResult:
+        deterministic = problem is not None  # a bad call is refused at once, no time passes
+        latency = 0.0 if deterministic else self._advance(spec, u_latency, code)
+        message = problem if problem is not None else _error_message(spec, code, arguments)
+        return CallResult(
+            tool=spec.name, arguments=arguments, call_index=n, ok=False, output=None,
+            error_code=code, message=f"{code}: {message}", latency_s=latency,
+            clock_s=self.clock_s, success_probability=p, deterministic=deterministic,
+        )
+
+    def _success(
+        self, spec: ToolSpec, arguments: dict[str, Any], u_latency: float, draws: DrawStream,
+        n: int, p: float, consumed: _Data | None,
+    ) -> CallResult:
+        latency = self._advance(spec, u_latency, None)
+        output = self._output(spec, arguments, n, draws, consumed)
+        data = _Data(output["ref"], spec.name, output["format"], output["records"], len(self._data))
+        self._data[data.ref] = data
+        self._latest_by_tool[spec.name] = data
+        self._latest_data = data
+        return CallResult(
+            tool=spec.name, arguments=arguments, call_index=n, ok=True, output=output,
+            error_code=None, message="ok", latency_s=latency, clock_s=self.clock_s,
+            success_probability=p, deterministic=False,
+        )
+
+    def _output(
+        self, spec: ToolSpec, arguments: dict[str, Any], n: int, rng: DrawStream,
+        consumed: _Data | None,
+    ) -> dict[str, Any]:
+        if spec.output_format is None:
+            fmt = consumed.format if consumed is not None else self.data_format
+        elif spec.output_format.startswith("param:"):
+            fmt = arguments[spec.output_format.removeprefix("param:")]
+        else:
+            fmt = spec.output_format
+        upstream = consumed.records if consumed is not None else rng.randint(40, 5000)
+        records = _records_after(spec.operation, upstream, rng)
+        output: dict[str, Any] = {
+            "status": "success",
+            "tool": spec.name,
+            "ref": f"{spec.name}#{n}",
+            "format": fmt,
+            "records": records,
+            "inputs": [consumed.ref] if consumed is not None else [],
+        }
+        for prop, schema in spec.returns["properties"].items():
+            if prop not in output:
+                output[prop] = _field_value(prop, schema, arguments, rng, self, consumed, records)
+        return output
+
+
+def _error_code(spec: ToolSpec, u: float) -> str:
+    """The error code at quantile u of the tool's failure-mode distribution."""
+    total = sum(w for _, w in spec.failure_modes)
+    acc = 0.0
+    for code, weight in spec.failure_modes:
+        acc += weight / total
+        if u < acc:
+            return code
+    return spec.failure_modes[-1][0]
+
+
+def _records_after(operation: str, upstream: int, rng: DrawStream) -> int:
+    if operation == "filter":
+        return int(upstream * rng.uniform(0.2, 0.9))
+    if operation in ("aggregator", "analyzer", "calculator", "optimizer"):
+        return max(1, min(upstream, rng.randint(1, 40)))
+    return upstream
+
+
+_WORDS = ("alpha", "beta", "gamma", "delta", "omega", "sigma", "kappa", "theta", "lambda")
+
+
+def _field_value(
+    prop: str, schema: Mapping[str, Any], arguments: Mapping[str, Any], rng: DrawStream,
+    sim: Simulator, consumed: _Data | None, records: int,
+) -> Any:
+    """A plausible value for one return field: echoes the arguments or the task's inputs
+    where the field names one, otherwise a seeded value of the schema's type."""
+    if prop in arguments:
+        return arguments[prop]
+    if prop in sim.inputs and prop not in _FLOW_PARAMS:
+        return sim.inputs[prop]
+    kind = schema.get("type")
+    if prop == "preview":
+        return _preview(consumed.format if consumed else sim.data_format, rng)
+    if prop == "from_format":
+        return consumed.format if consumed else sim.data_format
+    if kind == "string":
+        prefix = {"token": "tok", "session": "sess", "job_id": "job", "response_id": "resp",
+                  "entry_id": "log", "next_run": "2026-12-01T0"}.get(prop, prop)
+        return f"{prefix}_{rng.bits64() & 0xFFFFFFFF:08x}"
+    if kind == "integer":
+        if prop in ("size_bytes", "bytes_written"):
+            return records * rng.randint(40, 200)
+        if prop == "status_code":
+            return rng.choice((200, 200, 200, 201))
+        if prop in ("kept", "enqueued", "routed", "mapped_fields"):
+            return records
+        if prop == "dropped":
+            return max(0, (consumed.records if consumed else records) - records)
+        if prop == "errors_found":
+            return rng.randint(0, max(1, records // 50))
+        return rng.randint(1, 1000)
+    if kind == "number":
+        return round(rng.uniform(0.0, 1000.0) if prop != "uptime" else rng.uniform(0.9, 1.0), 4)
+    if kind == "boolean":
+        return rng.random() < 0.9
+    if kind == "array":
+        if schema.get("items", {}).get("type") == "number":
+            horizon = int(arguments.get("horizon", 5))
+            return [round(rng.uniform(10.0, 100.0), 2) for _ in range(horizon)]
+        return [f"{rng.choice(_WORDS)}_{i}" for i in range(rng.randint(1, 4))]
+    return None
+
+
+def _preview(fmt: str, rng: DrawStream) -> str:
+    row = [rng.randint(1, 999) for _ in range(3)]
+    return {
+        "csv": f"id,amount,date\n{row[0]},{row[1]}.00,2026-0{1 + row[2] % 9}-01",
+        "json": f'[{{"id": {row[0]}, "amount": {row[1]}}}]',
+        "xml": f'<records><record id="{row[0]}" amount="{row[1]}"/></records>',
+        "yaml": f"- id: {row[0]}\n  amount: {row[1]}",
+        "text": f"record {row[0]}: amount {row[1]}",
+        "binary": f"<{row[0] * 16} bytes>",
+    }[fmt]
+
+
+_MESSAGES = {
+    "INVALID_INPUT": "the request was rejected as malformed by {what}",
+    "OPERATION_FAILED": "{what} failed while processing the request",
+    "TIMEOUT": "{what} did not answer within {timeout:.0f}s",
+    "FILE_NOT_FOUND": "{what} could not find {target}",
+    "PERMISSION_DENIED": "{what} was denied access to {target}",
+    "PARSE_ERROR": "{what} could not parse the input at record {n}",
+    "SCHEMA_MISMATCH": "{what} found records that do not match the expected schema",
+    "NETWORK_ERROR": "connection to {target} was reset",
+    "INVALID_RESPONSE": "{target} returned a response that could not be decoded",
+    "RATE_LIMITED": "{target} rejected the request: too many requests, retry later",
+    "CALCULATION_ERROR": "{what} hit an undefined value (division by zero or NaN)",
+    "OVERFLOW": "{what} produced a value outside the representable range",
+    "AUTH_FAILED": "{target} rejected the credentials",
+    "CONNECTION_REFUSED": "{target} refused the connection",
+    "RESOURCE_EXHAUSTED": "{what} ran out of memory or quota",
+}
+
+
+def _error_message(spec: ToolSpec, code: str, arguments: Any) -> str:
+    """A plausible message: the code and its context, never the hidden random draw."""
+    args = arguments if isinstance(arguments, dict) else {}
+    target = next(
+        (str(args[k]) for k in ("path", "url", "target_url", "endpoint", "service", "directory",
+                                "destination", "route_to", "recipient", "queue_name")
+         if k in args),
+        "the service",
+    )
+    n = (len(str(args)) * 7) % 97 + 1
+    template = _MESSAGES.get(code, "{what} failed")
+    return template.format(what=spec.name, target=target, timeout=spec.timeout_s, n=n)
