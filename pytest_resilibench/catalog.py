@@ -382,7 +382,7 @@ TOOLS: tuple[ToolSpec, ...] = (
         "Authenticate with a service and obtain an access token or credentials for later calls.",
         "authenticate login credentials token authorize oauth api key identity access",
         _params(["service"], service=_str("service to authenticate with"),
-                method=_enum("auth method", ["oauth2", "api_key", "basic"], "api_key")),
+                auth_method=_enum("auth method", ["oauth2", "api_key", "basic"], "api_key")),
         {"service": _S, "token": _S, "expires_in": _I},
         output_format="json",
     ),

@@ -1,0 +1,1 @@
+"""Repository-level pytest configuration (the plugin itself loads through its entry point)."""

@@ -1,0 +1,53 @@
+"""The agent protocol: what the episode runner asks of any model, built-in or remote."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+__all__ = ["Agent", "InfrastructureError", "ModelReply", "ModelRequest", "ToolCall"]
+
+
+class InfrastructureError(Exception):
+    """The model could not be reached (retries exhausted, 5xx, timeouts, bad bodies).
+
+    Not the agent's failure: the episode's outcome becomes `error`, kept out of the rates."""
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    """A native function call as the model sent it; `arguments` is the raw JSON string."""
+
+    id: str
+    name: str
+    arguments: str
+
+
+@dataclass(frozen=True)
+class ModelRequest:
+    """One turn's request. `context` holds what only privileged agents (the oracle) may read:
+    the task and the variant; agents that play fair read `messages` and `tools` alone."""
+
+    messages: list[dict[str, Any]]
+    tools: list[dict[str, Any]] | None = None
+    repeat: int = 0
+    task_id: str = ""
+    context: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ModelReply:
+    content: str | None
+    tool_calls: tuple[ToolCall, ...] = ()
+    usage: Mapping[str, int] = field(default_factory=dict)
+    raw: Mapping[str, Any] | None = None
+
+
+@runtime_checkable
+class Agent(Protocol):
+    name: str
+
+    async def complete(self, request: ModelRequest) -> ModelReply: ...
+
+    async def aclose(self) -> None: ...
