@@ -1,0 +1,258 @@
+"""The prompt variants (SPEC §6) and their text and native renderings.
+
+Ten variants: `baseline` (task, inputs, outputs, tools), `cot` (baseline + step-by-step reasoning),
+`optimal` (baseline + the reference plan) and `flawed` x 7 (the same template with a flawed plan;
+the flaw is never named or hinted). The system message is the same for every variant of a tool
+mode, so providers can cache it; everything task-specific is in the user message.
+
+The plan block is readable and machine-parseable, one step a line:
+`1. data_processing_parser — Parse raw text — arguments: {"format": "csv"} — if it fails: retry`.
+`parse_plan` and `parse_task_inputs` are its exact inverses: built-in agents read only what a
+model sees.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+from pytest_resilibench.flaws import FLAWS, SEVERITIES, inject_flaw, with_purposes
+from pytest_resilibench.registry import ToolRegistry, default_registry
+from pytest_resilibench.tasks import Task
+from pytest_resilibench.workflow import PlanStep, Workflow
+
+__all__ = [
+    "COMPLETION_SIGNAL",
+    "KINDS",
+    "TOOL_MODES",
+    "Prompt",
+    "Variant",
+    "all_variants",
+    "parse_plan",
+    "parse_task_inputs",
+    "plan_for",
+    "render_plan",
+    "render_prompt",
+]
+
+COMPLETION_SIGNAL = "TASK_COMPLETED"
+KINDS = ("baseline", "cot", "optimal", "flawed")
+TOOL_MODES = ("text", "native")
+PLAN_HEADER = "Execution plan:"
+INPUTS_LABEL = "Inputs: "
+_SEP = " — "
+
+
+@dataclass(frozen=True)
+class Variant:
+    """A prompt variant. `flawed` needs a flaw; its severity defaults to medium."""
+
+    kind: str
+    flaw: str | None = None
+    severity: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.kind not in KINDS:
+            raise ValueError(f"unknown variant {self.kind!r}; choose from {', '.join(KINDS)}")
+        if self.kind == "flawed":
+            if self.flaw not in FLAWS:
+                raise ValueError(f"a flawed variant needs a flaw from {', '.join(FLAWS)}, "
+                                 f"got {self.flaw!r}")
+            if self.severity is None:
+                object.__setattr__(self, "severity", "medium")
+            if self.severity not in SEVERITIES:
+                raise ValueError(f"unknown severity {self.severity!r}; "
+                                 f"choose from {', '.join(SEVERITIES)}")
+        elif self.flaw is not None or self.severity is not None:
+            raise ValueError(f"variant {self.kind!r} takes no flaw or severity")
+
+    @property
+    def label(self) -> str:
+        return f"flawed-{self.flaw}" if self.kind == "flawed" else self.kind
+
+    @classmethod
+    def from_label(cls, label: str, *, severity: str = "medium") -> Variant:
+        """The variant of a label (`optimal`, `flawed-missing_step`, ...)."""
+        kind, _, flaw = label.partition("-")
+        if kind == "flawed":
+            return cls(kind, flaw, severity)
+        if flaw:
+            raise ValueError(f"unknown variant label {label!r}")
+        return cls(kind)
+
+
+def all_variants(severity: str = "medium") -> list[Variant]:
+    """The ten variants: baseline, cot, optimal and the seven flawed ones."""
+    return [Variant("baseline"), Variant("cot"), Variant("optimal"),
+            *(Variant("flawed", flaw, severity) for flaw in FLAWS)]
+
+
+@dataclass(frozen=True)
+class Prompt:
+    """A rendered prompt: OpenAI chat `messages`, the `tools` list in native mode, and the
+    plan shown (with what was injected into it, for flawed variants)."""
+
+    messages: list[dict[str, Any]]
+    tools: list[dict[str, Any]] | None
+    plan: Workflow | None
+    flaw_record: dict[str, Any] | None
+
+
+# --- plans ---------------------------------------------------------------------------------
+def plan_for(
+    task: Task, variant: Variant, registry: ToolRegistry | None = None
+) -> tuple[Workflow | None, dict[str, Any] | None]:
+    """The plan a variant shows (None for baseline and cot) and the flaw record."""
+    registry = registry or default_registry()
+    if variant.kind in ("baseline", "cot"):
+        return None, None
+    parent = with_purposes(task.reference_workflow(), registry)
+    if variant.kind == "optimal":
+        return parent, None
+    assert variant.flaw is not None and variant.severity is not None
+    return inject_flaw(variant.flaw, variant.severity, parent, task, registry)
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, ensure_ascii=False)
+
+
+def render_plan(workflow: Workflow) -> str:
+    """The plan block: a header, one numbered line per step, then the advice if any.
+    Purposes and advice are shown on one line (runs of whitespace become one space)."""
+    lines = [PLAN_HEADER]
+    for n, step in enumerate(workflow.steps, 1):
+        lines.append(
+            f"{n}. {step.tool}{_SEP}{_one_line(step.purpose)}{_SEP}arguments: "
+            f"{_json(dict(step.arguments))}{_SEP}if it fails: {_one_line(step.on_failure)}"
+        )
+    if workflow.advice.strip():
+        lines.append(f"Advice: {_one_line(workflow.advice)}")
+    return "\n".join(lines)
+
+
+_STEP_LINE = re.compile(
+    r"^(?P<n>\d+)\. (?P<tool>\S+) — (?P<purpose>.*?) — arguments: (?P<args>\{.*\})"
+    r" — if it fails: (?P<on_failure>.*)$"
+)
+
+
+def parse_plan(text: str) -> Workflow | None:
+    """The plan in a prompt's text (the inverse of `render_plan`), or None if it has none.
+    Unreadable step lines end the plan rather than raise."""
+    lines = text.splitlines()
+    try:
+        start = len(lines) - 1 - lines[::-1].index(PLAN_HEADER)
+    except ValueError:
+        return None
+    steps: list[PlanStep] = []
+    advice = ""
+    for line in lines[start + 1:]:
+        match = _STEP_LINE.match(line)
+        if match is None:
+            if line.startswith("Advice: "):
+                advice = line.removeprefix("Advice: ")
+            break
+        try:
+            arguments = json.loads(match["args"])
+        except json.JSONDecodeError:
+            break
+        if not isinstance(arguments, dict):
+            break
+        steps.append(PlanStep(tool=match["tool"], purpose=match["purpose"],
+                              arguments=arguments, on_failure=match["on_failure"]))
+    return Workflow(steps=tuple(steps), advice=advice)
+
+
+def parse_task_inputs(text: str) -> dict[str, Any]:
+    """The task's inputs shown in a prompt's text ({} when absent or unreadable)."""
+    for line in text.splitlines():
+        if line.startswith(INPUTS_LABEL):
+            try:
+                value = json.loads(line.removeprefix(INPUTS_LABEL))
+            except json.JSONDecodeError:
+                return {}
+            return value if isinstance(value, dict) else {}
+    return {}
+
+
+# --- messages -------------------------------------------------------------------------------
+_RULES = (
+    "You complete a task by calling tools, one tool call per turn; each call's result comes "
+    "back in the next message.\n"
+    "Tools can fail (timeouts, network errors, invalid input, ...); you may retry a failed call, "
+    "change its arguments or work around it.\n"
+    "A tool's output has a `ref`; pass it as `source` to a later tool to consume that output "
+    "(by default a tool consumes the latest output of the step it depends on).\n"
+)
+_TEXT_CALLS = (
+    "To call a tool, reply with exactly one call in this form:\n"
+    '<tool_call>{"name": "TOOL_NAME", "arguments": {...}}</tool_call>\n'
+)
+_NATIVE_CALLS = "Call tools with the function-calling interface, one call per turn.\n"
+_FINISH = (
+    f"When the task is done, reply with {COMPLETION_SIGNAL} (and no tool call).\n"
+)
+_COT = (
+    "Think step by step: before each tool call, briefly reason about what is done, what is "
+    "left and which tool comes next, then make the call."
+)
+
+
+@lru_cache(maxsize=len(TOOL_MODES))
+def _default_system(tool_mode: str) -> str:
+    return _render_system(tool_mode, default_registry())
+
+
+def _render_system(tool_mode: str, registry: ToolRegistry) -> str:
+    if tool_mode == "native":
+        return _RULES + _NATIVE_CALLS + _FINISH
+    tools = "\n".join(
+        f"- {spec.name}: {spec.description} Parameters: "
+        f"{json.dumps(spec.to_openai()['function']['parameters'], sort_keys=True)}"
+        for spec in registry
+    )
+    return _RULES + _TEXT_CALLS + _FINISH + "\nAvailable tools:\n" + tools
+
+
+def _user_message(task: Task, variant: Variant, plan: Workflow | None) -> str:
+    parts = [
+        f"Task: {_one_line(task.description)}",
+        f"{INPUTS_LABEL}{_json(dict(task.inputs))}",
+        f"Expected outputs: {_json(dict(task.expected_outputs))}",
+    ]
+    if task.constraints:
+        parts.append("Constraints:\n" + "\n".join(f"- {c}" for c in task.constraints))
+    if plan is not None:
+        parts.append("\n" + render_plan(plan))
+    if variant.kind == "cot":
+        parts.append("\n" + _COT)
+    return "\n".join(parts)
+
+
+def render_prompt(
+    task: Task, variant: Variant, *, tool_mode: str = "text",
+    registry: ToolRegistry | None = None,
+) -> Prompt:
+    """The messages (and native tools) a model sees for a task under a variant."""
+    if tool_mode not in TOOL_MODES:
+        raise ValueError(f"unknown tool mode {tool_mode!r}; choose from {', '.join(TOOL_MODES)}")
+    registry = registry or default_registry()
+    if registry is default_registry():
+        system = _default_system(tool_mode)
+    else:
+        system = _render_system(tool_mode, registry)
+    plan, record = plan_for(task, variant, registry)
+    messages = [
+        {"role": "system", "content": system},
+        {"role": "user", "content": _user_message(task, variant, plan)},
+    ]
+    tools = registry.to_openai() if tool_mode == "native" else None
+    return Prompt(messages=messages, tools=tools, plan=plan, flaw_record=record)
