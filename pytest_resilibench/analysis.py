@@ -1,0 +1,477 @@
+"""The analysis of a run: pure functions from episode summaries (`EpisodeRecord.to_json()`
+dicts) to a JSON-able summary, and from that summary to tables in the paper's layout.
+
+Episodes whose outcome is `error` (infrastructure failed) are counted apart and kept out of
+every denominator. Optimal and flawed episodes of one unit — the same (task, repeat, seed,
+base success), hence the same tool luck — are compared pair by pair (`stats.py`).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from tabulate import tabulate
+
+from pytest_resilibench import stats
+from pytest_resilibench.flaws import FLAWS, SEVERITIES
+
+__all__ = [
+    "OUTCOMES",
+    "SUMMARY_SCHEMA",
+    "Table",
+    "render_markdown",
+    "render_terminal",
+    "summary",
+    "tables",
+    "unit_key",
+    "variant_order",
+]
+
+SUMMARY_SCHEMA = "resilibench.summary/1"
+OUTCOMES = ("full", "partial", "failed")
+_WEIGHTS = {"full": 1.0, "partial": 0.5, "failed": 0.0}
+_BASE_VARIANTS = ("baseline", "cot", "optimal")
+_TASK_TYPES = ("simple_task", "basic_task", "data_pipeline", "api_integration",
+               "multi_stage_pipeline")
+_DIFFICULTIES = ("easy", "medium", "hard")
+# Severity on a numeric axis for the robustness slope; the optimal plan is "no flaw" (0).
+_SEVERITY_LEVEL = {"none": 0, **{s: i + 1 for i, s in enumerate(SEVERITIES)}}
+
+Episode = Mapping[str, Any]
+
+
+def variant_order(label: str) -> tuple[int, str]:
+    """baseline, cot, optimal, then the flawed variants in the paper's flaw order."""
+    if label in _BASE_VARIANTS:
+        return (_BASE_VARIANTS.index(label), "")
+    flaw = label.removeprefix("flawed-")
+    return (3 + (FLAWS.index(flaw) if flaw in FLAWS else len(FLAWS)), flaw)
+
+
+def _ordered(values: Iterable[str], known: Sequence[str]) -> list[str]:
+    present = set(values)
+    return [v for v in known if v in present] + sorted(present - set(known))
+
+
+def unit_key(ep: Episode) -> tuple[Any, ...]:
+    """What fixes an episode's tool luck: every variant of a unit meets the same draws."""
+    return (ep.get("task_id"), ep.get("repeat"), ep.get("seed"), ep.get("base_success"))
+
+
+def _is_scored(ep: Episode) -> bool:
+    return ep.get("outcome") in OUTCOMES
+
+
+def _full(ep: Episode) -> bool:
+    return ep.get("outcome") == "full"
+
+
+def _mean(values: Iterable[float]) -> float | None:
+    data = [float(v) for v in values]
+    return float(np.mean(data)) if data else None
+
+
+def _tokens(ep: Episode) -> float:
+    tokens = ep.get("tokens")
+    if isinstance(tokens, Mapping):
+        return float(tokens.get("total") or 0)
+    return float(tokens or 0)
+
+
+def _rates(episodes: Sequence[Episode], confidence: float) -> dict[str, Any]:
+    """Outcome counts and rates of a group, errors apart (never in a denominator)."""
+    scored = [ep for ep in episodes if _is_scored(ep)]
+    n = len(scored)
+    counts = {o: sum(1 for ep in scored if ep["outcome"] == o) for o in OUTCOMES}
+    full = stats.rate(counts["full"], n, confidence=confidence)
+    met = sum(int(ep.get("errors_met") or 0) for ep in scored)
+    recovered = sum(int(ep.get("errors_recovered") or 0) for ep in scored)
+    return {
+        "n": n,
+        "errors": len(episodes) - n,
+        **counts,
+        "full_rate": full.value,
+        "full_ci": list(full.ci),
+        "partial_rate": counts["partial"] / n if n else None,
+        "failed_rate": counts["failed"] / n if n else None,
+        "score": _mean(_WEIGHTS[ep["outcome"]] for ep in scored),
+        "turns": _mean(ep.get("turns") or 0 for ep in scored),
+        "tool_calls": _mean(ep.get("tool_calls") or 0 for ep in scored),
+        "coverage": _mean(ep.get("coverage") or 0 for ep in scored),
+        "order_adherence": _mean(ep.get("order_adherence") or 0 for ep in scored),
+        "recovery_rate": recovered / met if met else None,
+        "tokens": _mean(_tokens(ep) for ep in scored),
+    }
+
+
+def _group(episodes: Iterable[Episode], *fields: str) -> dict[tuple[Any, ...], list[Episode]]:
+    groups: dict[tuple[Any, ...], list[Episode]] = defaultdict(list)
+    for ep in episodes:
+        groups[tuple(ep.get(f) for f in fields)].append(ep)
+    return groups
+
+
+def _pp(x: float | None) -> float | None:
+    return None if x is None else 100.0 * x
+
+
+def _pp_pair(ci: tuple[float, float] | None) -> list[float | None] | None:
+    return None if ci is None else [_pp(ci[0]), _pp(ci[1])]
+
+
+def _paired_drop(
+    optimal: Sequence[Episode], flawed: Sequence[Episode], *, confidence: float, seed: int
+) -> dict[str, Any] | None:
+    """Optimal minus flawed full-success rate over the units that ran both (errors out).
+    One flawed episode per unit: exact McNemar. Several (all flaws, or all severities, of a
+    unit): each unit counts once, with its mean flawed success (permutation test)."""
+    best = {unit_key(ep): _full(ep) for ep in optimal if _is_scored(ep)}
+    by_unit: dict[tuple[Any, ...], list[bool]] = defaultdict(list)
+    for ep in flawed:
+        if _is_scored(ep) and unit_key(ep) in best:
+            by_unit[unit_key(ep)].append(_full(ep))
+    if not by_unit:
+        return None
+    units = sorted(by_unit, key=repr)
+    a = [best[u] for u in units]
+    if all(len(by_unit[u]) == 1 for u in units):
+        comparison = stats.paired_binary(a, [by_unit[u][0] for u in units],
+                                         confidence=confidence, seed=seed)
+    else:
+        comparison = stats.paired_means([float(x) for x in a],
+                                        [float(np.mean(by_unit[u])) for u in units],
+                                        confidence=confidence, seed=seed)
+    # Share of units where the two plans disagree: what McNemar's power hangs on.
+    psi = float(np.mean([float(x) != float(np.mean(by_unit[u])) for x, u in zip(a, units,
+                                                                              strict=True)]))
+    base = comparison.rate_a
+    return {
+        "pairs": comparison.n,
+        "optimal_rate": comparison.rate_a,
+        "flawed_rate": comparison.rate_b,
+        "drop_pp": _pp(comparison.diff),
+        "ci_pp": [_pp(comparison.ci[0]), _pp(comparison.ci[1])],
+        "p_value": comparison.p_value,
+        "method": comparison.method,
+        "bootstrap_ci_pp": _pp_pair(comparison.bootstrap_ci),
+        # The drop this many pairs would detect (80% power, two-sided alpha = 1 - confidence),
+        # paired at the observed discordance and, for contrast, unpaired.
+        "mde_paired_pp": (_pp(stats.mde_paired(comparison.n, discordance=psi,
+                                               alpha=1 - confidence))
+                          if psi else None),
+        "mde_unpaired_pp": (_pp(stats.mde_unpaired(comparison.n, base_rate=base,
+                                                   alpha=1 - confidence))
+                            if base else None),
+    }
+
+
+def _slope(points: Sequence[tuple[float, float]]) -> dict[str, float] | None:
+    xs = sorted({x for x, _ in points})
+    if len(xs) < 2:
+        return None
+    slope, intercept = np.polyfit([x for x, _ in points], [y for _, y in points], 1)
+    return {"slope": float(slope), "intercept": float(intercept)}
+
+
+def _surface(
+    episodes: Sequence[Episode], axis: str, x_of: Callable[[Episode], float | None],
+    confidence: float,
+) -> list[dict[str, Any]]:
+    """Full-success rate per model against one swept axis, with a least-squares slope (per
+    unit of the axis) when the run covers at least two values."""
+    out = []
+    for (model,), eps in sorted(_group(episodes, "model").items(), key=lambda kv: str(kv[0])):
+        by_x: dict[float, list[Episode]] = defaultdict(list)
+        for ep in eps:
+            x = x_of(ep)
+            if x is not None:
+                by_x[x].append(ep)
+        if len(by_x) < 2:
+            continue
+        points = []
+        for x in sorted(by_x):
+            r = _rates(by_x[x], confidence)
+            if r["n"]:
+                points.append({"x": x, "n": r["n"], "full_rate": r["full_rate"],
+                               "full_ci": r["full_ci"]})
+        fit = _slope([(p["x"], p["full_rate"]) for p in points])
+        if fit is not None:
+            out.append({"model": model, "axis": axis, "points": points, **fit})
+    return out
+
+
+def _severity_x(ep: Episode) -> float | None:
+    if ep.get("variant") == "optimal":
+        return 0.0
+    severity = ep.get("severity")
+    return float(_SEVERITY_LEVEL[severity]) if severity in _SEVERITY_LEVEL else None
+
+
+def _pass_k(episodes: Sequence[Episode]) -> list[dict[str, Any]]:
+    """pass^k for k = 1..repeats per model × variant, a task-condition being
+    (task, flaw, severity, seed, base success) and its repeats the draws."""
+    rows = []
+    for (model, variant), eps in _group(episodes, "model", "variant").items():
+        runs = stats.group_successes(
+            (repr((ep.get("task_id"), ep.get("severity"), ep.get("seed"),
+                   ep.get("base_success"))), _full(ep))
+            for ep in eps if _is_scored(ep))
+        most = max((len(r) for r in runs.values()), default=0)
+        if most < 2:
+            continue
+        values = {str(k): stats.pass_hat_k(runs, k) for k in range(1, most + 1)}
+        rows.append({"model": model, "variant": variant, "tasks": len(runs), "pass_k": values})
+    return sorted(rows, key=lambda r: (r["model"], variant_order(r["variant"])))
+
+
+def summary(
+    episodes: Iterable[Episode], *, confidence: float = 0.95, seed: int = 0
+) -> dict[str, Any]:
+    """Everything the reports print, as JSON-able builtins (rates are fractions, drops pp)."""
+    eps = [ep for ep in episodes if isinstance(ep, Mapping)]
+    models = sorted({str(ep.get("model")) for ep in eps})
+
+    def rows(*fields: str, subset: Sequence[Episode] = eps,
+             order: Callable[[tuple[Any, ...]], Any] = repr) -> list[dict[str, Any]]:
+        groups = _group(subset, *fields)
+        return [{**dict(zip(fields, key, strict=True)), **_rates(groups[key], confidence)}
+                for key in sorted(groups, key=order)]
+
+    by_mv = rows("model", "variant", order=lambda k: (str(k[0]), variant_order(str(k[1]))))
+    flawed = [ep for ep in eps if str(ep.get("variant", "")).startswith("flawed")]
+    optimal_by_model = _group((ep for ep in eps if ep.get("variant") == "optimal"), "model")
+    flawed_by_model = _group(flawed, "model")
+    flawed_by_flaw = _group(flawed, "model", "flaw")
+
+    drops_by_model = []
+    for model in models:
+        d = _paired_drop(optimal_by_model.get((model,), []), flawed_by_model.get((model,), []),
+                         confidence=confidence, seed=seed)
+        if d is not None:
+            drops_by_model.append({"model": model, **d})
+    drops_by_flaw = []
+    for (model, flaw) in sorted(flawed_by_flaw, key=lambda k: (str(k[0]), variant_order(
+            f"flawed-{k[1]}"))):
+        d = _paired_drop(optimal_by_model.get((model,), []), flawed_by_flaw[(model, flaw)],
+                         confidence=confidence, seed=seed)
+        if d is not None:
+            drops_by_flaw.append({"model": model, "flaw": flaw, **d})
+
+    variants = _ordered((str(ep.get("variant")) for ep in eps), [])
+    variants.sort(key=variant_order)
+    averages = []
+    for variant in variants:
+        cells = [r for r in by_mv if r["variant"] == variant and r["full_rate"] is not None]
+        if cells:
+            top = max(cells, key=lambda r: r["full_rate"])
+            averages.append({"variant": variant, "models": len(cells),
+                             "mean_full_rate": _mean(r["full_rate"] for r in cells),
+                             "best_model": top["model"], "best_full_rate": top["full_rate"]})
+
+    errors: dict[str, int] = defaultdict(int)
+    for ep in eps:
+        if not _is_scored(ep):
+            errors[str(ep.get("model"))] += 1
+    return {
+        "schema": SUMMARY_SCHEMA,
+        "confidence": confidence,
+        "counts": {"episodes": len(eps), "scored": sum(1 for ep in eps if _is_scored(ep)),
+                   "errors": sum(errors.values()), "models": models, "variants": variants},
+        "errors_by_model": dict(sorted(errors.items())),
+        "by_model_variant": by_mv,
+        "variant_averages": averages,
+        "by_task_type": rows("model", "task_type", order=lambda k: (
+            str(k[0]), _rank(k[1], _TASK_TYPES))),
+        "by_difficulty": rows("model", "difficulty", order=lambda k: (
+            str(k[0]), _rank(k[1], _DIFFICULTIES))),
+        "by_type_difficulty": rows("task_type", "difficulty", order=lambda k: (
+            _rank(k[0], _TASK_TYPES), _rank(k[1], _DIFFICULTIES))),
+        "by_flaw": rows("model", "flaw", "severity", subset=flawed, order=lambda k: (
+            str(k[0]), variant_order(f"flawed-{k[1]}"), _rank(k[2], SEVERITIES))),
+        "drops": {"by_model": drops_by_model, "by_flaw": drops_by_flaw},
+        "pass_k": _pass_k(eps),
+        "surfaces": {
+            "base_success": _surface(eps, "base_success", _float_or_none("base_success"),
+                                     confidence),
+            "severity": _surface(
+                [ep for ep in eps if ep.get("variant") == "optimal" or ep.get("flaw")],
+                "severity", _severity_x, confidence),
+        },
+    }
+
+
+def _rank(value: Any, known: Sequence[str]) -> tuple[int, str]:
+    return (known.index(value), "") if value in known else (len(known), str(value))
+
+
+def _float_or_none(field: str) -> Callable[[Episode], float | None]:
+    def get(ep: Episode) -> float | None:
+        value = ep.get(field)
+        return float(value) if isinstance(value, int | float) else None
+    return get
+
+
+# --- tables ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Table:
+    title: str
+    headers: list[str]
+    rows: list[list[Any]]
+    note: str = ""
+
+
+def _pct(x: float | None, digits: int = 1) -> str:
+    return "–" if x is None else f"{100 * x:.{digits}f}"
+
+
+def _pct_ci(rate: float | None, ci: Sequence[float]) -> str:
+    if rate is None:
+        return "–"
+    return f"{100 * rate:.1f} [{100 * ci[0]:.1f}, {100 * ci[1]:.1f}]"
+
+
+def _signed(x: float | None) -> str:
+    return "–" if x is None else f"{x:+.1f}"
+
+
+def _ci_pp(ci: Sequence[float | None] | None) -> str:
+    if not ci or ci[0] is None or ci[1] is None:
+        return "–"
+    return f"[{ci[0]:+.1f}, {ci[1]:+.1f}]"
+
+
+def _p(p: float | None) -> str:
+    return "–" if p is None else f"{p:.2g}" if p >= 1e-4 else "<1e-4"
+
+
+def _pivot(rows: Sequence[Mapping[str, Any]], column: str, columns: Sequence[str],
+           title: str) -> Table:
+    """model × `column` of full-success % (scored episodes in parentheses)."""
+    cells: dict[str, dict[str, str]] = defaultdict(dict)
+    for r in rows:
+        cells[str(r["model"])][str(r[column])] = f"{_pct(r['full_rate'])} ({r['n']})"
+    body = [[model, *(cells[model].get(c, "–") for c in columns)] for model in sorted(cells)]
+    return Table(title, ["model", *columns], body, "full success %, (scored episodes)")
+
+
+def tables(s: Mapping[str, Any]) -> list[Table]:
+    """The summary's tables in the paper's layout, each with a title; empty ones left out."""
+    out: list[Table] = []
+    by_mv = s.get("by_model_variant", [])
+    variants = s.get("counts", {}).get("variants", [])
+    if by_mv:
+        grid: dict[str, dict[str, str]] = defaultdict(dict)
+        for r in by_mv:
+            grid[r["model"]][r["variant"]] = _pct(r["full_rate"])
+        body = [[m, *(grid[m].get(v, "–") for v in variants)] for m in sorted(grid)]
+        if len(grid) > 1:
+            means = {a["variant"]: _pct(a["mean_full_rate"]) for a in s.get("variant_averages",
+                                                                             [])}
+            body.append(["mean over models", *(means.get(v, "–") for v in variants)])
+        out.append(Table("Full success rate by model and prompt variant (%)",
+                         ["model", *variants], body))
+        out.append(Table(
+            "Outcomes by model and variant",
+            ["model", "variant", "n", "full % [95% CI]", "partial %", "failed %", "score",
+             "turns", "calls", "recovered %", "errors"],
+            [[r["model"], r["variant"], r["n"], _pct_ci(r["full_rate"], r["full_ci"]),
+              _pct(r["partial_rate"]), _pct(r["failed_rate"]),
+              "–" if r["score"] is None else f"{r['score']:.3f}",
+              "–" if r["turns"] is None else f"{r['turns']:.1f}",
+              "–" if r["tool_calls"] is None else f"{r['tool_calls']:.1f}",
+              _pct(r["recovery_rate"], 0), r["errors"]] for r in by_mv],
+            "score: full = 1, partial = 0.5; errors (infrastructure) are outside every rate"))
+    drops = s.get("drops", {})
+    if drops.get("by_model"):
+        out.append(Table(
+            "Optimal → flawed plan, paired on the same tool luck",
+            ["model", "optimal %", "flawed %", "drop pp", "95% CI", "p", "pairs", "MDE pp"],
+            [[d["model"], _pct(d["optimal_rate"]), _pct(d["flawed_rate"]),
+              _signed(d["drop_pp"]), _ci_pp(d["ci_pp"]), _p(d["p_value"]), d["pairs"],
+              "–" if d["mde_paired_pp"] is None else f"{d['mde_paired_pp']:.1f}"]
+             for d in drops["by_model"]],
+            "drop = optimal − flawed; MDE: smallest paired drop detectable at 80% power"))
+    if drops.get("by_flaw"):
+        out.append(Table(
+            "Drop by flaw",
+            ["model", "flaw", "optimal %", "flawed %", "drop pp", "95% CI", "p", "pairs"],
+            [[d["model"], d["flaw"], _pct(d["optimal_rate"]), _pct(d["flawed_rate"]),
+              _signed(d["drop_pp"]), _ci_pp(d["ci_pp"]), _p(d["p_value"]), d["pairs"]]
+             for d in drops["by_flaw"]]))
+    if s.get("by_flaw") and len({r.get("severity") for r in s["by_flaw"]}) > 1:
+        out.append(Table(
+            "Flawed plans by severity",
+            ["model", "flaw", "severity", "n", "full % [95% CI]", "partial %", "failed %"],
+            [[r["model"], r["flaw"], r["severity"], r["n"], _pct_ci(r["full_rate"], r["full_ci"]),
+              _pct(r["partial_rate"]), _pct(r["failed_rate"])] for r in s["by_flaw"]]))
+    if s.get("by_task_type"):
+        types = _ordered((r["task_type"] for r in s["by_task_type"]), _TASK_TYPES)
+        out.append(_pivot(s["by_task_type"], "task_type", types, "By task type"))
+    if s.get("by_difficulty"):
+        levels = _ordered((r["difficulty"] for r in s["by_difficulty"]), _DIFFICULTIES)
+        out.append(_pivot(s["by_difficulty"], "difficulty", levels, "By difficulty"))
+    if s.get("pass_k"):
+        ks = sorted({k for r in s["pass_k"] for k in r["pass_k"]}, key=int)
+        out.append(Table(
+            "pass^k over repeats (%)", ["model", "variant", "tasks", *(f"pass^{k}" for k in ks)],
+            [[r["model"], r["variant"], r["tasks"], *(_pct(r["pass_k"].get(k)) for k in ks)]
+             for r in s["pass_k"]],
+            "pass^k: chance that k repeats of a task all succeed (tau-bench)"))
+    surfaces = [*s.get("surfaces", {}).get("base_success", []),
+                *s.get("surfaces", {}).get("severity", [])]
+    if surfaces:
+        out.append(Table(
+            "Robustness surfaces: full success against the swept axis",
+            ["model", "axis", "points (x: full %)", "slope"],
+            [[r["model"], r["axis"],
+              "  ".join(f"{_axis_label(r['axis'], p['x'])}: {_pct(p['full_rate'])}"
+                        for p in r["points"]),
+              _slope_label(r)] for r in surfaces]))
+    errors = s.get("errors_by_model", {})
+    if errors:
+        out.append(Table("Infrastructure errors (outside every rate)", ["model", "errors"],
+                         [[m, n] for m, n in errors.items()]))
+    return out
+
+
+def _axis_label(axis: str, x: float) -> str:
+    if axis == "severity":
+        names = {v: k for k, v in _SEVERITY_LEVEL.items()}
+        return names.get(int(x), str(x))
+    return f"{x:g}"
+
+
+def _slope_label(r: Mapping[str, Any]) -> str:
+    if r["axis"] == "severity":
+        return f"{100 * r['slope']:+.1f} pp per level"
+    # Reliability: pp of full success per 0.1 of base success probability.
+    return f"{10 * r['slope']:+.1f} pp per +0.1"
+
+
+def _render(s: Mapping[str, Any], fmt: str, heading: Callable[[str], str]) -> str:
+    parts = []
+    for t in tables(s):
+        block = [heading(t.title), tabulate(t.rows, headers=t.headers, tablefmt=fmt,
+                                            disable_numparse=True)]
+        if t.note:
+            block.append(t.note)
+        parts.append("\n".join(block))
+    counts = s.get("counts", {})
+    head = (f"{counts.get('episodes', 0)} episodes, {counts.get('scored', 0)} scored, "
+            f"{counts.get('errors', 0)} infrastructure errors")
+    return "\n\n".join([head, *parts]) + "\n"
+
+
+def render_terminal(s: Mapping[str, Any]) -> str:
+    """Compact plain-text tables, one titled section each (what the plugin prints)."""
+    return _render(s, "simple", lambda title: f"-- {title} --")
+
+
+def render_markdown(s: Mapping[str, Any], *, title: str = "ResiliBench report") -> str:
+    return f"# {title}\n\n" + _render(s, "github", lambda t: f"## {t}\n")

@@ -1,0 +1,165 @@
+"""The run summary and its tables, from hand-built episode dicts with known counts."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from pytest_resilibench import analysis, stats
+
+
+def episode(**fields: Any) -> dict[str, Any]:
+    base: dict[str, Any] = {
+        "model": "m", "variant": "optimal", "flaw": None, "severity": None, "task_id": "t0000",
+        "task_type": "data_pipeline", "difficulty": "easy", "repeat": 0, "seed": 0,
+        "base_success": 0.8, "outcome": "full", "turns": 4, "tool_calls": 4, "coverage": 1.0,
+        "order_adherence": 1.0, "errors_met": 0, "errors_recovered": 0,
+        "tokens": {"prompt": 0, "completion": 0, "total": 10},
+    }
+    return {**base, **fields}
+
+
+def optimal_and_flawed(n: int, *, optimal_full: int, flawed_full: int, model: str = "m",
+                       flaw: str = "semantic_drift", severity: str = "medium",
+                       **fields: Any) -> list[dict[str, Any]]:
+    """n units, each one optimal and one flawed episode sharing (task, repeat, seed, base)."""
+    eps = []
+    for i in range(n):
+        unit = {"task_id": f"t{i:04d}", "model": model, **fields}
+        eps.append(episode(**unit, outcome="full" if i < optimal_full else "failed"))
+        eps.append(episode(**unit, variant=f"flawed-{flaw}", flaw=flaw, severity=severity,
+                           outcome="full" if i < flawed_full else "failed"))
+    return eps
+
+
+def test_rates_exclude_errors_from_denominators() -> None:
+    eps = [episode(outcome="full")] * 3 + [episode(outcome="partial"),
+                                           episode(outcome="failed"), episode(outcome="error")]
+    s = analysis.summary(eps)
+    (row,) = s["by_model_variant"]
+    assert (row["n"], row["errors"], row["full"], row["partial"], row["failed"]) == (5, 1, 3, 1, 1)
+    assert row["full_rate"] == pytest.approx(0.6)
+    assert row["full_ci"] == pytest.approx(list(stats.wilson(3, 5)))
+    assert row["score"] == pytest.approx((3 + 0.5) / 5)
+    assert s["counts"] == {"episodes": 6, "scored": 5, "errors": 1, "models": ["m"],
+                           "variants": ["optimal"]}
+    assert s["errors_by_model"] == {"m": 1}
+
+
+def test_summary_is_json_able() -> None:
+    eps = optimal_and_flawed(10, optimal_full=8, flawed_full=5)
+    s = analysis.summary(eps)
+    assert json.loads(json.dumps(s)) == s
+
+
+def test_drop_is_paired_on_the_unit() -> None:
+    # Units 0-7 succeed with the optimal plan; 0-4 with the flawed one: 3 discordant pairs.
+    s = analysis.summary(optimal_and_flawed(20, optimal_full=8, flawed_full=5))
+    (drop,) = s["drops"]["by_model"]
+    assert drop["pairs"] == 20
+    assert drop["optimal_rate"] == pytest.approx(0.4) and drop["flawed_rate"] == pytest.approx(0.25)
+    assert drop["drop_pp"] == pytest.approx(15.0)
+    assert drop["p_value"] == pytest.approx(stats.mcnemar_exact(3, 0))
+    assert drop["method"] == "mcnemar-exact+newcombe"
+    (by_flaw,) = s["drops"]["by_flaw"]
+    assert by_flaw["flaw"] == "semantic_drift" and by_flaw["drop_pp"] == pytest.approx(15.0)
+
+
+def test_drop_ignores_units_with_an_error_or_no_partner() -> None:
+    eps = optimal_and_flawed(10, optimal_full=10, flawed_full=0)
+    eps[1]["outcome"] = "error"  # unit 0's flawed episode
+    eps.append(episode(task_id="t9999", variant="flawed-tool_misuse", flaw="tool_misuse",
+                       severity="light", outcome="failed"))  # no optimal partner
+    (drop,) = analysis.summary(eps)["drops"]["by_model"]
+    assert drop["pairs"] == 9 and drop["drop_pp"] == pytest.approx(100.0)
+
+
+def test_several_flawed_siblings_count_one_unit_once() -> None:
+    eps = optimal_and_flawed(12, optimal_full=12, flawed_full=6, flaw="missing_step")
+    eps += [e for e in optimal_and_flawed(12, optimal_full=12, flawed_full=0, flaw="tool_misuse")
+            if e["variant"] != "optimal"]
+    (drop,) = analysis.summary(eps)["drops"]["by_model"]
+    assert drop["pairs"] == 12
+    assert drop["method"] == "permutation+bootstrap"
+    assert drop["flawed_rate"] == pytest.approx(0.25)
+    assert drop["drop_pp"] == pytest.approx(75.0)
+
+
+def test_pass_k_appears_only_with_repeats() -> None:
+    assert analysis.summary([episode()])["pass_k"] == []
+    eps = [episode(task_id="a", repeat=r, outcome="full" if r < 2 else "failed")
+           for r in range(4)]
+    eps += [episode(task_id="b", repeat=r) for r in range(4)]
+    (row,) = analysis.summary(eps)["pass_k"]
+    assert row["tasks"] == 2
+    assert row["pass_k"]["2"] == pytest.approx((1 / 6 + 1) / 2)
+    assert set(row["pass_k"]) == {"1", "2", "3", "4"}
+
+
+def test_robustness_surfaces_fit_slopes_over_the_sweeps() -> None:
+    eps = []
+    for base, full in ((0.9, 9), (0.8, 7), (0.7, 5), (0.6, 3)):
+        eps += [episode(task_id=f"t{i}", base_success=base,
+                        outcome="full" if i < full else "failed") for i in range(10)]
+    for severity, full in (("light", 6), ("medium", 4), ("severe", 2)):
+        eps += [episode(task_id=f"t{i}", variant="flawed-missing_step", flaw="missing_step",
+                        severity=severity, outcome="full" if i < full else "failed")
+                for i in range(10)]
+    s = analysis.summary(eps)
+    (reliability,) = s["surfaces"]["base_success"]
+    # Optimal episodes alone run at 0.6..0.9 (0.3..0.9 full); flawed ones at 0.8 only.
+    assert [p["x"] for p in reliability["points"]] == [0.6, 0.7, 0.8, 0.9]
+    assert reliability["slope"] > 0
+    (severity_surface,) = s["surfaces"]["severity"]
+    assert [p["x"] for p in severity_surface["points"]] == [0, 1, 2, 3]
+    assert severity_surface["slope"] < 0
+    text = analysis.render_terminal(s)
+    assert "pp per level" in text and "pp per +0.1" in text
+
+
+def test_no_surface_without_a_sweep() -> None:
+    s = analysis.summary(optimal_and_flawed(5, optimal_full=3, flawed_full=2))
+    assert s["surfaces"]["base_success"] == []
+
+
+def test_terminal_tables_follow_the_paper_layout() -> None:
+    eps = optimal_and_flawed(10, optimal_full=8, flawed_full=4, model="alpha")
+    eps += optimal_and_flawed(10, optimal_full=6, flawed_full=6, model="beta",
+                              task_type="simple_task", difficulty="hard")
+    eps.append(episode(model="beta", variant="baseline", outcome="error"))
+    text = analysis.render_terminal(analysis.summary(eps))
+    titles = [t.title for t in analysis.tables(analysis.summary(eps))]
+    assert titles[:3] == ["Full success rate by model and prompt variant (%)",
+                          "Outcomes by model and variant",
+                          "Optimal → flawed plan, paired on the same tool luck"]
+    assert "By task type" in titles and "By difficulty" in titles
+    assert "Infrastructure errors (outside every rate)" in titles
+    assert "mean over models" in text
+    main = text.split("-- Outcomes")[0]
+    assert "80.0" in main and "40.0" in main  # alpha: optimal 8/10, flawed 4/10
+    assert "+40.0" in text  # alpha's drop in pp
+    assert "41 episodes, 40 scored, 1 infrastructure errors" in text
+
+
+def test_markdown_has_a_heading_per_table() -> None:
+    s = analysis.summary(optimal_and_flawed(6, optimal_full=4, flawed_full=2))
+    md = analysis.render_markdown(s)
+    assert md.startswith("# ResiliBench report")
+    assert md.count("\n## ") == len(analysis.tables(s))
+    assert "| model" in md
+
+
+def test_empty_and_malformed_input_do_not_crash() -> None:
+    s = analysis.summary([])
+    assert s["counts"]["episodes"] == 0 and analysis.tables(s) == []
+    odd = analysis.summary([episode(outcome="exploded", tokens=None), "not a dict"])  # type: ignore[list-item]
+    assert odd["counts"]["errors"] == 1
+    assert "1 episodes" in analysis.render_terminal(odd)
+
+
+def test_variant_order_is_the_papers() -> None:
+    labels = ["flawed-semantic_drift", "optimal", "cot", "flawed-sequence_disorder", "baseline"]
+    assert sorted(labels, key=analysis.variant_order) == [
+        "baseline", "cot", "optimal", "flawed-sequence_disorder", "flawed-semantic_drift"]
