@@ -9,6 +9,7 @@ import argparse
 import json
 import sys
 from collections.abc import Callable, Sequence
+from pathlib import Path
 
 __all__ = ["main"]
 
@@ -32,9 +33,85 @@ def _add_tools(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(handler=_cmd_tools)
 
 
+def _cmd_match(args: argparse.Namespace) -> int:
+    from solver.matcher import ToolMatcher
+
+    ranked = ToolMatcher.default().rank(args.phrase, top=args.top)
+    json.dump([{"tool": tool, "score": score} for tool, score in ranked], sys.stdout, indent=2)
+    sys.stdout.write("\n")
+    return 0
+
+
+def _add_match(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("match", help="rank the tools matching an operation phrase (BM25), as JSON")
+    p.add_argument("phrase", help='an operation phrase, e.g. "parse the raw records"')
+    p.add_argument("--top", type=int, default=5, help="how many tools to list (default 5)")
+    p.set_defaults(handler=_cmd_match)
+
+
+def _cmd_generate(args: argparse.Namespace) -> int:
+    from solver.generate import generate
+
+    manifest = generate(args.out, seed=args.seed)
+    print(f"wrote {manifest['total']} tasks to {args.out} "
+          f"(generator {manifest['generator_hash'][:12]}, "
+          f"tasks.jsonl.gz sha256 {manifest['files']['tasks.jsonl.gz']['sha256'][:12]})")
+    return 0
+
+
+def _add_generate(sub: argparse._SubParsersAction) -> None:
+    from pytest_resilibench.tasks import FIXTURES_DIR
+
+    p = sub.add_parser("generate", help="generate the 5040 task fixtures (deterministic)")
+    p.add_argument("--out", type=Path, default=FIXTURES_DIR,
+                   help="fixtures directory to write (default: the package's fixtures/)")
+    p.add_argument("--seed", type=int, default=None, help="generator seed (default 2026)")
+    p.set_defaults(handler=_cmd_generate)
+
+
+def _cmd_tasks(args: argparse.Namespace) -> int:
+    from tabulate import tabulate
+
+    from pytest_resilibench.tasks import DIFFICULTIES, TASK_TYPES, load_tasks
+
+    tasks = load_tasks(args.dir).select(
+        types=[args.type] if args.type else None,
+        difficulties=[args.difficulty] if args.difficulty else None,
+    )
+    if args.stats:
+        rows = []
+        for task_type in TASK_TYPES:
+            counts = [sum(1 for t in tasks if t.type == task_type and t.difficulty == d)
+                      for d in DIFFICULTIES]
+            tools = [len(t.required_tools) for t in tasks if t.type == task_type]
+            mean = f"{sum(tools) / len(tools):.2f}" if tools else "-"
+            rows.append([task_type, *counts, sum(counts), mean])
+        totals = [sum(1 for t in tasks if t.difficulty == d) for d in DIFFICULTIES]
+        rows.append(["total", *totals, len(tasks), ""])
+        print(tabulate(rows, headers=["type", *DIFFICULTIES, "total", "mean tools"]))
+        return 0
+    for task in tasks:
+        print(f"{task.id}  {task.type:<21} {task.difficulty:<6} {' -> '.join(task.required_tools)}")
+    return 0
+
+
+def _add_tasks(sub: argparse._SubParsersAction) -> None:
+    from pytest_resilibench.tasks import DIFFICULTIES, FIXTURES_DIR, TASK_TYPES
+
+    p = sub.add_parser("tasks", help="list the tasks, or count them with --stats")
+    p.add_argument("--stats", action="store_true", help="counts per type x difficulty")
+    p.add_argument("--type", choices=TASK_TYPES, help="only tasks of this type")
+    p.add_argument("--difficulty", choices=DIFFICULTIES, help="only tasks of this difficulty")
+    p.add_argument("--dir", type=Path, default=FIXTURES_DIR, help="fixtures directory")
+    p.set_defaults(handler=_cmd_tasks)
+
+
 # Each entry adds one subcommand's parser (with `handler` set) to the subparsers.
 _SUBCOMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [
     _add_tools,
+    _add_match,
+    _add_generate,
+    _add_tasks,
 ]
 
 

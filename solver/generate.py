@@ -1,0 +1,460 @@
+"""The task generator (SPEC §3): 5 types x 3 difficulties x 336 = 5040 tasks, from a seed.
+
+For each task: pick a template of its type and the optional steps its difficulty keeps, match
+every operation phrase to a tool with BM25 (never a tool twice), order the tools consistently
+with their dependencies, bind a realistic value to every required parameter of the prerequisite
+closure, follow the data through the closure (as the simulator does) to know which format each
+step consumes, then word the description for the difficulty.
+
+Every draw comes from one counter-based stream per task, keyed by (seed, task id), so a task
+never depends on the others and the fixture bytes are a pure function of the config.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import io
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+from pytest_resilibench.registry import DATA_FORMATS, Role, ToolRegistry, default_registry
+from pytest_resilibench.rng import DrawStream
+from pytest_resilibench.tasks import DIFFICULTIES, FIXTURES_DIR, TASK_TYPES, Task
+from solver import templates
+from solver.matcher import ToolMatcher
+
+__all__ = [
+    "MANIFEST_SCHEMA",
+    "STEP_COUNTS",
+    "GeneratorConfig",
+    "generate",
+    "generate_task",
+    "generate_tasks",
+    "order_by_dependencies",
+    "task_problems",
+    "tasks_bytes",
+    "write_fixtures",
+]
+
+MANIFEST_SCHEMA = "resilibench.manifest/1"
+GENERATOR_VERSION = 1
+# Required tools per task type (SPEC §3).
+STEP_COUNTS: dict[str, tuple[int, int]] = {
+    "simple_task": (2, 3),
+    "basic_task": (3, 4),
+    "data_pipeline": (3, 5),
+    "api_integration": (3, 4),
+    "multi_stage_pipeline": (4, 6),
+}
+# The parameter naming each output tool's deliverable, and what kind of deliverable it is.
+_DELIVERABLES: dict[str, tuple[str, str]] = {
+    "file_operations_writer": ("destination", "file"),
+    "network_poster": ("target_url", "http_post"),
+    "network_router": ("route_to", "routed_data"),
+    "integration_scheduler": ("job_name", "scheduled_job"),
+    "utility_notifier": ("recipient", "notification"),
+    "data_processing_aggregator": ("function", "summary"),
+    "integration_queue": ("queue_name", "queued_batch"),
+}
+_EXTENSIONS = {"csv": "csv", "json": "json", "xml": "xml", "yaml": "yaml", "text": "txt",
+               "binary": "gz"}
+_T = TypeVar("_T")
+
+
+@dataclass(frozen=True)
+class GeneratorConfig:
+    """Everything the fixture bytes depend on (with the template data, hashed in `to_json`)."""
+
+    seed: int = 2026
+    per_cell: int = 336
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            **asdict(self),
+            "version": GENERATOR_VERSION,
+            "task_types": list(TASK_TYPES),
+            "difficulties": list(DIFFICULTIES),
+            "templates_sha256": _sha256(_canonical(_template_data())),
+        }
+
+    @property
+    def digest(self) -> str:
+        return _sha256(_canonical(self.to_json()))
+
+
+def _template_data() -> dict[str, Any]:
+    return {name: getattr(templates, name) for name in templates.__all__}
+
+
+def _canonical(data: Any) -> bytes:
+    return json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def _sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+# --- drawing ---------------------------------------------------------------------------------
+def _sample(rng: DrawStream, items: Sequence[_T], k: int) -> list[_T]:
+    """k distinct items in their original order (a partial Fisher-Yates on indices)."""
+    idx = list(range(len(items)))
+    for i in range(k):
+        j = rng.randint(i, len(idx) - 1)
+        idx[i], idx[j] = idx[j], idx[i]
+    return [items[i] for i in sorted(idx[:k])]
+
+
+def _optional_kept(rng: DrawStream, difficulty: str, n_optional: int) -> int:
+    """How many optional steps a difficulty keeps: easy few, hard most."""
+    if n_optional == 0:
+        return 0
+    if difficulty == "easy":
+        return 0 if rng.random() < 0.7 else 1
+    if difficulty == "hard":
+        return n_optional if rng.random() < 0.7 else n_optional - 1
+    return rng.randint(0, n_optional)
+
+
+# --- tools -----------------------------------------------------------------------------------
+def order_by_dependencies(tools: Sequence[str], registry: ToolRegistry) -> tuple[str, ...]:
+    """A stable topological order: each tool after its dependencies within `tools`, otherwise
+    the given order kept."""
+    task = tuple(tools)
+    placed: list[str] = []
+    remaining = list(task)
+    while remaining:
+        for tool in remaining:
+            deps = [d for d in registry.dependencies(tool, task) if d in task]
+            if all(d in placed for d in deps):
+                placed.append(tool)
+                remaining.remove(tool)
+                break
+        else:
+            raise ValueError(f"dependency cycle among {remaining}")
+    ordered = tuple(placed)
+    # Dependencies are level-based, so the order cannot change them; recheck to be sure.
+    if any(registry.dependencies(t, ordered) != registry.dependencies(t, task) for t in task):
+        raise AssertionError("dependencies changed with the order")
+    return ordered
+
+
+def _match_tools(
+    rng: DrawStream, operations: Sequence[str], matcher: ToolMatcher
+) -> list[str]:
+    used: list[str] = []
+    for op in operations:
+        phrase = rng.choice(templates.OPERATIONS[op])
+        used.append(matcher.best(phrase, exclude=used))
+    return used
+
+
+# --- values ----------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class _Context:
+    theme: Mapping[str, str]
+    year: int
+    period: str
+    org: str
+
+
+_ORGS = ("acme", "globex", "initech", "umbrella", "hooli", "stark", "wayne", "tyrell")
+_PERIODS = ("q1", "q2", "q3", "q4", "jan", "apr", "jul", "oct")
+
+
+def _bind(param: str, rng: DrawStream, ctx: _Context, consumed: str) -> Any:
+    """A realistic value for a task-bound parameter (valid against the tool's schema)."""
+    t, stem = ctx.theme, ctx.theme["stem"]
+    simple: dict[str, Any] = {
+        "directory": f"/data/{stem}/incoming/{ctx.year}",
+        "url": f"https://api.{ctx.org}.example.com/v{rng.randint(1, 3)}/{t['resource']}",
+        "target_url": f"https://partners.{ctx.org}.example.com/ingest/{t['resource']}",
+        "route_to": f"{stem.replace('_', '-')}-{rng.choice(('eu-west', 'us-east', 'ap-south'))}",
+        "endpoint": f"postgresql://db.{ctx.org}.internal:5432/{stem}",
+        "service": f"{ctx.org}-{rng.choice(('gateway', 'identity', 'sso'))}",
+        "recipient": rng.choice((f"{t['team']}-team@{ctx.org}.example.com",
+                                 f"#{t['team']}-alerts", f"oncall@{ctx.org}.example.com")),
+        "queue_name": f"{stem.replace('_', '-')}-batches",
+        "job_name": f"{stem.replace('_', '-')}-{ctx.period}-refresh",
+        "function": rng.choice(("sum", "mean", "count", "min", "max")),
+        "operation": rng.choice(("normalize", "pivot", "flatten", "rename", "enrich")),
+        "expression": t["expression"],
+        "condition": t["condition"],
+        "horizon": rng.choice((7, 12, 14, 30, 90)),
+        "method": rng.choice(("statistical", "trend", "correlation", "anomaly")),
+        "objective": rng.choice(("minimize", "maximize")),
+        "target_schema": t["schema"],
+        "schedule": rng.choice(("once", "hourly", "daily", "weekly")),
+        "target_format": rng.choice([f for f in DATA_FORMATS if f not in (consumed, "binary")]),
+        "action": rng.choice(("format", "split", "merge", "dedupe")),
+        "event": f"{stem}_{ctx.period}_processed",
+        "key": f"{stem}:{ctx.year}-{ctx.period}",
+        "message": f"{t['label']} run for {ctx.period} {ctx.year} started",
+    }
+    if param in simple:
+        return simple[param]
+    if param == "path":
+        return f"/data/{stem}_{ctx.year}_{ctx.period}.{_EXTENSIONS[consumed]}"
+    if param == "destination":
+        kind = rng.choice(("summary", "report", "clean", "export"))
+        return f"/reports/{stem}_{kind}_{ctx.year}_{ctx.period}.{_EXTENSIONS[consumed]}"
+    raise KeyError(f"no value generator for parameter {param!r}")
+
+
+def _data_format(rng: DrawStream, closure: Sequence[str], registry: ToolRegistry) -> str:
+    """The format of the task's raw data: what its first format-less source reads."""
+    for tool in closure:
+        spec = registry[tool]
+        if spec.role is Role.SOURCE and spec.output_format is None:
+            choices = {"network_fetcher": ("json", "json", "xml", "csv"),
+                       "integration_connector": ("csv", "json")}
+            return rng.choice(choices.get(tool, ("csv", "csv", "json", "xml", "yaml", "text")))
+    return "json"
+
+
+def _bind_closure(
+    rng: DrawStream, ctx: _Context, required: tuple[str, ...], closure: tuple[str, ...],
+    registry: ToolRegistry,
+) -> tuple[dict[str, Any], dict[str, str], dict[str, str]]:
+    """Bind every required parameter along the closure, following the data as the simulator
+    does when the closure runs in order (each step consuming the latest output of a
+    dependency, else the latest output): returns inputs and, per tool, the format it consumes
+    and the format it produces."""
+    data_format = _data_format(rng, closure, registry)
+    inputs: dict[str, Any] = {"format": data_format}
+    consumed: dict[str, str] = {}
+    produced: dict[str, str] = {}
+    for tool in closure:
+        spec = registry[tool]
+        takes_source = "source" in spec.parameters.get("properties", {})
+        fmt = data_format
+        if spec.role is not Role.SOURCE and takes_source:
+            deps = [d for d in registry.dependencies(tool, required) if d in produced]
+            if deps:  # `produced` keeps production order: the latest dependency wins
+                fmt = produced[max(deps, key=list(produced).index)]
+            elif produced:
+                fmt = produced[list(produced)[-1]]
+        consumed[tool] = fmt
+        for param in spec.required_parameters:
+            if param != "format" and param not in inputs:
+                inputs[param] = _bind(param, rng, ctx, fmt)
+        if spec.output_format is None:
+            out = fmt
+        elif spec.output_format.startswith("param:"):
+            out = inputs[spec.output_format.removeprefix("param:")]
+        else:
+            out = spec.output_format
+        produced[tool] = out
+    return inputs, consumed, produced
+
+
+def _step_arguments(
+    closure: Sequence[str], inputs: Mapping[str, Any], consumed: Mapping[str, str],
+    registry: ToolRegistry,
+) -> dict[str, dict[str, Any]]:
+    args: dict[str, dict[str, Any]] = {}
+    for tool in closure:
+        call: dict[str, Any] = {}
+        for param in registry[tool].required_parameters:
+            call[param] = consumed[tool] if param == "format" else inputs[param]
+        args[tool] = call
+    return args
+
+
+# --- wording ---------------------------------------------------------------------------------
+def _join(clauses: Sequence[str], *, last: str) -> str:
+    if len(clauses) == 1:
+        return clauses[0]
+    return ", ".join(clauses[:-1]) + f"{last}{clauses[-1]}"
+
+
+def _sentence(text: str) -> str:
+    text = text.strip()
+    return text[:1].upper() + text[1:] + ("" if text.endswith((".", "!", "?")) else ".")
+
+
+def _describe(
+    rng: DrawStream, difficulty: str, required: Sequence[str], closure: Sequence[str],
+    values: Mapping[str, Any],
+) -> str:
+    clauses = [rng.choice(templates.WORDINGS[t][difficulty]).format(**values) for t in required]
+    hidden = [
+        templates.PREREQUISITE_WORDINGS[t][difficulty].format(**values)
+        for t in closure if t not in required
+    ]
+    if difficulty == "easy":
+        body = [_sentence(_join(clauses, last=", and finally "))]
+    elif difficulty == "medium":
+        body = [_sentence(clauses[0]), _sentence(_join(clauses[1:], last=" and then "))]
+    else:
+        context = rng.choice(templates.CONTEXTS).format(**values)
+        noise = _sample(rng, templates.DISTRACTORS, 2)
+        body = [context, *(_sentence(c) for c in clauses)]
+        # Distractors land between the facts that matter, not only at the end.
+        body.insert(1 + rng.randint(0, len(clauses)), noise[0])
+        body.append(noise[1])
+    return " ".join(body + [_sentence(h) for h in hidden])
+
+
+def _constraints(rng: DrawStream, required: Sequence[str]) -> tuple[str, ...]:
+    out = ["finish within 10 turns", *_sample(rng, templates.CONSTRAINTS, rng.randint(0, 2))]
+    specific = [templates.TOOL_CONSTRAINTS[t] for t in required if t in templates.TOOL_CONSTRAINTS]
+    if specific:
+        out.append(rng.choice(specific))
+    return tuple(out)
+
+
+# --- tasks -----------------------------------------------------------------------------------
+def task_cell(index: int) -> tuple[str, str]:
+    """(type, difficulty) of task `index`: cells interleave, so any prefix of the ids covers
+    every type x difficulty evenly."""
+    cell = index % (len(TASK_TYPES) * len(DIFFICULTIES))
+    return TASK_TYPES[cell // len(DIFFICULTIES)], DIFFICULTIES[cell % len(DIFFICULTIES)]
+
+
+def generate_task(
+    index: int,
+    *,
+    config: GeneratorConfig = GeneratorConfig(),
+    registry: ToolRegistry | None = None,
+    matcher: ToolMatcher | None = None,
+) -> Task:
+    registry = registry or default_registry()
+    matcher = matcher or ToolMatcher.default()
+    task_id = f"t{index:04d}"
+    task_type, difficulty = task_cell(index)
+    rng = DrawStream(config.seed, "task", task_id)
+
+    slots = rng.choice(templates.TEMPLATES[task_type]).split()
+    optional = [i for i, s in enumerate(slots) if s.startswith("?")]
+    kept = set(_sample(rng, optional, _optional_kept(rng, difficulty, len(optional))))
+    operations = [s.lstrip("?") for i, s in enumerate(slots) if i not in optional or i in kept]
+    required = order_by_dependencies(_match_tools(rng, operations, matcher), registry)
+    closure = registry.closure(required)
+
+    theme = rng.choice(templates.THEMES)
+    ctx = _Context(theme, rng.randint(2023, 2026), rng.choice(_PERIODS), rng.choice(_ORGS))
+    inputs, consumed, produced = _bind_closure(rng, ctx, required, closure, registry)
+    values = {**inputs, "label": theme["label"], "team": theme["team"],
+              "period": f"{ctx.period} {ctx.year}"}
+    output = required[-1]
+    param, kind = _DELIVERABLES[output]
+    return Task(
+        id=task_id,
+        type=task_type,
+        difficulty=difficulty,
+        description=_describe(rng, difficulty, required, closure, values),
+        inputs=inputs,
+        expected_outputs={"deliverable": inputs[param], "kind": kind, "format": produced[output]},
+        required_tools=required,
+        constraints=_constraints(rng, required),
+        step_arguments=_step_arguments(closure, inputs, consumed, registry),
+    )
+
+
+def generate_tasks(
+    config: GeneratorConfig = GeneratorConfig(), *, registry: ToolRegistry | None = None
+) -> list[Task]:
+    registry = registry or default_registry()
+    matcher = ToolMatcher(registry)
+    total = config.per_cell * len(TASK_TYPES) * len(DIFFICULTIES)
+    return [generate_task(i, config=config, registry=registry, matcher=matcher)
+            for i in range(total)]
+
+
+# --- checks ----------------------------------------------------------------------------------
+def task_problems(task: Task, registry: ToolRegistry) -> list[str]:
+    """Every way a task breaks the generator's contract (empty when it is sound)."""
+    problems: list[str] = []
+    req = task.required_tools
+    lo, hi = STEP_COUNTS[task.type]
+    if not lo <= len(req) <= hi:
+        problems.append(f"{len(req)} required tools, expected {lo}-{hi}")
+    if len(set(req)) != len(req):
+        problems.append("a tool is required twice")
+    for i, tool in enumerate(req):
+        late = [d for d in registry.dependencies(tool, req) if d in req[i:]]
+        if late:
+            problems.append(f"{tool} comes before its dependencies {late}")
+    if not registry[req[-1]].produces_output:
+        problems.append(f"the last tool {req[-1]} produces no output")
+    closure = registry.closure(req)
+    if set(task.step_arguments) != set(closure):
+        problems.append("step_arguments do not cover exactly the closure")
+    if task.inputs.get("format") not in set(DATA_FORMATS) - {"binary"}:
+        problems.append(f"bad data format {task.inputs.get('format')!r}")
+    for tool in closure:
+        spec = registry[tool]
+        args = task.step_arguments.get(tool, {})
+        problems += [f"{tool}: {e}" for e in registry.argument_errors(tool, args)]
+        for param in spec.required_parameters:
+            if param != "format" and task.inputs.get(param) != args.get(param):
+                problems.append(f"{tool}.{param} is not bound in inputs")
+        # An optional parameter named like a bound input would be a trap: any other value an
+        # agent picks for it is refused.
+        for param in spec.parameters.get("properties", {}):
+            if param not in ("format", "source") and param in task.inputs \
+                    and param not in spec.required_parameters:
+                problems.append(f"{tool}.{param} is optional but bound in inputs")
+    names = [t for t in registry.names if t in task.description]
+    if names:
+        problems.append(f"the description names tools {names}")
+    for key, value in task.inputs.items():
+        if str(value) not in task.description:
+            problems.append(f"the description does not mention {key}={value!r}")
+    return problems
+
+
+# --- fixtures --------------------------------------------------------------------------------
+def tasks_bytes(tasks: Sequence[Task]) -> bytes:
+    """The gzip'd JSONL of the tasks, byte-for-byte reproducible (no name, no mtime)."""
+    raw = b"".join(_canonical(t.to_json()) + b"\n" for t in sorted(tasks, key=lambda t: t.id))
+    buffer = io.BytesIO()
+    with gzip.GzipFile(filename="", mode="wb", fileobj=buffer, mtime=0, compresslevel=9) as gz:
+        gz.write(raw)
+    return buffer.getvalue()
+
+
+def write_fixtures(
+    tasks: Sequence[Task], directory: Path, config: GeneratorConfig
+) -> dict[str, Any]:
+    """Write tasks.jsonl.gz and update manifest.json (keeping keys other writers added)."""
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    data = tasks_bytes(tasks)
+    counts = {ty: {d: 0 for d in DIFFICULTIES} for ty in TASK_TYPES}
+    for task in tasks:
+        counts[task.type][task.difficulty] += 1
+    manifest_path = directory / "manifest.json"
+    manifest: dict[str, Any] = {}
+    if manifest_path.exists():
+        manifest = json.loads(manifest_path.read_text())
+    files = dict(manifest.get("files", {}))
+    files["tasks.jsonl.gz"] = {"sha256": _sha256(data), "bytes": len(data)}
+    manifest.update(
+        schema=MANIFEST_SCHEMA,
+        generator=config.to_json(),
+        generator_hash=config.digest,
+        counts=counts,
+        total=len(tasks),
+        files=files,
+    )
+    _atomic_write(directory / "tasks.jsonl.gz", data)
+    text = json.dumps(manifest, indent=2, sort_keys=True) + "\n"
+    _atomic_write(manifest_path, text.encode())
+    return manifest
+
+
+def _atomic_write(path: Path, data: bytes) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_bytes(data)
+    tmp.replace(path)
+
+
+def generate(directory: Path = FIXTURES_DIR, *, seed: int | None = None) -> dict[str, Any]:
+    """Generate all tasks and write the fixtures; returns the manifest."""
+    config = GeneratorConfig() if seed is None else GeneratorConfig(seed=seed)
+    return write_fixtures(generate_tasks(config), directory, config)
