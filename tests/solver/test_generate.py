@@ -1,0 +1,196 @@
+"""The task generator: contract of every task, determinism, the stored fixtures."""
+
+from __future__ import annotations
+
+import itertools
+import json
+from collections import Counter
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from pytest_resilibench.cli import main
+from pytest_resilibench.registry import default_registry
+from pytest_resilibench.simulator import EpisodeKey, Simulator
+from pytest_resilibench.tasks import DIFFICULTIES, FIXTURES_DIR, TASK_TYPES, Task
+from solver import templates
+from solver.generate import (
+    STEP_COUNTS,
+    GeneratorConfig,
+    generate_task,
+    generate_tasks,
+    order_by_dependencies,
+    task_problems,
+    tasks_bytes,
+)
+from solver.matcher import ToolMatcher
+
+REGISTRY = default_registry()
+
+
+@pytest.fixture(scope="module")
+def tasks() -> list[Task]:
+    return generate_tasks()
+
+
+def test_counts_and_ids(tasks: list[Task]) -> None:
+    assert len(tasks) == 5040
+    assert [t.id for t in tasks] == [f"t{i:04d}" for i in range(5040)]
+    cells = Counter((t.type, t.difficulty) for t in tasks)
+    assert cells == {(ty, d): 336 for ty in TASK_TYPES for d in DIFFICULTIES}
+    # Cells interleave: the first 15 ids cover every type x difficulty once.
+    assert len({(t.type, t.difficulty) for t in tasks[:15]}) == 15
+
+
+def test_every_task_meets_the_contract(tasks: list[Task]) -> None:
+    broken = {t.id: problems for t in tasks if (problems := task_problems(t, REGISTRY))}
+    assert not broken, list(broken.items())[:5]
+
+
+def test_task_problems_catches_broken_tasks(tasks: list[Task]) -> None:
+    task = next(t for t in tasks if t.type == "data_pipeline" and len(t.required_tools) >= 4)
+    reversed_tools = replace(task, required_tools=task.required_tools[::-1])
+    assert any("before its dependencies" in p for p in task_problems(reversed_tools, REGISTRY))
+    leaky = replace(task, description=task.description + f" Use {task.required_tools[0]}.")
+    assert any("names tools" in p for p in task_problems(leaky, REGISTRY))
+    unbound = replace(task, inputs={"format": task.inputs["format"]})
+    assert any("not bound" in p for p in task_problems(unbound, REGISTRY))
+
+
+def test_closure_in_order_never_gets_a_deterministic_invalid_input(tasks: list[Task]) -> None:
+    for task in tasks:
+        sim = Simulator(REGISTRY, EpisodeKey(7, task.id, 0), task_tools=task.required_tools,
+                        inputs=task.inputs, base_success=1.0)
+        for tool in REGISTRY.closure(task.required_tools):
+            for _ in range(40):  # success is clamped at 0.95: call until it succeeds
+                result = sim.call(tool, dict(task.step_arguments[tool]))
+                assert not result.deterministic, (task.id, tool, result.message)
+                if result.ok:
+                    break
+            else:
+                pytest.fail(f"{task.id}: {tool} never succeeded")
+
+
+def test_a_share_of_tasks_needs_unlisted_prerequisites(tasks: list[Task]) -> None:
+    hidden = [t for t in tasks if len(REGISTRY.closure(t.required_tools)) > len(t.required_tools)]
+    share = len(hidden) / len(tasks)
+    assert 0.2 <= share <= 0.45, share
+    # Those prerequisites never sneak into required_tools, yet their values are bound.
+    for task in hidden[:200]:
+        extra = set(REGISTRY.closure(task.required_tools)) - set(task.required_tools)
+        assert extra <= {"integration_authenticator", "integration_connector", "network_monitor"}
+
+
+def test_descriptions_get_harder_with_difficulty(tasks: list[Task]) -> None:
+    """How well the description hints at the tools: BM25 recall of the required tools from the
+    description text falls from easy to hard; hard descriptions carry more words."""
+    matcher = ToolMatcher.default()
+    recall: dict[str, list[float]] = {d: [] for d in DIFFICULTIES}
+    words: dict[str, list[int]] = {d: [] for d in DIFFICULTIES}
+    for task in tasks[::7]:  # 7 is coprime with the 15 interleaved cells
+        top = {n for n, _ in matcher.rank(task.description, top=len(task.required_tools) + 2)}
+        recall[task.difficulty].append(len(top & set(task.required_tools))
+                                       / len(task.required_tools))
+        words[task.difficulty].append(len(task.description.split()))
+    mean = {d: sum(v) / len(v) for d, v in recall.items()}
+    assert mean["easy"] > 0.9
+    assert mean["easy"] > mean["medium"] + 0.1
+    assert mean["medium"] > mean["hard"] + 0.1
+    assert sum(words["hard"]) / len(words["hard"]) > 1.5 * sum(words["easy"]) / len(words["easy"])
+    hard_steps = sum(len(t.required_tools) for t in tasks if t.difficulty == "hard")
+    easy_steps = sum(len(t.required_tools) for t in tasks if t.difficulty == "easy")
+    assert hard_steps > easy_steps
+
+
+def test_expected_outputs_name_the_deliverable(tasks: list[Task]) -> None:
+    for task in tasks:
+        assert task.expected_outputs["deliverable"] in task.inputs.values()
+        assert task.expected_outputs["format"] in ("csv", "json", "xml", "yaml", "text", "binary")
+        assert task.constraints and all(len(c) < 60 for c in task.constraints)
+
+
+def test_generation_is_deterministic_and_seeded() -> None:
+    first = [generate_task(i) for i in range(0, 5040, 97)]
+    again = [generate_task(i) for i in range(0, 5040, 97)]
+    assert [t.to_json() for t in first] == [t.to_json() for t in again]
+    other = [generate_task(i, config=GeneratorConfig(seed=1)) for i in range(0, 5040, 97)]
+    changed = sum(a.to_json() != b.to_json() for a, b in zip(first, other, strict=True))
+    assert changed > len(first) // 2
+    assert GeneratorConfig(seed=1).digest != GeneratorConfig().digest
+
+
+def test_every_template_fits_its_type_whatever_steps_are_kept() -> None:
+    matcher = ToolMatcher.default()
+    for task_type, sequences in templates.TEMPLATES.items():
+        lo, hi = STEP_COUNTS[task_type]
+        for sequence in sequences:
+            slots = sequence.split()
+            optional = [i for i, s in enumerate(slots) if s.startswith("?")]
+            for r in range(len(optional) + 1):
+                for kept in itertools.combinations(optional, r):
+                    ops = [s.lstrip("?") for i, s in enumerate(slots)
+                           if i not in optional or i in kept]
+                    assert lo <= len(ops) <= hi, (task_type, sequence, ops)
+                    used: list[str] = []
+                    for op in ops:
+                        used.append(matcher.best(templates.OPERATIONS[op][0], exclude=used))
+                    ordered = order_by_dependencies(used, REGISTRY)
+                    assert REGISTRY[ordered[-1]].produces_output, (sequence, ordered)
+
+
+def test_each_operation_means_one_tool_and_every_tool_has_wordings() -> None:
+    matcher = ToolMatcher.default()
+    for op, phrases in templates.OPERATIONS.items():
+        assert len({matcher.best(p) for p in phrases}) == 1, op
+    assert set(templates.WORDINGS) == set(REGISTRY.names)
+    for tool, by_difficulty in templates.WORDINGS.items():
+        assert set(by_difficulty) == set(DIFFICULTIES), tool
+        assert not any(name in text for name in REGISTRY.names
+                       for texts in by_difficulty.values() for text in texts)
+
+
+def test_order_by_dependencies_repairs_any_shuffle() -> None:
+    tools = ("file_operations_reader", "data_processing_parser", "data_processing_aggregator",
+             "file_operations_writer")
+    for perm in itertools.permutations(tools):
+        assert order_by_dependencies(perm, REGISTRY)[0] == "file_operations_reader"
+        assert order_by_dependencies(perm, REGISTRY)[-1] == "file_operations_writer"
+    assert order_by_dependencies(tools, REGISTRY) == tools
+
+
+def test_stored_fixtures_regenerate_byte_identically(tmp_path: Path) -> None:
+    assert main(["generate", "--out", str(tmp_path)]) == 0
+    fresh_bytes = (tmp_path / "tasks.jsonl.gz").read_bytes()
+    assert fresh_bytes == (FIXTURES_DIR / "tasks.jsonl.gz").read_bytes()
+    fresh = json.loads((tmp_path / "manifest.json").read_text())
+    stored = json.loads((FIXTURES_DIR / "manifest.json").read_text())
+    for key in ("schema", "generator", "generator_hash", "counts", "total"):
+        assert fresh[key] == stored[key], key
+    assert fresh["files"]["tasks.jsonl.gz"] == stored["files"]["tasks.jsonl.gz"]
+
+
+def test_tasks_bytes_ignore_input_order(tasks: list[Task]) -> None:
+    few = tasks[:30]
+    assert tasks_bytes(few) == tasks_bytes(few[::-1])
+
+
+def test_write_fixtures_keeps_other_manifest_keys(tmp_path: Path) -> None:
+    (tmp_path / "manifest.json").write_text(json.dumps(
+        {"solver": {"note": "kept"}, "files": {"workflows.jsonl.gz": {"sha256": "x"}}}))
+    assert main(["generate", "--out", str(tmp_path), "--seed", "3"]) == 0
+    manifest = json.loads((tmp_path / "manifest.json").read_text())
+    assert manifest["solver"] == {"note": "kept"}
+    assert set(manifest["files"]) == {"workflows.jsonl.gz", "tasks.jsonl.gz"}
+    assert manifest["generator"]["seed"] == 3
+
+
+def test_cli_match_and_stats(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["match", "post the summary to the endpoint", "--top", "3"]) == 0
+    ranked = json.loads(capsys.readouterr().out)
+    assert len(ranked) == 3 and ranked[0]["tool"] == "network_poster"
+    assert main(["tasks", "--stats"]) == 0
+    out = capsys.readouterr().out
+    assert "5040" in out and out.count("336") == 15
+    assert main(["match", "parse", "--top", "0"]) == 2  # a message, not a traceback
+    assert "top must be at least 1" in capsys.readouterr().err
