@@ -106,12 +106,55 @@ def _add_tasks(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(handler=_cmd_tasks)
 
 
+def _cmd_prompt(args: argparse.Namespace) -> int:
+    from pytest_resilibench.prompts import Variant, render_prompt
+    from pytest_resilibench.tasks import load_tasks
+
+    severity = args.severity if args.variant == "flawed" else None
+    variant = Variant(args.variant, args.flaw, severity)
+    task = load_tasks(args.dir).by_id.get(args.task_id)
+    if task is None:
+        raise ValueError(f"no task {args.task_id!r} in {args.dir} (ids look like t0421)")
+    prompt = render_prompt(task, variant, tool_mode=args.tool_mode)
+    if args.json:
+        json.dump({"messages": prompt.messages, "tools": prompt.tools,
+                   "plan": prompt.plan.to_json() if prompt.plan else None,
+                   "flaw_record": prompt.flaw_record}, sys.stdout, indent=2, ensure_ascii=False)
+        sys.stdout.write("\n")
+        return 0
+    for message in prompt.messages:
+        print(f"--- {message['role']} ---\n{message['content']}\n")
+    if prompt.tools is not None:
+        print(f"--- tools: {len(prompt.tools)} OpenAI function schemas (see --json) ---")
+    return 0
+
+
+def _add_prompt(sub: argparse._SubParsersAction) -> None:
+    from pytest_resilibench.tasks import FIXTURES_DIR
+
+    p = sub.add_parser("prompt", help="print the messages a model sees for a task and variant")
+    p.add_argument("task_id", metavar="TASK_ID", help="task id, e.g. t0421")
+    p.add_argument("--variant", choices=("baseline", "cot", "optimal", "flawed"),
+                   default="optimal", help="prompt variant (default optimal)")
+    p.add_argument("--flaw", help="flaw injected into a flawed variant's plan, e.g. "
+                   "missing_step (see `pytest_resilibench.flaws.FLAWS`)")
+    p.add_argument("--severity", choices=("light", "medium", "severe"), default="medium",
+                   help="flaw severity (default medium)")
+    p.add_argument("--tool-mode", choices=("text", "native"), default="text",
+                   help="tools described in the prompt, or passed as OpenAI `tools`")
+    p.add_argument("--json", action="store_true",
+                   help="print messages, tools, plan and flaw record as JSON")
+    p.add_argument("--dir", type=Path, default=FIXTURES_DIR, help="fixtures directory")
+    p.set_defaults(handler=_cmd_prompt)
+
+
 # Each entry adds one subcommand's parser (with `handler` set) to the subparsers.
 _SUBCOMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [
     _add_tools,
     _add_match,
     _add_generate,
     _add_tasks,
+    _add_prompt,
 ]
 
 

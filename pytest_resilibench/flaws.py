@@ -375,8 +375,16 @@ def _wrong_value(
     return ""  # breaks minLength: an empty value
 
 
+_SWAPPED_OPERATORS = {" - ": " + ", " + ": " - ", " * ": " / ", " / ": " * ", " > ": " < ",
+                      " < ": " > ", " >= ": " <= ", " <= ": " >= ", " == ": " != "}
+
+
 def _mutate_string(value: str, stream: DrawStream) -> str:
-    """A near miss of a task value: another number, or a suffix before the extension."""
+    """A near miss of a task value: the opposite operator, another number, or a suffix
+    before the extension."""
+    for operator, opposite in _SWAPPED_OPERATORS.items():
+        if operator in value:
+            return value.replace(operator, opposite, 1)
     number = re.search(r"\d+", value)
     if number and "/" not in value and "." not in value:
         return value[: number.start()] + number.group() + "0" + value[number.end():]

@@ -147,7 +147,7 @@ _STEP_LINE = re.compile(
 def parse_plan(text: str) -> Workflow | None:
     """The plan in a prompt's text (the inverse of `render_plan`), or None if it has none.
     Unreadable step lines end the plan rather than raise."""
-    lines = text.splitlines()
+    lines = text.split("\n")
     try:
         start = len(lines) - 1 - lines[::-1].index(PLAN_HEADER)
     except ValueError:
@@ -173,7 +173,7 @@ def parse_plan(text: str) -> Workflow | None:
 
 def parse_task_inputs(text: str) -> dict[str, Any]:
     """The task's inputs shown in a prompt's text ({} when absent or unreadable)."""
-    for line in text.splitlines():
+    for line in text.split("\n"):
         if line.startswith(INPUTS_LABEL):
             try:
                 value = json.loads(line.removeprefix(INPUTS_LABEL))

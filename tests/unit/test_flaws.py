@@ -1,0 +1,327 @@
+"""The seven flaw injectors: hypothesis properties per flaw, on valid hand-built tasks."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Sequence
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from pytest_resilibench.flaws import (
+    FLAWS,
+    SEVERITIES,
+    SEVERITY_CHANGES,
+    inject_flaw,
+    similar_tools,
+    with_purposes,
+)
+from pytest_resilibench.registry import DATA_FORMATS, default_registry
+from pytest_resilibench.simulator import EpisodeKey, Simulator
+from pytest_resilibench.tasks import Task
+from pytest_resilibench.workflow import PlanStep, Workflow
+
+REGISTRY = default_registry()
+PROPERTY = settings(max_examples=60, deadline=None)
+
+SOURCES = ("file_operations_reader", "network_fetcher")
+PROCESSORS = (
+    "data_processing_parser", "data_processing_transformer", "data_processing_validator",
+    "data_processing_filter", "file_operations_converter", "file_operations_compressor",
+    "computation_calculator", "computation_analyzer", "computation_optimizer",
+    "computation_simulator", "computation_predictor", "integration_mapper", "network_validator",
+)
+AGGREGATORS = ("data_processing_aggregator", "integration_queue")
+OUTPUTS = ("file_operations_writer", "network_poster", "utility_notifier", "network_router",
+           "integration_scheduler")
+VALUES = {
+    "path": "data/sales_2025.csv", "url": "https://api.example.com/v1/orders",
+    "target_url": "https://hooks.example.com/reports", "destination": "out/summary.json",
+    "route_to": "billing-service", "recipient": "ops@example.com", "queue_name": "orders",
+    "job_name": "nightly-report", "expression": "price * quantity",
+    "condition": "amount > 100", "target_schema": "crm_v2",
+}
+
+
+@st.composite
+def tasks(draw: st.DrawFn) -> Task:
+    """A valid task: a source, processors, maybe an aggregator, an output; inputs hold every
+    required value and `step_arguments` the correct calls (the simulator accepts them)."""
+    tools = [
+        draw(st.sampled_from(SOURCES)),
+        *draw(st.lists(st.sampled_from(PROCESSORS), max_size=3, unique=True)),
+        *draw(st.lists(st.sampled_from(AGGREGATORS), max_size=1)),
+        draw(st.sampled_from(OUTPUTS)),
+    ]
+    inputs: dict[str, Any] = {"format": draw(st.sampled_from(DATA_FORMATS))}
+    step_arguments = {}
+    for tool in tools:
+        spec = REGISTRY[tool]
+        args = {}
+        for param in spec.required_parameters:
+            if param not in inputs:
+                schema = spec.parameters["properties"][param]
+                if "enum" in schema:
+                    inputs[param] = draw(st.sampled_from(schema["enum"]))
+                elif schema["type"] == "integer":
+                    inputs[param] = draw(st.integers(schema["minimum"], schema["maximum"]))
+                else:
+                    inputs[param] = VALUES[param]
+            args[param] = inputs[param]
+        step_arguments[tool] = args
+    return Task(
+        id=f"h{draw(st.integers(0, 99999)):05d}", type="data_pipeline", difficulty="easy",
+        description="Process the data and deliver the result.", inputs=inputs,
+        expected_outputs={"result": "delivered"}, required_tools=tuple(tools),
+        constraints=("at most 10 turns",), step_arguments=step_arguments,
+    )
+
+
+def parent_of(task: Task) -> Workflow:
+    return with_purposes(task.reference_workflow(), REGISTRY)
+
+
+def inject(flaw: str, severity: str, task: Task) -> tuple[Workflow, dict[str, Any]]:
+    return inject_flaw(flaw, severity, parent_of(task), task, REGISTRY)
+
+
+def step_keys(workflow: Workflow) -> list[str]:
+    """The steps as hashable strings (a step's arguments are a dict)."""
+    return [json.dumps(s.to_json(), sort_keys=True) for s in workflow.steps]
+
+
+def is_subsequence(short: Sequence[str], long: Sequence[str]) -> bool:
+    it = iter(long)
+    return all(any(x == y for y in it) for x in short)
+
+
+def deterministic_failures(task: Task, workflow: Workflow, tries: int = 12) -> list[str]:
+    """Run the plan in order on a simulator, retrying random failures; return the messages
+    of the calls refused whatever the luck (INVALID_INPUT on bad arguments)."""
+    sim = Simulator(REGISTRY, EpisodeKey(7, task.id), task_tools=task.required_tools,
+                    inputs=task.inputs)
+    refused = []
+    for step in workflow.steps:
+        for _ in range(tries):
+            result = sim.call(step.tool, dict(step.arguments))
+            if result.ok:
+                break
+            if result.deterministic:
+                assert result.error_code == "INVALID_INPUT"
+                refused.append(f"{step.tool}: {result.message}")
+                break
+    return refused
+
+
+# --- every flaw -------------------------------------------------------------------------------
+@PROPERTY
+@given(tasks())
+def test_the_parent_plan_is_valid(task: Task) -> None:
+    assert deterministic_failures(task, parent_of(task)) == []
+
+
+@pytest.mark.parametrize("flaw", FLAWS)
+@PROPERTY
+@given(task=tasks())
+def test_every_flaw_changes_the_plan_monotonically_and_deterministically(
+    flaw: str, task: Task
+) -> None:
+    parent = parent_of(task)
+    counts = []
+    for severity in SEVERITIES:
+        flawed, record = inject(flaw, severity, task)
+        assert flawed != parent
+        assert record["flaw"] == flaw and record["severity"] == severity
+        assert 1 <= len(record["changes"]) <= SEVERITY_CHANGES[severity]
+        assert json.loads(json.dumps(record)) == record
+        assert inject(flaw, severity, task) == (flawed, record)  # fixed per task
+        counts.append(len(record["changes"]))
+    assert counts == sorted(counts)
+
+
+@PROPERTY
+@given(tasks())
+def test_the_draws_depend_on_the_task_id_not_on_anything_else(task: Task) -> None:
+    flawed = {flaw: inject(flaw, "severe", task)[0] for flaw in FLAWS}
+    renamed = Task(**{**task.__dict__, "description": "Another wording."})
+    assert {flaw: inject(flaw, "severe", renamed)[0] for flaw in FLAWS} == flawed
+
+
+# --- per flaw -----------------------------------------------------------------------------------
+def violated_dependencies(workflow: Workflow, tools: Sequence[str]) -> list[tuple[str, str]]:
+    steps = workflow.tools
+    return [(steps[i], steps[j]) for i in range(len(steps)) for j in range(i + 1, len(steps))
+            if steps[j] in REGISTRY.dependencies(steps[i], tools)]
+
+
+@PROPERTY
+@given(tasks(), st.sampled_from(SEVERITIES))
+def test_sequence_disorder_keeps_the_steps_and_breaks_a_dependency(
+    task: Task, severity: str
+) -> None:
+    parent = parent_of(task)
+    flawed, _ = inject("sequence_disorder", severity, task)
+    assert Counter(step_keys(flawed)) == Counter(step_keys(parent))
+    assert violated_dependencies(parent, parent.tools) == []
+    assert violated_dependencies(flawed, parent.tools)
+
+
+@PROPERTY
+@given(tasks(), st.sampled_from(SEVERITIES))
+def test_missing_step_drops_steps_the_task_needs(task: Task, severity: str) -> None:
+    parent = parent_of(task)
+    flawed, record = inject("missing_step", severity, task)
+    dropped = Counter(parent.tools) - Counter(flawed.tools)
+    assert sum(dropped.values()) == len(record["changes"]) >= 1
+    assert set(dropped) <= set(task.required_tools)
+    assert is_subsequence(flawed.tools, parent.tools) and flawed.steps
+
+
+@PROPERTY
+@given(tasks(), st.sampled_from(SEVERITIES))
+def test_redundant_operations_keeps_every_step_and_adds_duplicates(
+    task: Task, severity: str
+) -> None:
+    parent = parent_of(task)
+    flawed, record = inject("redundant_operations", severity, task)
+    assert is_subsequence(parent.tools, flawed.tools)
+    added = Counter(step_keys(flawed)) - Counter(step_keys(parent))
+    assert sum(added.values()) == len(record["changes"]) >= 1
+    assert set(added) <= set(step_keys(parent))  # copies, nothing new
+
+
+@PROPERTY
+@given(tasks(), st.sampled_from(SEVERITIES))
+def test_tool_misuse_swaps_steps_for_similar_tools_with_another_function(
+    task: Task, severity: str
+) -> None:
+    parent = parent_of(task)
+    flawed, _ = inject("tool_misuse", severity, task)
+    assert len(flawed.steps) == len(parent.steps)
+    swapped = [(old, new) for old, new in zip(parent.steps, flawed.steps, strict=True)
+               if old.tool != new.tool]
+    assert swapped
+    for old, new in swapped:
+        assert REGISTRY[new.tool].operation != REGISTRY[old.tool].operation
+        assert new.tool in similar_tools(REGISTRY, old.tool, other_function=True)[:8]
+        # The wrong tool is called correctly: this flaw is about function, not arguments.
+        assert REGISTRY.argument_errors(new.tool, dict(new.arguments)) == []
+        assert new.on_failure == old.on_failure
+
+
+@PROPERTY
+@given(tasks(), st.sampled_from(SEVERITIES))
+def test_semantic_drift_keeps_a_prefix_and_drifts_through_neighbours(
+    task: Task, severity: str
+) -> None:
+    parent = parent_of(task)
+    flawed, record = inject("semantic_drift", severity, task)
+    start = len(parent.steps) - len(record["changes"])
+    assert start >= 1
+    assert flawed.steps[:start] == parent.steps[:start]
+    assert len(flawed.steps) == len(parent.steps)
+    for i in range(start, len(parent.steps)):
+        # A neighbour: one of the three tools most like the previous one, new to the plan.
+        used = {*parent.tools, *flawed.tools[start:i]}
+        assert flawed.tools[i] not in used
+        assert flawed.tools[i] in similar_tools(REGISTRY, flawed.tools[i - 1], exclude=used)[:3]
+    assert len(set(flawed.tools)) == len(flawed.tools)
+
+
+@PROPERTY
+@given(tasks(), st.sampled_from(SEVERITIES))
+def test_parameter_error_breaks_a_schema_or_the_task_inputs(task: Task, severity: str) -> None:
+    parent = parent_of(task)
+    flawed, record = inject("parameter_error", severity, task)
+    assert flawed.tools == parent.tools
+    broken = [
+        step for step in flawed.steps
+        if REGISTRY.argument_errors(step.tool, dict(step.arguments))
+        or any(k in task.inputs and k != "format" and v != task.inputs[k]
+               for k, v in step.arguments.items())
+    ]
+    assert len(broken) == len(record["changes"]) >= 1
+    assert len(deterministic_failures(task, flawed)) >= 1
+
+
+@PROPERTY
+@given(tasks(), st.sampled_from(SEVERITIES))
+def test_logical_inconsistency_consumes_what_no_predecessor_produces(
+    task: Task, severity: str
+) -> None:
+    parent = parent_of(task)
+    flawed, record = inject("logical_inconsistency", severity, task)
+    assert flawed.tools == parent.tools
+    for change in record["changes"]:
+        step = flawed.steps[change["index"]]
+        assert change["index"] >= 1
+        # Valid against the schema: the fault is in the data flow, not in a value.
+        assert REGISTRY.argument_errors(step.tool, dict(step.arguments)) == []
+        if change["kind"] == "source":
+            earlier = {s.tool for s in flawed.steps[: change["index"]]}
+            assert step.arguments["source"].split("#")[0] not in earlier
+        else:
+            assert step.arguments["format"] != change["consumes"]
+    refused = deterministic_failures(task, flawed)
+    assert refused and all("format" in r or "source" in r for r in refused)
+
+
+# --- examples and bad input -----------------------------------------------------------------
+SALES = Task(
+    id="t9001", type="data_pipeline", difficulty="easy",
+    description="Read the sales file, parse it, normalise it, sum it and post the report.",
+    inputs={"format": "csv", "path": "data/sales_2025.csv", "operation": "normalize",
+            "function": "sum", "target_url": "https://api.example.com/v1/reports"},
+    expected_outputs={"report": "posted"},
+    required_tools=("file_operations_reader", "data_processing_parser",
+                    "data_processing_transformer", "data_processing_aggregator",
+                    "network_poster"),
+    step_arguments={
+        "file_operations_reader": {"path": "data/sales_2025.csv"},
+        "data_processing_parser": {"format": "csv"},
+        "data_processing_transformer": {"operation": "normalize"},
+        "data_processing_aggregator": {"function": "sum"},
+        "network_poster": {"target_url": "https://api.example.com/v1/reports"},
+    },
+)
+
+
+def test_a_lighter_flaw_is_the_start_of_a_heavier_one() -> None:
+    for flaw in ("sequence_disorder", "tool_misuse", "parameter_error", "missing_step",
+                 "redundant_operations", "logical_inconsistency"):
+        light = inject(flaw, "light", SALES)[1]["changes"]
+        severe = inject(flaw, "severe", SALES)[1]["changes"]
+        assert severe[: len(light)] == light, flaw
+
+
+def test_placeholder_purposes_become_the_tools_purposes() -> None:
+    parent = parent_of(SALES)
+    assert SALES.reference_workflow().steps[0].purpose == "step 1"
+    assert parent.steps[0].purpose == "Read the contents of a file from disk and load its raw " \
+        "records for later steps"
+    solver_plan = Workflow((PlanStep("file_operations_reader", "load the sales file"),))
+    assert with_purposes(solver_plan, REGISTRY) == solver_plan
+
+
+def test_solver_prerequisites_and_advice_survive() -> None:
+    steps = (PlanStep("integration_authenticator", "get a token", {"service": "crm"}),
+             *parent_of(SALES).steps)
+    plan = Workflow(steps, advice="On TIMEOUT retry at once.")
+    for flaw in FLAWS:
+        flawed, record = inject_flaw(flaw, "severe", plan, SALES, REGISTRY)
+        assert flawed.advice == plan.advice and record["changes"], flaw
+
+
+def test_bad_flaw_or_severity_is_a_clear_error() -> None:
+    with pytest.raises(ValueError, match="unknown flaw 'typo'"):
+        inject_flaw("typo", "light", parent_of(SALES), SALES, REGISTRY)
+    with pytest.raises(ValueError, match="unknown severity 'extreme'"):
+        inject_flaw("missing_step", "extreme", parent_of(SALES), SALES, REGISTRY)
+
+
+def test_an_empty_plan_stays_empty() -> None:
+    empty = Workflow(())
+    assert inject_flaw("tool_misuse", "light", empty, SALES, REGISTRY)[0] == empty

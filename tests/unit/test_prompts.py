@@ -1,0 +1,310 @@
+"""Prompt variants: rendering in text and native modes, and the exact inverses agents use."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from pytest_resilibench.flaws import FLAWS, SEVERITIES
+from pytest_resilibench.prompts import (
+    COMPLETION_SIGNAL,
+    Variant,
+    all_variants,
+    parse_plan,
+    parse_task_inputs,
+    plan_for,
+    render_plan,
+    render_prompt,
+)
+from pytest_resilibench.registry import default_registry
+from pytest_resilibench.simulator import EpisodeKey, Simulator
+from pytest_resilibench.tasks import Task, load_tasks
+from pytest_resilibench.workflow import PlanStep, Workflow
+
+REGISTRY = default_registry()
+
+SALES = Task(
+    id="t9001", type="data_pipeline", difficulty="easy",
+    description="Read the sales file, parse it, normalise it, sum it and post the report.",
+    inputs={"format": "csv", "path": "data/sales_2025.csv", "operation": "normalize",
+            "function": "sum", "target_url": "https://api.example.com/v1/reports"},
+    expected_outputs={"report": "posted"},
+    required_tools=("file_operations_reader", "data_processing_parser",
+                    "data_processing_transformer", "data_processing_aggregator",
+                    "network_poster"),
+    constraints=("Post the report only once.",),
+    step_arguments={
+        "file_operations_reader": {"path": "data/sales_2025.csv"},
+        "data_processing_parser": {"format": "csv"},
+        "data_processing_transformer": {"operation": "normalize"},
+        "data_processing_aggregator": {"function": "sum"},
+        "network_poster": {"target_url": "https://api.example.com/v1/reports"},
+    },
+)
+FORECAST = Task(
+    id="t9002", type="simple_task", difficulty="hard",
+    description="Our ops lead wants next quarter's outlook in her inbox.",
+    inputs={"format": "json", "url": "https://api.example.com/metrics", "horizon": 90,
+            "recipient": "lead@example.com"},
+    expected_outputs={"notification": "forecast delivered"},
+    required_tools=("network_fetcher", "computation_predictor", "utility_notifier"),
+    step_arguments={
+        "network_fetcher": {"url": "https://api.example.com/metrics"},
+        "computation_predictor": {"horizon": 90},
+        "utility_notifier": {"recipient": "lead@example.com"},
+    },
+)
+TASKS = (SALES, FORECAST)
+EVERY_VARIANT = [*all_variants()[:3],
+                 *(Variant("flawed", f, s) for f in FLAWS for s in SEVERITIES)]
+
+
+def user_text(task: Task, variant: Variant, **kw: Any) -> str:
+    return str(render_prompt(task, variant, **kw).messages[1]["content"])
+
+
+# --- variants ---------------------------------------------------------------------------------
+def test_ten_variants_with_their_labels() -> None:
+    labels = [v.label for v in all_variants()]
+    assert labels == ["baseline", "cot", "optimal", *(f"flawed-{f}" for f in FLAWS)]
+    assert {v.severity for v in all_variants("severe")[3:]} == {"severe"}
+    assert Variant("flawed", "missing_step").severity == "medium"
+    assert Variant.from_label("flawed-semantic_drift", severity="light") == Variant(
+        "flawed", "semantic_drift", "light")
+    assert Variant.from_label("cot") == Variant("cot")
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (("greedy",), "unknown variant 'greedy'"),
+    (("flawed",), "needs a flaw"),
+    (("flawed", "typo"), "needs a flaw"),
+    (("flawed", "missing_step", "extreme"), "unknown severity"),
+    (("optimal", "missing_step"), "takes no flaw"),
+])
+def test_bad_variants_are_clear_errors(args: tuple[str, ...], message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        Variant(*args)
+
+
+def test_bad_labels_and_tool_modes_are_clear_errors() -> None:
+    with pytest.raises(ValueError, match="unknown variant label"):
+        Variant.from_label("optimal-extra")
+    with pytest.raises(ValueError, match="unknown tool mode 'xml'"):
+        render_prompt(SALES, Variant("baseline"), tool_mode="xml")
+
+
+# --- messages ---------------------------------------------------------------------------------
+def test_text_mode_lists_every_tool_with_its_schema_and_the_rules() -> None:
+    prompt = render_prompt(SALES, Variant("baseline"))
+    assert [m["role"] for m in prompt.messages] == ["system", "user"]
+    assert prompt.tools is None and prompt.plan is None and prompt.flaw_record is None
+    system = prompt.messages[0]["content"]
+    for spec in REGISTRY:
+        schema = json.dumps(spec.to_openai()["function"]["parameters"], sort_keys=True)
+        assert f"- {spec.name}: {spec.description} Parameters: {schema}" in system
+    assert '<tool_call>{"name": "TOOL_NAME", "arguments": {...}}</tool_call>' in system
+    assert COMPLETION_SIGNAL in system and "one tool call per turn" in system
+    assert "retry" in system
+
+
+def test_native_mode_passes_every_tool_as_openai_tools() -> None:
+    prompt = render_prompt(SALES, Variant("optimal"), tool_mode="native")
+    assert prompt.tools == REGISTRY.to_openai() and len(prompt.tools) == 30
+    system = prompt.messages[0]["content"]
+    assert "<tool_call>" not in system and "file_operations_reader" not in system
+    assert COMPLETION_SIGNAL in system and "function-calling" in system
+    assert user_text(SALES, Variant("optimal"), tool_mode="native") == user_text(
+        SALES, Variant("optimal"))
+
+
+@pytest.mark.parametrize("tool_mode", ["text", "native"])
+def test_the_system_message_is_the_same_for_every_variant(tool_mode: str) -> None:
+    systems = {render_prompt(t, v, tool_mode=tool_mode).messages[0]["content"]
+               for t in TASKS for v in EVERY_VARIANT}
+    assert len(systems) == 1
+
+
+def test_the_user_message_holds_the_task() -> None:
+    text = user_text(SALES, Variant("baseline"))
+    assert text.startswith(f"Task: {SALES.description}\n")
+    assert parse_task_inputs(text) == SALES.inputs
+    assert 'Expected outputs: {"report": "posted"}' in text
+    assert "- Post the report only once." in text
+    assert parse_plan(text) is None
+
+
+def test_cot_adds_only_a_step_by_step_instruction() -> None:
+    baseline, cot = user_text(SALES, Variant("baseline")), user_text(SALES, Variant("cot"))
+    assert cot.startswith(baseline) and "step by step" in cot[len(baseline):]
+    assert "step by step" not in baseline and parse_plan(cot) is None
+
+
+def test_optimal_shows_the_reference_plan_step_by_step() -> None:
+    prompt = render_prompt(SALES, Variant("optimal"))
+    text = prompt.messages[1]["content"]
+    assert prompt.plan is not None and prompt.plan.tools == SALES.required_tools
+    assert parse_plan(text) == prompt.plan
+    assert ('\n2. data_processing_parser — Parse raw text or structured data into records with '
+            'typed fields — arguments: {"format": "csv"} — if it fails: retry\n') in text
+
+
+@pytest.mark.parametrize("task", TASKS, ids=lambda t: t.id)
+def test_a_follower_of_the_optimal_plan_meets_only_random_failures(task: Task) -> None:
+    plan = parse_plan(user_text(task, Variant("optimal")))
+    assert plan is not None
+    sim = Simulator(REGISTRY, EpisodeKey(3, task.id), task_tools=task.required_tools,
+                    inputs=parse_task_inputs(user_text(task, Variant("optimal"))))
+    for step in plan.steps:
+        for _ in range(12):
+            result = sim.call(step.tool, dict(step.arguments))
+            assert not result.deterministic, result.message
+            if result.ok:
+                break
+    assert all(sim.succeeded(t) for t in task.required_tools)
+
+
+@pytest.mark.parametrize("task", TASKS, ids=lambda t: t.id)
+@pytest.mark.parametrize("variant", EVERY_VARIANT[3:], ids=lambda v: f"{v.flaw}-{v.severity}")
+def test_every_flawed_prompt_shows_its_flaw_without_naming_it(
+    task: Task, variant: Variant
+) -> None:
+    optimal = render_prompt(task, Variant("optimal"))
+    flawed = render_prompt(task, variant)
+    text = flawed.messages[1]["content"]
+    assert text != optimal.messages[1]["content"]
+    assert parse_plan(text) == flawed.plan != optimal.plan
+    assert flawed.flaw_record is not None and flawed.flaw_record["flaw"] == variant.flaw
+    for message in flawed.messages:
+        lowered = message["content"].lower()
+        assert "flaw" not in lowered
+        assert not [f for f in FLAWS if f in lowered or f.replace("_", " ") in lowered]
+
+
+def test_rendering_is_deterministic() -> None:
+    for variant in EVERY_VARIANT:
+        assert render_prompt(SALES, variant) == render_prompt(SALES, variant)
+
+
+# --- the inverses -----------------------------------------------------------------------------
+LINE = st.text(st.characters(blacklist_categories=("Cs",)), max_size=30).map(
+    lambda s: " ".join(s.split())).filter(lambda s: " — " not in s)
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=12),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner,
+                                                                max_size=3),
+    max_leaves=8,
+)
+STEPS = st.builds(PlanStep, tool=st.sampled_from(REGISTRY.names), purpose=LINE,
+                  arguments=st.dictionaries(st.text(max_size=10), JSON, max_size=4),
+                  on_failure=LINE)
+WORKFLOWS = st.builds(Workflow, steps=st.lists(STEPS, max_size=7).map(tuple), advice=LINE)
+
+
+@settings(max_examples=200, deadline=None)
+@given(WORKFLOWS)
+def test_parse_plan_inverts_render_plan(workflow: Workflow) -> None:
+    assert parse_plan(render_plan(workflow)) == workflow
+    assert parse_plan(f"Task: x\nInputs: {{}}\n\n{render_plan(workflow)}\n\nThink.") == workflow
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.dictionaries(st.text(max_size=10), JSON, max_size=6))
+def test_parse_task_inputs_inverts_the_inputs_line(inputs: dict[str, Any]) -> None:
+    task = Task(**{**SALES.__dict__, "inputs": inputs})
+    assert parse_task_inputs(user_text(task, Variant("optimal"))) == inputs
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text())
+def test_the_parsers_never_raise_on_garbage(text: str) -> None:
+    plan = parse_plan(text)
+    assert plan is None or isinstance(plan, Workflow)
+    assert isinstance(parse_task_inputs(text), dict)
+    broken = "Execution plan:\n1. tool — p — arguments: {oops} — if it fails: retry\n" + text
+    assert parse_plan(broken) == Workflow(())
+    assert parse_task_inputs("Inputs: [1, 2]") == {} == parse_task_inputs("Inputs: {")
+
+
+# --- every generated task ---------------------------------------------------------------------
+def _fixture_tasks() -> list[Task]:
+    try:
+        return list(load_tasks())
+    except FileNotFoundError as exc:
+        pytest.skip(f"task fixtures absent ({exc})")
+
+
+def test_every_task_and_flaw_gives_a_prompt_that_differs_from_the_optimal_one() -> None:
+    """The precursor showed parameter_error and logical_inconsistency plans identical to the
+    optimal plan. Compare plan blocks (the rest of the prompt is shared by construction)."""
+    tasks = _fixture_tasks()
+    same = []
+    for task in tasks:
+        optimal_plan, _ = plan_for(task, Variant("optimal"), REGISTRY)
+        assert optimal_plan is not None
+        optimal = render_plan(optimal_plan)
+        for flaw in FLAWS:
+            flawed_plan, _ = plan_for(task, Variant("flawed", flaw), REGISTRY)
+            assert flawed_plan is not None
+            if render_plan(flawed_plan) == optimal:
+                same.append((task.id, flaw))
+    assert len(tasks) == 5040
+    assert same == []
+
+
+def test_generated_prompts_round_trip_and_never_name_a_flaw() -> None:
+    tasks = _fixture_tasks()[::97]
+    pattern = re.compile("|".join(["flaw", *FLAWS, *(f.replace("_", " ") for f in FLAWS)]))
+    for task in tasks:
+        for variant in all_variants():
+            prompt = render_prompt(task, variant)
+            text = prompt.messages[1]["content"]
+            assert parse_plan(text) == prompt.plan
+            assert parse_task_inputs(text) == task.inputs
+            assert not pattern.search(text.lower())
+
+
+# --- the `resilibench prompt` command -----------------------------------------------------------
+def test_the_prompt_command_prints_the_messages(capsys: pytest.CaptureFixture[str]) -> None:
+    from pytest_resilibench.cli import main
+
+    task = _fixture_tasks()[421]
+    assert main(["prompt", task.id, "--variant", "flawed", "--flaw", "missing_step",
+                 "--severity", "severe"]) == 0
+    out = capsys.readouterr().out
+    flawed = render_prompt(task, Variant("flawed", "missing_step", "severe"))
+    assert out == "".join(f"--- {m['role']} ---\n{m['content']}\n\n" for m in flawed.messages)
+
+    assert main(["prompt", task.id, "--variant", "cot", "--tool-mode", "native", "--json"]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    native = render_prompt(task, Variant("cot"), tool_mode="native")
+    assert shown == {"messages": native.messages, "tools": native.tools, "plan": None,
+                     "flaw_record": None}
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["--variant", "flawed"], "needs a flaw"),
+    (["--flaw", "missing_step"], "takes no flaw"),
+    (["--variant", "flawed", "--flaw", "typo"], "needs a flaw"),
+])
+def test_the_prompt_command_rejects_bad_options_clearly(
+    argv: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from pytest_resilibench.cli import main
+
+    task = _fixture_tasks()[0]
+    assert main(["prompt", task.id, *argv]) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_the_prompt_command_names_an_unknown_task(capsys: pytest.CaptureFixture[str]) -> None:
+    from pytest_resilibench.cli import main
+
+    _fixture_tasks()
+    assert main(["prompt", "t99999"]) == 2
+    assert "no task 't99999'" in capsys.readouterr().err
