@@ -124,16 +124,16 @@ WORDINGS: dict[str, dict[str, tuple[str, ...]]] = {
         "easy": ("read the {format} file {path}", "load the {format} file at {path}"),
         "medium": ("pull in the {label} export stored at {path} ({format})",
                    "start from the {format} data kept in {path}"),
-        "hard": ("the {label} live in a {format} export at {path}",
-                 "everything starts from {path}, a {format} dump of the {label}"),
+        "hard": ("the {label} live in an export at {path}, formatted as {format}",
+                 "everything starts from {path}, a dump of the {label} in {format}"),
     },
     "file_operations_scanner": {
         "easy": ("scan the directory {directory} for files (listed as {format})",
                  "list the files in {directory} as {format}"),
-        "medium": ("take a {format} inventory of what has landed in {directory}",
+        "medium": ("take an inventory ({format}) of what has landed in {directory}",
                    "go through the folder {directory} and list its files as {format}"),
-        "hard": ("nobody is sure what has accumulated under {directory} lately; a {format} "
-                 "inventory would help", "whatever has piled up in {directory} is the starting "
+        "hard": ("nobody is sure what has accumulated under {directory} lately; an inventory as "
+                 "{format} would help", "whatever has piled up in {directory} is the starting "
                  "point, and inventories here are kept as {format}"),
     },
     "network_fetcher": {
@@ -172,9 +172,10 @@ WORDINGS: dict[str, dict[str, tuple[str, ...]]] = {
     "data_processing_transformer": {
         "easy": ("transform the records ({operation})",
                  "apply the {operation} transformation to the records"),
-        "medium": ("reshape the records with a {operation} step",
-                   "give the fields of every record a {operation} pass"),
-        "hard": ("the layout is not what consumers expect, so a {operation} pass is due",),
+        "medium": ("reshape the records with the {operation} step",
+                   "give the fields of every record the {operation} treatment"),
+        "hard": ("the layout is not what consumers expect, so the records need the "
+                 "{operation} treatment",),
     },
     "data_processing_validator": {
         "easy": ("validate the records against the schema", "check the data quality"),
@@ -216,9 +217,9 @@ WORDINGS: dict[str, dict[str, tuple[str, ...]]] = {
         "hard": ("the figure that matters is {expression}",),
     },
     "computation_analyzer": {
-        "easy": ("run a {method} analysis of the data",),
-        "medium": ("look into the numbers with a {method} analysis",),
-        "hard": ("a {method} reading of the numbers is expected",),
+        "easy": ("analyze the data (method: {method})",),
+        "medium": ("look into the numbers using {method} analysis",),
+        "hard": ("the numbers call for {method} analysis",),
     },
     "computation_optimizer": {
         "easy": ("optimize the allocation to {objective} the objective",),
@@ -262,7 +263,7 @@ WORDINGS: dict[str, dict[str, tuple[str, ...]]] = {
     },
     "integration_scheduler": {
         "easy": ("schedule the job {job_name} to run {schedule}",),
-        "medium": ("register {job_name} as a job on a {schedule} schedule",),
+        "medium": ("register {job_name} as a job with the schedule {schedule}",),
         "hard": ("this should keep happening ({schedule}) under the name {job_name}",),
     },
     "utility_notifier": {
@@ -286,7 +287,7 @@ WORDINGS: dict[str, dict[str, tuple[str, ...]]] = {
         "hard": ("progress is followed through the event {event}",),
     },
     "utility_helper": {
-        "easy": ("run a {action} pass over the records",),
+        "easy": ("run the {action} chore on the records",),
         "medium": ("tidy the records up ({action})",),
         "hard": ("some housekeeping ({action}) is overdue",),
     },
