@@ -1,0 +1,116 @@
+"""The task MDP tracks exactly what the simulator's success model reads."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from pytest_resilibench.registry import default_registry
+from pytest_resilibench.scoring import conditions, first_success_order
+from pytest_resilibench.simulator import EpisodeKey
+from pytest_resilibench.tasks import Task
+from solver.mdp import OUTSIDE, TaskMDP
+from solver.rollout import simulator_for
+
+REGISTRY = default_registry()
+
+POSTING = Task(
+    id="t9001", type="simple_task", difficulty="easy", description="fetch and post",
+    inputs={"url": "https://api.example.com/a", "target_url": "https://hook.example.com/b",
+            "service": "crm", "format": "json"},
+    expected_outputs={}, required_tools=("network_fetcher", "data_processing_validator",
+                                         "network_poster"),
+    step_arguments={"network_fetcher": {"url": "https://api.example.com/a"},
+                    "data_processing_validator": {},
+                    "network_poster": {"target_url": "https://hook.example.com/b"},
+                    "integration_authenticator": {"service": "crm"}},
+)
+QUEUEING = Task(
+    id="t9002", type="basic_task", difficulty="medium", description="read, parse, enqueue",
+    inputs={"path": "/data/a.csv", "format": "csv", "queue_name": "jobs", "endpoint": "db",
+            "service": "crm"},
+    expected_outputs={}, required_tools=("file_operations_reader", "data_processing_parser",
+                                         "integration_queue"),
+    step_arguments={"file_operations_reader": {"path": "/data/a.csv"},
+                    "data_processing_parser": {"format": "csv"},
+                    "integration_queue": {"queue_name": "jobs"},
+                    "integration_connector": {"endpoint": "db"},
+                    "integration_authenticator": {"service": "crm"}},
+)
+OUTSIDE_TOOLS = {"utility_logger": {"message": "hi"}, "utility_tracker": {"event": "e"}}
+
+
+def test_actions_are_the_closure_and_prerequisites_are_watched() -> None:
+    mdp = TaskMDP(QUEUEING.required_tools)
+    assert mdp.actions == REGISTRY.closure(QUEUEING.required_tools)
+    assert {"integration_authenticator", "integration_connector"} <= set(mdp.actions)
+    assert mdp.n == 3
+    assert mdp.n_states == (mdp.n + 1) * 2**mdp.flag_bits * 8
+    start = mdp.initial_state()
+    assert start.turns_left == 10 and mdp.progress(start) == 0
+    assert mdp.unpack(start.code) == (0, 0, 0)
+
+
+def test_bad_input_is_refused_clearly() -> None:
+    with pytest.raises(ValueError, match="unknown tools"):
+        TaskMDP(("no_such_tool",))
+    with pytest.raises(ValueError, match="at least one"):
+        TaskMDP(())
+
+
+def test_out_of_order_success_is_a_dead_end_and_success_is_terminal() -> None:
+    mdp = TaskMDP(POSTING.required_tools)
+    start = mdp.initial_state()
+    dead = mdp.step(start, "network_poster", ok=True)
+    assert dead.code == mdp.dead and mdp.is_terminal(dead) and mdp.progress(dead) == -1
+    state = start
+    for tool in POSTING.required_tools:
+        state = mdp.step(state, tool, ok=True)
+    assert mdp.is_success(state) and state.turns_left == 7
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    task=st.sampled_from([POSTING, QUEUEING]),
+    seed=st.integers(0, 10**6),
+    base=st.sampled_from([0.9, 0.8, 0.6]),
+    plan=st.lists(st.tuples(st.integers(0, 9), st.booleans()), min_size=1, max_size=14),
+)
+def test_probability_and_progress_match_the_simulator(
+    task: Task, seed: int, base: float, plan: list[tuple[int, bool]]
+) -> None:
+    """Any sequence of calls (closure tools, outside tools, valid or invalid arguments):
+    the MDP's success probability equals the simulator's before every call, and its
+    progress/dead state equals what scoring makes of the simulator's history."""
+    mdp = TaskMDP(task.required_tools, base_success=base, max_turns=len(plan))
+    sim = simulator_for(task, EpisodeKey(seed, task.id, 0), base_success=base)
+    names = [*mdp.actions, *OUTSIDE_TOOLS]
+    state = mdp.initial_state()
+    for pick, valid in plan:
+        tool = names[pick % len(names)]
+        if tool in mdp.action_index and state.code != mdp.dead:  # dead: nothing to track
+            assert mdp.probability(state, tool) == pytest.approx(sim.probability(tool), abs=1e-12)
+        args = {**task.step_arguments, **OUTSIDE_TOOLS}[tool] if valid else {"bogus": 1}
+        result = sim.call(tool, dict(args))
+        state = mdp.step(state, tool, result.ok)
+        calls = [{"tool": c.tool, "ok": c.ok} for c in sim.history]
+        done = first_success_order(calls, task.required_tools)
+        # Dead exactly when the first successes so far are no prefix of the required order.
+        in_order = done == list(task.required_tools[: len(done)])
+        assert (state.code == mdp.dead) == (not in_order)
+        if in_order:
+            assert mdp.progress(state) == len(done)
+            full = conditions(calls, task.required_tools, completed=True).count == 4
+            assert mdp.is_success(state) == full
+
+
+def test_an_outside_call_only_moves_the_window() -> None:
+    mdp = TaskMDP(POSTING.required_tools, with_outside=True)
+    start = mdp.initial_state()
+    for tool in ("utility_logger", OUTSIDE):
+        failed = mdp.step(start, tool, ok=False)
+        assert mdp.unpack(failed.code) == (0, 0, 1)
+        assert failed.turns_left == start.turns_left - 1
+    unknown = mdp.step(start, "not_a_tool", ok=False)
+    assert unknown.code == start.code and unknown.turns_left == start.turns_left - 1
