@@ -1,0 +1,301 @@
+"""Command-line and ini options of the plugin, parsed once into a frozen `RunConfig`.
+
+Every option has an ini equivalent (`resili_model = o3` in pytest.ini / pyproject). Values are
+checked at start-up: a bad value stops the run with a usage error naming the option, before any
+episode runs. Parsers are plain functions so the ini path and the command line share them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pytest
+
+from pytest_resilibench.tasks import DIFFICULTIES, TASK_TYPES
+
+__all__ = [
+    "FLAW_NAMES",
+    "SEVERITY_NAMES",
+    "VARIANT_KINDS",
+    "RunConfig",
+    "add_options",
+    "read_config",
+]
+
+# Mirrors flaws.FLAWS / SEVERITIES; importing flaws here would load it for every pytest run.
+FLAW_NAMES = ("sequence_disorder", "tool_misuse", "parameter_error", "missing_step",
+              "redundant_operations", "logical_inconsistency", "semantic_drift")
+SEVERITY_NAMES = ("light", "medium", "severe")
+VARIANT_KINDS = ("baseline", "cot", "optimal", "flawed")
+TOOL_MODES = ("text", "native")
+ENVIRONMENTS = ("sim", "live")
+DEFAULT_MODEL = "builtin:adaptive"
+_T = TypeVar("_T")
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """Everything that decides which episodes run and how (no I/O, no clocks)."""
+
+    models: tuple[str, ...] = (DEFAULT_MODEL,)
+    base_url: str | None = None
+    variants: tuple[str, ...] = VARIANT_KINDS
+    flaws: tuple[str, ...] = FLAW_NAMES
+    severities: tuple[str, ...] = ("medium",)
+    task_types: tuple[str, ...] = TASK_TYPES
+    difficulties: tuple[str, ...] = DIFFICULTIES
+    sample: int | None = 10  # tasks per type x difficulty cell; None = all
+    repeats: int = 1
+    seed: int = 0
+    base_success: tuple[float, ...] = (0.8,)
+    max_turns: int = 10
+    tool_mode: str = "text"
+    concurrency: int = 16
+    cache: Path | None = None
+    report: Path | None = None
+    baseline: Path | None = None
+    max_drop: float = 5.0
+    fail_under: float | None = None
+    env: str = "sim"
+    live_base_urls: dict[str, str] = field(default_factory=dict)
+    trajectories: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "models": list(self.models),
+            "base_url": self.base_url,
+            "variants": list(self.variants),
+            "flaws": list(self.flaws),
+            "severities": list(self.severities),
+            "task_types": list(self.task_types),
+            "difficulties": list(self.difficulties),
+            "sample": "all" if self.sample is None else self.sample,
+            "repeats": self.repeats,
+            "seed": self.seed,
+            "base_success": list(self.base_success),
+            "max_turns": self.max_turns,
+            "tool_mode": self.tool_mode,
+            "env": self.env,
+        }
+
+
+# --- value parsers (raise ValueError with a message fit for the user) -------------------------
+def _split(text: str) -> list[str]:
+    return [part.strip() for part in re.split(r"[,\s]+", text) if part.strip()]
+
+
+def _choices(allowed: Sequence[str]) -> Callable[[str], tuple[str, ...]]:
+    def parse(text: str) -> tuple[str, ...]:
+        values = _split(text)
+        if "all" in values:
+            return tuple(allowed)
+        bad = [v for v in values if v not in allowed]
+        if bad or not values:
+            raise ValueError(f"{', '.join(bad) or 'nothing'} not in {', '.join(allowed)}")
+        return tuple(dict.fromkeys(values))
+
+    return parse
+
+
+def _models(text: str) -> tuple[str, ...]:
+    models = tuple(dict.fromkeys(_split(text)))
+    if not models:
+        raise ValueError("give at least one model")
+    return models
+
+
+def _sample(text: str) -> int | None:
+    if text.strip().lower() == "all":
+        return None
+    return _int_at_least(1)(text)
+
+
+def _int_at_least(lo: int) -> Callable[[str], int]:
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise ValueError(f"{text!r} is not an integer") from None
+        if value < lo:
+            raise ValueError(f"{value} is below {lo}")
+        return value
+
+    return parse
+
+
+def _rates(text: str) -> tuple[float, ...]:
+    values = []
+    for part in _split(text):
+        try:
+            value = float(part)
+        except ValueError:
+            raise ValueError(f"{part!r} is not a number") from None
+        if not 0.0 < value <= 1.0:
+            raise ValueError(f"{value} is not a probability in (0, 1]")
+        values.append(value)
+    if not values:
+        raise ValueError("give at least one rate")
+    return tuple(dict.fromkeys(values))
+
+
+def _rate(text: str) -> float:
+    """A rate as 0.55 or 55%."""
+    text = text.strip()
+    try:
+        value = float(text[:-1]) / 100 if text.endswith("%") else float(text)
+    except ValueError:
+        raise ValueError(f"{text!r} is not a rate (0.55 or 55%)") from None
+    if not 0.0 <= value <= 1.0:
+        raise ValueError(f"{text} is not between 0 and 1 (or 0% and 100%)")
+    return value
+
+
+def _points(text: str) -> float:
+    try:
+        value = float(text.strip().removesuffix("pp"))
+    except ValueError:
+        raise ValueError(f"{text!r} is not a number of percentage points") from None
+    if not 0.0 <= value <= 100.0:
+        raise ValueError(f"{value} is not between 0 and 100 points")
+    return value
+
+
+def _existing_file(text: str) -> Path:
+    path = Path(text).expanduser()
+    if not path.is_file():
+        raise ValueError(f"no such file: {path}")
+    return path
+
+
+def _url(text: str) -> str:
+    if not re.match(r"^https?://[^\s/]+", text.strip()):
+        raise ValueError(f"{text!r} is not an http(s) URL")
+    return text.strip().rstrip("/")
+
+
+def _live_urls(values: Sequence[str]) -> dict[str, str]:
+    urls = {}
+    for item in values:
+        name, sep, url = item.partition("=")
+        if not sep or not name.strip():
+            raise ValueError(f"{item!r} is not SERVICE=URL")
+        urls[name.strip()] = _url(url)
+    return urls
+
+
+def _path(text: str) -> Path:
+    return Path(text).expanduser()
+
+
+# --- registration -----------------------------------------------------------------------------
+# (name, parser, default, help). The dest is `resili_<name>` on the command line and in the ini.
+_OPTIONS: list[tuple[str, Callable[[str], Any] | None, str | None, str]] = [
+    ("model", _models, DEFAULT_MODEL,
+     "model(s) to evaluate, comma-separated: builtin:NAME (oracle, follower, adaptive, random), "
+     "openai:NAME or a bare model name for an OpenAI-compatible API"),
+    ("base-url", _url, None, "base URL of an OpenAI-compatible API (vLLM, Ollama, llama.cpp)"),
+    ("variants", _choices(VARIANT_KINDS), ",".join(VARIANT_KINDS),
+     "prompt variants: baseline, cot, optimal, flawed (or all)"),
+    ("flaws", _choices(FLAW_NAMES), "all", "flaws for the flawed variant (or all)"),
+    ("severity", _choices(SEVERITY_NAMES), "medium",
+     "flaw severities: light, medium, severe (several for a sweep, or all)"),
+    ("task-types", _choices(TASK_TYPES), "all", "task types (or all)"),
+    ("difficulties", _choices(DIFFICULTIES), "all", "difficulties (or all)"),
+    ("sample", _sample, "10", "tasks per type x difficulty cell (stratified, seeded) or all"),
+    ("repeats", _int_at_least(1), "1", "episodes per task (k for pass^k)"),
+    ("seed", _int_at_least(0), "0", "run seed: tool luck and the task sample"),
+    ("base-success", _rates, "0.8", "tool base success rate(s), comma-separated for a sweep"),
+    ("max-turns", _int_at_least(1), "10", "turn budget per episode"),
+    ("tool-mode", _choices(TOOL_MODES), "text",
+     "text (<tool_call> tags) or native (function calling)"),
+    ("concurrency", _int_at_least(1), "16", "episodes in flight per process"),
+    ("cache", _path, None, "model-call cache file (sqlite); re-runs replay from it"),
+    ("report", _path, None, "write the JSON report (resilibench.report/1) here"),
+    ("baseline", _existing_file, None, "compare with this earlier JSON report (paired)"),
+    ("max-drop", _points, "5", "with --resili-baseline: allowed drop in full-success points"),
+    ("fail-under", _rate, None, "fail the run if the full-success rate is below this"),
+    ("env", _choices(ENVIRONMENTS), "sim", "sim (stochastic simulator) or live (HTTP services)"),
+    ("trajectories", None, None, "keep every episode's messages and calls in the report"),
+]
+
+
+def add_options(parser: pytest.Parser) -> None:
+    group = parser.getgroup("resilibench", "ResiliBench agent benchmark")
+    for name, parse, default, help_text in _OPTIONS:
+        dest = "resili_" + name.replace("-", "_")
+        if parse is None:  # a flag
+            group.addoption(f"--resili-{name}", action="store_true", dest=dest, default=None,
+                            help=help_text)
+            parser.addini(dest, help_text, type="bool", default=False)
+            continue
+        group.addoption(f"--resili-{name}", dest=dest, default=None, metavar="VALUE",
+                        type=_argparse_type(parse, name),
+                        help=f"{help_text} (default: {default})" if default else help_text)
+        parser.addini(dest, help_text, default=default)
+    group.addoption("--resili-live-base-url", dest="resili_live_base_url", action="append",
+                    default=[], metavar="SERVICE=URL",
+                    help="with --resili-env=live: reach SERVICE at URL instead of loopback")
+
+
+def _argparse_type(parse: Callable[[str], _T], name: str) -> Callable[[str], _T]:
+    def convert(text: str) -> _T:
+        try:
+            return parse(text)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+
+    convert.__name__ = f"--resili-{name}"
+    return convert
+
+
+def read_config(config: pytest.Config) -> RunConfig:
+    """Merge the command line over the ini file; raise UsageError on a bad ini value."""
+    values: dict[str, Any] = {}
+    for name, parse, _default, _help in _OPTIONS:
+        dest = "resili_" + name.replace("-", "_")
+        value = config.getoption(dest)
+        if value is None:
+            raw = config.getini(dest)
+            if parse is None:
+                value = bool(raw)
+            elif raw in (None, ""):
+                value = None
+            else:
+                try:
+                    value = parse(str(raw))
+                except ValueError as exc:
+                    raise pytest.UsageError(f"ini option {dest}: {exc}") from None
+        values[name] = value
+    try:
+        live = _live_urls(config.getoption("resili_live_base_url") or [])
+    except ValueError as exc:
+        raise pytest.UsageError(f"--resili-live-base-url: {exc}") from None
+    return RunConfig(
+        models=values["model"],
+        base_url=values["base-url"],
+        variants=values["variants"],
+        flaws=values["flaws"],
+        severities=values["severity"],
+        task_types=values["task-types"],
+        difficulties=values["difficulties"],
+        sample=values["sample"],
+        repeats=values["repeats"],
+        seed=values["seed"],
+        base_success=values["base-success"],
+        max_turns=values["max-turns"],
+        tool_mode=values["tool-mode"][0],
+        concurrency=values["concurrency"],
+        cache=values["cache"],
+        report=values["report"],
+        baseline=values["baseline"],
+        max_drop=values["max-drop"],
+        fail_under=values["fail-under"],
+        env=values["env"][0],
+        live_base_urls=live,
+        trajectories=bool(values["trajectories"]),
+    )

@@ -1,0 +1,82 @@
+"""The JSON report (schema `resilibench.report/1`), written atomically on the controller.
+
+`config` and `episodes` depend only on what ran, never on workers or timing, so the report of
+`-n 0`, `-n 2` and `-n 4` is the same but for the timing fields (`TIMING_FIELDS`) and
+`environment`.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import hashlib
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+__all__ = ["REPORT_SCHEMA", "TIMING_FIELDS", "build_report", "fixture_hash", "write_atomic"]
+
+REPORT_SCHEMA = "resilibench.report/1"
+TIMING_FIELDS = ("wall_time_s",)
+
+
+def fixture_hash(manifest: Mapping[str, Any]) -> str | None:
+    """A short hash of the fixtures' manifest: two runs on different tasks never compare."""
+    if not manifest:
+        return None
+    text = json.dumps(manifest, sort_keys=True).encode()
+    return hashlib.sha256(text).hexdigest()[:16]
+
+
+def _git_commit(cwd: Path) -> str | None:
+    try:
+        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=cwd, capture_output=True,
+                             text=True, timeout=5)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip() or None
+
+
+def build_report(
+    *,
+    config: Mapping[str, Any],
+    episodes: Sequence[Mapping[str, Any]],
+    summary: Mapping[str, Any],
+    rootdir: Path,
+    extra: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    return {
+        "schema": REPORT_SCHEMA,
+        "config": dict(config),
+        "environment": {
+            "python": sys.version.split()[0],
+            "platform": platform.platform(),
+            "machine": platform.machine(),
+            "commit": _git_commit(rootdir),
+            "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+            **(extra or {}),
+        },
+        "episodes": sorted(episodes, key=lambda ep: ep["id"]),
+        "summary": dict(summary),
+    }
+
+
+def write_atomic(path: Path, data: Any) -> None:
+    """Write JSON to a temporary file beside `path`, then rename it over: a reader never sees
+    a half-written report, and an interrupted write leaves the old one intact."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            json.dump(data, fh, indent=1, sort_keys=True)
+            fh.write("\n")
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise

@@ -1,0 +1,177 @@
+"""Runs episodes ahead of pytest's items, concurrently, on an asyncio loop in a thread.
+
+pytest runs one item at a time; a real model answers in seconds. So once this process knows
+its items (all of them without xdist, its round-robin share with it), the runner starts their
+episodes in item order, `concurrency` at a time, and each item just waits for its own result.
+Run-ahead is bounded by a window so finished-but-unclaimed records never pile up in memory.
+A case that was not announced (an xdist re-schedule after a worker crash) runs on demand.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from pytest_resilibench.agents.base import Agent
+from pytest_resilibench.cases import Case
+from pytest_resilibench.environment import Environment
+from pytest_resilibench.options import RunConfig
+from pytest_resilibench.record import EpisodeRecord
+from pytest_resilibench.registry import ToolRegistry
+
+__all__ = ["EpisodeRunner"]
+
+AgentFactory = Callable[[str], Agent]
+EnvironmentFactory = Callable[[Case], Environment | None]
+
+
+class EpisodeRunner:
+    def __init__(
+        self,
+        config: RunConfig,
+        registry: ToolRegistry,
+        *,
+        agent_factory: AgentFactory,
+        environment_factory: EnvironmentFactory | None = None,
+        window: int | None = None,
+    ) -> None:
+        self.config = config
+        self.registry = registry
+        self._agent_factory = agent_factory
+        self._environment_factory = environment_factory
+        self._window = window or max(64, 4 * config.concurrency)
+        self._agents: dict[str, Agent] = {}
+        self._futures: dict[str, concurrent.futures.Future[EpisodeRecord]] = {}
+        # Who started each case: the feeder (holds a window slot) or an item on demand.
+        self._started_by: dict[str, str] = {}
+        self._lock = threading.Lock()
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name="resili-episodes",
+                                        daemon=True)
+        self._thread.start()
+        self._feeder: concurrent.futures.Future[None] | None = None
+        self._claimed: asyncio.Semaphore | None = None
+        self.peak_in_flight = 0
+        self._in_flight = 0
+
+    # --- called from pytest's thread ----------------------------------------------------------
+    def start(self, cases: Sequence[Case]) -> None:
+        """Announce the cases this process will run, in the order it will run them."""
+        fresh = []
+        with self._lock:
+            for case in cases:
+                if case.id not in self._futures:
+                    self._futures[case.id] = concurrent.futures.Future()
+                    fresh.append(case)
+        if fresh:
+            self._feeder = asyncio.run_coroutine_threadsafe(self._feed(fresh), self._loop)
+
+    def result(self, case: Case) -> EpisodeRecord:
+        """The record of `case`, waiting for it. A case that was never announced, or whose
+        turn the feeder has not reached (items run out of the announced order), runs now."""
+        with self._lock:
+            future = self._futures.get(case.id)
+            started_by = self._started_by.setdefault(case.id, "item")
+        if future is None or started_by == "item":
+            with self._lock:
+                self._futures.pop(case.id, None)
+            return asyncio.run_coroutine_threadsafe(self._episode(case), self._loop).result()
+        try:
+            return future.result()
+        finally:
+            with self._lock:
+                self._futures.pop(case.id, None)
+                self._started_by.pop(case.id, None)
+            if self._claimed is not None:  # let the feeder run one more case ahead
+                self._loop.call_soon_threadsafe(self._claimed.release)
+
+    def close(self) -> None:
+        """Stop what is still queued, close the agents, stop the loop."""
+        if self._loop.is_closed():
+            return
+        if self._feeder is not None:
+            self._feeder.cancel()
+        asyncio.run_coroutine_threadsafe(self._aclose(), self._loop).result(timeout=30)
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(timeout=30)
+        self._loop.close()
+
+    # --- on the loop --------------------------------------------------------------------------
+    async def _feed(self, cases: Sequence[Case]) -> None:
+        if self._claimed is None:
+            self._claimed = asyncio.Semaphore(self._window)
+        claimed = self._claimed
+        slots = asyncio.Semaphore(self.config.concurrency)
+        pending: set[asyncio.Task[None]] = set()
+        try:
+            for case in cases:
+                await claimed.acquire()  # released when an item takes its result
+                with self._lock:
+                    taken = self._started_by.setdefault(case.id, "feeder") != "feeder"
+                if taken:  # its item already ran it on demand
+                    claimed.release()
+                    continue
+                await slots.acquire()
+                task = asyncio.create_task(self._settle(case, slots))
+                pending.add(task)
+                task.add_done_callback(pending.discard)
+            if pending:
+                await asyncio.gather(*pending)
+        except asyncio.CancelledError:
+            for task in pending:
+                task.cancel()
+            raise
+
+    async def _settle(self, case: Case, slots: asyncio.Semaphore) -> None:
+        with self._lock:
+            future = self._futures.get(case.id)
+        self._in_flight += 1
+        self.peak_in_flight = max(self.peak_in_flight, self._in_flight)
+        try:
+            record = await self._episode(case)
+        except BaseException as exc:  # a harness bug: the item shows it, the others go on
+            if future is not None and not future.done():
+                future.set_exception(exc)
+            if isinstance(exc, asyncio.CancelledError):
+                raise
+        else:
+            if future is not None and not future.done():
+                future.set_result(record)
+        finally:
+            self._in_flight -= 1
+            slots.release()
+
+    def _agent(self, model: str) -> Agent:
+        agent = self._agents.get(model)
+        if agent is None:
+            agent = self._agents[model] = self._agent_factory(model)
+        return agent
+
+    async def _episode(self, case: Case) -> EpisodeRecord:
+        from pytest_resilibench.episode import run_episode
+
+        environment = self._environment_factory(case) if self._environment_factory else None
+        try:
+            record = await run_episode(
+                case.task, case.variant, self._agent(case.model),
+                seed=self.config.seed, repeat=case.repeat, base_success=case.base_success,
+                max_turns=self.config.max_turns, tool_mode=self.config.tool_mode,
+                registry=self.registry, environment=environment, model_name=case.model,
+            )
+        finally:
+            if environment is not None:
+                await environment.aclose()
+        record.id = case.id
+        return record
+
+    async def _aclose(self) -> None:
+        errors: list[Any] = []
+        for agent in self._agents.values():
+            try:
+                await agent.aclose()
+            except Exception as exc:  # closing one agent must not leak the others
+                errors.append(exc)
+        self._agents.clear()

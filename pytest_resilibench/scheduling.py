@@ -1,0 +1,69 @@
+"""xdist scheduling that lets every worker know its items up front.
+
+xdist's default load scheduling hands out items a chunk at a time, so a worker cannot start the
+episodes of items it does not have yet. `RoundRobinScheduling` (installed through the public
+`pytest_xdist_make_scheduler` hook) sends worker `gwK` of N the items K, K+N, K+2N, ... all at
+start, in ascending order; the worker computes the same share with `worker_share` and runs
+their episodes ahead. Which worker runs an episode never changes its result (every draw is
+keyed by the case), so a crashed worker's items, re-sent elsewhere, still give the same report.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import Any, TypeVar
+
+__all__ = ["make_round_robin_scheduling", "worker_index", "worker_share"]
+
+_T = TypeVar("_T")
+_GATEWAY = re.compile(r"^gw(\d+)$")
+
+
+def worker_index(workerid: str) -> int | None:
+    match = _GATEWAY.match(workerid)
+    return int(match.group(1)) if match else None
+
+
+def worker_share(items: Sequence[_T], workerinput: dict[str, Any]) -> list[_T]:
+    """The items this xdist worker will be sent (all of them if its id is unusual)."""
+    index = worker_index(str(workerinput.get("workerid", "")))
+    count = int(workerinput.get("workercount", 1) or 1)
+    if index is None or index >= count:
+        return list(items)
+    return list(items[index::count])
+
+
+def make_round_robin_scheduling(config: Any, log: Any) -> Any:
+    """Build the scheduler; xdist is imported here only (the plugin must work without it)."""
+    from xdist.scheduler import LoadScheduling
+
+    class RoundRobinScheduling(LoadScheduling):
+        def schedule(self) -> None:
+            assert self.collection_is_completed
+            if self.collection is not None:  # type: ignore[has-type]  # nodes added later
+                for node in self.nodes:
+                    self.check_schedule(node)
+                return
+            if not self._check_nodes_have_same_collection():
+                self.log("**Different tests collected, aborting run**")
+                return
+            collection = next(iter(self.node2collection.values()))
+            self.collection = collection
+            total = len(collection)
+            count = len(self.nodes)
+            nodes = {worker_index(node.gateway.id): node for node in self.nodes}
+            if set(nodes) != set(range(count)):  # unexpected ids: fall back to xdist's way
+                self.collection = None
+                super().schedule()
+                return
+            self.pending[:] = []
+            for index, node in sorted((i, n) for i, n in nodes.items() if i is not None):
+                share = list(range(index, total, count))
+                if share:
+                    self.node2pending[node].extend(share)
+                    node.send_runtest_some(share)
+            for node in self.nodes:
+                node.shutdown()
+
+    return RoundRobinScheduling(config, log)

@@ -1,0 +1,160 @@
+"""The run's state: one `ResiliSession` per pytest process, kept in `config.stash`.
+
+It owns what the hooks in `plugin.py` need: the parsed options, the cases, this process's
+episode runner, and on the controller (or a run without xdist) the episodes gathered from the
+reports, the summary, the JSON report and the gate.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Sequence
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+from pytest_resilibench.agents.base import Agent
+from pytest_resilibench.cases import Case, build_cases
+from pytest_resilibench.gate import GateResult, compare_with_baseline, fail_under, load_report
+from pytest_resilibench.options import RunConfig
+from pytest_resilibench.record import EpisodeRecord
+from pytest_resilibench.registry import ToolRegistry, default_registry
+from pytest_resilibench.runner import EpisodeRunner
+
+__all__ = ["ResiliSession"]
+
+
+class ResiliSession:
+    def __init__(self, config: RunConfig, *, rootdir: Path) -> None:
+        self.config = config
+        self.rootdir = rootdir
+        self.runner: EpisodeRunner | None = None
+        self.episodes: list[dict[str, Any]] = []
+        self.received_by_worker: Counter[str] = Counter()
+        self.lost: list[str] = []
+        self.gate_results: list[GateResult] = []
+        self.summary: dict[str, Any] | None = None
+        self.attached = 0  # episodes this process put on its reports
+        self._live: Any = None  # the loopback live services, when this process started them
+
+    # --- what runs ----------------------------------------------------------------------------
+    @cached_property
+    def registry(self) -> ToolRegistry:
+        if self.config.env == "live":
+            from pytest_resilibench.live.registry import live_registry
+
+            return live_registry()
+        return default_registry()
+
+    @cached_property
+    def task_set(self) -> Any:
+        if self.config.env == "live":
+            from pytest_resilibench.live.tasks import live_task_set
+
+            return live_task_set()
+        from pytest_resilibench.tasks import load_tasks
+
+        return load_tasks()
+
+    @cached_property
+    def cases(self) -> list[Case]:
+        return build_cases(self.config, list(self.task_set))
+
+    @cached_property
+    def cases_by_id(self) -> dict[str, Case]:
+        return {case.id: case for case in self.cases}
+
+    # --- running episodes in this process -------------------------------------------------------
+    def _ensure_runner(self) -> EpisodeRunner:
+        if self.runner is None:
+            self.runner = EpisodeRunner(
+                self.config, self.registry, agent_factory=self._make_agent,
+                environment_factory=self._environment if self.config.env == "live" else None,
+            )
+        return self.runner
+
+    def start(self, cases: Sequence[Case]) -> None:
+        """Start the episodes of the cases this process will run, in their order."""
+        if cases:
+            self._ensure_runner().start(cases)
+
+    def result(self, case: Case) -> EpisodeRecord:
+        return self._ensure_runner().result(case)
+
+    def stop(self) -> None:
+        if self.runner is not None:
+            self.runner.close()
+            self.runner = None
+        if self._live is not None:
+            self._live.stop()
+            self._live = None
+
+    def _make_agent(self, spec: str) -> Agent:
+        from pytest_resilibench.agents import make_agent
+
+        if spec.startswith("builtin:"):
+            return make_agent(spec)
+        cache = None
+        if self.config.cache is not None:
+            from pytest_resilibench.agents.cache import ModelCallCache
+
+            cache = ModelCallCache(self.config.cache)
+        return make_agent(spec, base_url=self.config.base_url, seed=self.config.seed,
+                          cache=cache, max_concurrency=self.config.concurrency)
+
+    def _environment(self, case: Case) -> Any:
+        from pytest_resilibench.live.environment import LiveEnvironment
+        from pytest_resilibench.simulator import EpisodeKey
+
+        urls = dict(self.config.live_base_urls)
+        if self._live is None and len(urls) < len(self.registry):
+            from pytest_resilibench.live.server import start_live_server
+
+            self._live = start_live_server(seed=self.config.seed)
+        if self._live is not None:
+            urls = {**self._live.base_urls, **urls}
+        return LiveEnvironment(urls, registry=self.registry, inputs=case.task.inputs,
+                               episode=EpisodeKey(self.config.seed, case.task.id, case.repeat))
+
+    # --- gathering results (controller) ---------------------------------------------------------
+    def add_episode(self, payload: str, worker: str | None) -> None:
+        self.episodes.append(json.loads(payload))
+        self.received_by_worker[worker or "main"] += 1
+
+    def finish(self) -> None:
+        """Summarise, check the gate; called once on the controller at session end."""
+        from pytest_resilibench.analysis import summary
+
+        self.summary = summary(self.episodes)
+        if self.config.fail_under is not None:
+            self.gate_results += fail_under(self.episodes, self.config.fail_under)
+        if self.config.baseline is not None:
+            try:
+                old = load_report(self.config.baseline)["episodes"]
+                self.gate_results.append(compare_with_baseline(
+                    old, self.episodes, max_drop_pp=self.config.max_drop))
+            except ValueError as exc:
+                self.gate_results.append(GateResult(True, "error", f"baseline: {exc}"))
+
+    def report_config(self) -> dict[str, Any]:
+        from pytest_resilibench import __version__
+        from pytest_resilibench.report import fixture_hash
+
+        return {**self.config.to_json(), "package_version": __version__,
+                "fixture_hash": fixture_hash(self.task_set.manifest)}
+
+    def write_report(self) -> None:
+        from pytest_resilibench.report import build_report, write_atomic
+
+        assert self.config.report is not None and self.summary is not None
+        report = build_report(
+            config=self.report_config(), episodes=self.episodes, summary=self.summary,
+            rootdir=self.rootdir,
+            extra={"gate": [r.line for r in self.gate_results], "lost": self.lost},
+        )
+        write_atomic(self.config.report, report)
+
+    @property
+    def gate_failed(self) -> bool:
+        return any(result.failed for result in self.gate_results)

@@ -1,0 +1,1 @@
+"""The suite needs nothing beyond the plugin (loaded through its entry point)."""
