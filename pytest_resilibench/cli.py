@@ -33,6 +33,50 @@ def _add_tools(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(handler=_cmd_tools)
 
 
+def _cmd_serve_mcp(args: argparse.Namespace) -> int:
+    from pytest_resilibench import mcp_server
+
+    task = mcp_server.find_task(args.task, args.fixtures)
+    server = mcp_server.build_server(mcp_server.task_simulator(
+        task, seed=args.seed, repeat=args.repeat, base_success=args.base_success))
+    if args.transport == "stdio":
+        mcp_server.serve_stdio(server)
+    else:
+        mcp_server.serve_http(server, port=args.port)
+    return 0
+
+
+def _add_serve_mcp(sub: argparse._SubParsersAction) -> None:
+    from pytest_resilibench.tasks import FIXTURES_DIR
+
+    p = sub.add_parser("serve-mcp", help="serve one task's simulated tools as an MCP server")
+    p.add_argument("--task", required=True, help="task id, e.g. t0421")
+    p.add_argument("--seed", type=int, default=0, help="run seed (default 0)")
+    p.add_argument("--repeat", type=int, default=0, help="episode/repeat index (default 0)")
+    p.add_argument("--base-success", type=float, default=0.8, help="base success probability")
+    p.add_argument("--transport", choices=("stdio", "http"), default="stdio")
+    p.add_argument("--port", type=int, default=8000,
+                   help="HTTP port on 127.0.0.1 (0: a free one; the URL goes to stderr)")
+    p.add_argument("--fixtures", default=str(FIXTURES_DIR), help="task fixtures directory")
+    p.set_defaults(handler=_cmd_serve_mcp)
+
+
+def _cmd_serve_live(args: argparse.Namespace) -> int:
+    from pytest_resilibench.live.server import serve_live
+
+    serve_live(seed=args.seed, port=args.port, hang_s=args.hang_s)
+    return 0
+
+
+def _add_serve_live(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("serve-live", help="serve the 23 live HTTP API services on 127.0.0.1")
+    p.add_argument("--port", type=int, default=8765, help="port on 127.0.0.1 (0: a free one)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the services' misbehaviour")
+    p.add_argument("--hang-s", type=float, default=3.0,
+                   help="how long a service hangs when it times out (seconds)")
+    p.set_defaults(handler=_cmd_serve_live)
+
+
 def _cmd_match(args: argparse.Namespace) -> int:
     from solver.matcher import ToolMatcher
 
@@ -155,6 +199,8 @@ _SUBCOMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [
     _add_generate,
     _add_tasks,
     _add_prompt,
+    _add_serve_mcp,
+    _add_serve_live,
 ]
 
 
