@@ -13,8 +13,9 @@ and shared keywords score a candidate; ties break by name.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
+from functools import lru_cache
 from typing import Any
 
 from pytest_resilibench.registry import DATA_FORMATS, Role, ToolRegistry, ToolSpec, default_registry
@@ -54,8 +55,12 @@ _TOP_CANDIDATES = 3
 # --- purposes and similarity --------------------------------------------------------------------
 def tool_purpose(spec: ToolSpec) -> str:
     """A short purpose for a step: the first clause of the tool's description."""
-    clause = re.split(r"[,:;.]", spec.description, maxsplit=1)[0]
-    return clause.strip()
+    return _first_clause(spec.description)
+
+
+@lru_cache(maxsize=256)
+def _first_clause(text: str) -> str:
+    return re.split(r"[,:;.]", text, maxsplit=1)[0].strip()
 
 
 def with_purposes(workflow: Workflow, registry: ToolRegistry) -> Workflow:
@@ -63,11 +68,11 @@ def with_purposes(workflow: Workflow, registry: ToolRegistry) -> Workflow:
     so that every step of a plan, flawed or not, reads alike (a "step 3" shown second would
     give a reordering away)."""
     steps = tuple(
-        replace(s, purpose=tool_purpose(registry[s.tool]))
-        if _PLACEHOLDER_PURPOSE.match(s.purpose) and s.tool in registry else s
+        PlanStep(s.tool, tool_purpose(registry[s.tool]), s.arguments, s.on_failure)
+        if s.tool in registry and _PLACEHOLDER_PURPOSE.match(s.purpose) else s
         for s in workflow.steps
     )
-    return replace(workflow, steps=steps)
+    return Workflow(steps, workflow.advice)
 
 
 def _similarity(a: ToolSpec, b: ToolSpec) -> int:
@@ -78,18 +83,27 @@ def _similarity(a: ToolSpec, b: ToolSpec) -> int:
 
 def similar_tools(
     registry: ToolRegistry, name: str, *, other_function: bool = False,
-    exclude: Sequence[str] = (),
+    exclude: Collection[str] = (),
 ) -> list[str]:
     """Tools ranked by similarity to `name`, most similar first (deterministic). With
     `other_function`, only tools of a different operation (a different function)."""
-    tool = registry[name]
-    candidates = [
-        t for t in registry
-        if t.name != name and t.name not in exclude
-        and not (other_function and t.operation == tool.operation)
-    ]
-    candidates.sort(key=lambda t: (-_similarity(tool, t), t.name))
-    return [t.name for t in candidates]
+    return [t for t in _ranking(registry, name, other_function) if t not in exclude]
+
+
+# Rankings per registry (by identity; the registry is kept alive with its entry).
+_RANKINGS: dict[int, tuple[ToolRegistry, dict[tuple[str, bool], tuple[str, ...]]]] = {}
+
+
+def _ranking(registry: ToolRegistry, name: str, other_function: bool) -> tuple[str, ...]:
+    _, rankings = _RANKINGS.setdefault(id(registry), (registry, {}))
+    ranking = rankings.get((name, other_function))
+    if ranking is None:
+        tool = registry[name]
+        candidates = [t for t in registry if t.name != name
+                      and not (other_function and t.operation == tool.operation)]
+        candidates.sort(key=lambda t: (-_similarity(tool, t), t.name))
+        ranking = rankings[(name, other_function)] = tuple(t.name for t in candidates)
+    return ranking
 
 
 # --- the plan as the simulator will see it --------------------------------------------------
@@ -295,7 +309,7 @@ def _semantic_drift(plan: _Plan, count: int) -> list[Change]:
     used = set(plan.parent_tools)
     previous = steps[start - 1].tool if start > 0 else steps[0].tool
     for i in range(start, len(steps)):
-        candidates = similar_tools(plan.registry, previous, exclude=sorted(used))
+        candidates = similar_tools(plan.registry, previous, exclude=used)
         if not candidates:
             break
         new = plan.stream.choice(candidates[:_TOP_CANDIDATES])

@@ -111,9 +111,20 @@ def plan_for(
         return None, None
     parent = with_purposes(task.reference_workflow(), registry)
     if variant.kind == "optimal":
-        return parent, None
+        return _as_shown(parent), None
     assert variant.flaw is not None and variant.severity is not None
-    return inject_flaw(variant.flaw, variant.severity, parent, task, registry)
+    flawed, record = inject_flaw(variant.flaw, variant.severity, parent, task, registry)
+    return _as_shown(flawed), record
+
+
+def _as_shown(workflow: Workflow) -> Workflow:
+    """The workflow as the plan block shows it (one-line texts), so that `Prompt.plan` is
+    exactly what `parse_plan` reads back."""
+    return Workflow(
+        steps=tuple(PlanStep(s.tool, _one_line(s.purpose), dict(s.arguments),
+                             _one_line(s.on_failure)) for s in workflow.steps),
+        advice=_one_line(workflow.advice),
+    )
 
 
 def _one_line(text: str) -> str:

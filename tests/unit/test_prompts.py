@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pytest_resilibench.flaws import FLAWS, SEVERITIES
+from pytest_resilibench.flaws import FLAWS, SEVERITIES, with_purposes
 from pytest_resilibench.prompts import (
     COMPLETION_SIGNAL,
     Variant,
@@ -308,3 +308,19 @@ def test_the_prompt_command_names_an_unknown_task(capsys: pytest.CaptureFixture[
     _fixture_tasks()
     assert main(["prompt", "t99999"]) == 2
     assert "no task 't99999'" in capsys.readouterr().err
+
+
+def test_the_plan_shown_is_what_an_agent_reads_back() -> None:
+    solved = Workflow(
+        (PlanStep("file_operations_reader", "load the\nsales file", {"path": "data/sales_2025.csv"},
+                  on_failure="retry up to 3 times;\n  then stop"),
+         *with_purposes(SALES.reference_workflow(), REGISTRY).steps[1:]),
+        advice="Retry  TIMEOUTs.\nNever skip the parser.",
+    )
+    task = Task(**{**SALES.__dict__, "optimal": solved})
+    for variant in EVERY_VARIANT[2:]:
+        prompt = render_prompt(task, variant)
+        assert parse_plan(prompt.messages[1]["content"]) == prompt.plan
+    shown = render_prompt(task, Variant("optimal")).plan
+    assert shown is not None and shown.steps[0].on_failure == "retry up to 3 times; then stop"
+    assert shown.advice == "Retry TIMEOUTs. Never skip the parser."
