@@ -1,0 +1,382 @@
+"""The episode: one model, one task, one prompt variant, one turn loop (SPEC §7).
+
+Turns. A turn is one model reply that is not the completion signal; at most `max_turns` of
+them. The reply that says `TASK_COMPLETED` (with no tool call) ends the episode and costs no
+turn, so a model may spend the whole budget on calls and still say it is done: when the budget
+is spent the last observation says so, and the model's next reply is read only for the
+signal (a call in it is not executed; the episode stops with `max_turns`).
+
+Each turn executes at most one call, the first the reply contains; the observation says when
+others were dropped. The environment's answer goes back with the progress so far: turns used
+and left, calls made, how many succeeded and failed. The progress never says which required
+tools are still missing nor any probability: tracking the workflow is the model's job.
+Text-mode observations are user messages `<tool_response>{json}</tool_response>`; native calls
+are answered by `role: tool` messages carrying the `tool_call_id` (every call id of the reply
+gets one, as the OpenAI API requires).
+
+Early stops (stop_reason):
+- `repeated_call`: the same call (tool and arguments) for the `REPEAT_LIMIT`-th time in a
+  row, where none of the earlier ones failed at random, i.e. repeating could not change
+  anything (a retry after a random failure is what the benchmark wants, never stopped);
+- `consecutive_errors`: `MAX_CONSECUTIVE_ERRORS` turns in a row that failed through the
+  model's own fault: no usable call (format errors), an unknown tool, or arguments refused
+  deterministically. Random failures do not count: they are the luck under test and the turn
+  budget already bounds them; stopping on them would cut a sound retry policy short.
+Other stop reasons: `completed`, `max_turns`, `infra_error` (the provider gave up: outcome
+`error`), `harness_error` (a bug here: outcome `error` with the traceback's last frames).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+import traceback
+from collections.abc import AsyncIterator, Iterable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from pytest_resilibench.agents.base import Agent, InfrastructureError, ModelReply, ModelRequest
+from pytest_resilibench.environment import Environment, SimulatedEnvironment
+from pytest_resilibench.parsing import ParsedReply, mentions_completion, parse_native, parse_text
+from pytest_resilibench.record import EpisodeRecord, episode_id
+from pytest_resilibench.registry import ToolRegistry, default_registry
+from pytest_resilibench.scoring import deviation, score_calls
+from pytest_resilibench.simulator import DEFAULT_BASE_SUCCESS, CallResult, EpisodeKey, Simulator
+from pytest_resilibench.tasks import Task
+
+if TYPE_CHECKING:
+    from pytest_resilibench.prompts import Prompt, Variant
+
+__all__ = [
+    "DEFAULT_CONCURRENCY",
+    "MAX_CONSECUTIVE_ERRORS",
+    "REPEAT_LIMIT",
+    "EpisodeSpec",
+    "format_observation",
+    "read_observation",
+    "run_episode",
+    "run_episodes",
+]
+
+REPEAT_LIMIT = 3
+# Requests in flight per process: enough to hide a remote model's latency, few enough to stay
+# under common per-key rate limits.
+DEFAULT_CONCURRENCY = 32
+MAX_CONSECUTIVE_ERRORS = 4
+TOOL_MODES = ("text", "native")
+_OPEN, _CLOSE = "<tool_response>", "</tool_response>"
+# Error codes of results that no retry with the same call can change.
+_FORMAT_ERROR = "FORMAT_ERROR"
+
+
+def format_observation(payload: Mapping[str, Any]) -> str:
+    """The text-mode observation message."""
+    return f"{_OPEN}{json.dumps(payload, separators=(', ', ': '))}{_CLOSE}"
+
+
+def read_observation(message: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The observation payload of a message the environment sent (text or native), else None.
+    Built-in agents read observations back through this."""
+    content = message.get("content")
+    if not isinstance(content, str):
+        return None
+    role = message.get("role")
+    if role == "user" and content.startswith(_OPEN) and content.endswith(_CLOSE):
+        content = content[len(_OPEN):-len(_CLOSE)]
+    elif role != "tool":
+        return None
+    try:
+        value = json.loads(content)
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
+class _Turns:
+    """The running counts an observation reports and the early stops watch."""
+
+    def __init__(self, max_turns: int) -> None:
+        self.max_turns = max_turns
+        self.used = 0
+        self.calls = 0
+        self.succeeded = 0
+        self.consecutive_errors = 0
+        self.streak = 0
+        self.last_key: str | None = None
+        self.last_random_failure = False
+
+    def progress(self) -> dict[str, int]:
+        return {"turn": self.used, "turns_left": self.max_turns - self.used,
+                "calls": self.calls, "succeeded": self.succeeded,
+                "failed": self.calls - self.succeeded}
+
+    def note_error_turn(self) -> None:
+        self.consecutive_errors += 1
+        self.last_key = None
+        self.streak = 0
+
+    def note_call(self, key: str, result: CallResult) -> None:
+        self.calls += 1
+        self.succeeded += result.ok
+        own_fault = not result.ok and result.deterministic
+        self.consecutive_errors = self.consecutive_errors + 1 if own_fault else 0
+        repeat = key == self.last_key and not self.last_random_failure
+        self.streak = self.streak + 1 if repeat else 1
+        self.last_key = key
+        self.last_random_failure = not result.ok and not result.deterministic
+
+    def stop_reason(self) -> str | None:
+        if self.streak >= REPEAT_LIMIT:
+            return "repeated_call"
+        if self.consecutive_errors >= MAX_CONSECUTIVE_ERRORS:
+            return "consecutive_errors"
+        return None
+
+
+def _call_key(name: str, arguments: Any) -> str:
+    try:
+        return name + json.dumps(arguments, sort_keys=True, default=str)
+    except (TypeError, ValueError):
+        return name + repr(arguments)
+
+
+def _assistant_message(reply: ModelReply) -> dict[str, Any]:
+    message: dict[str, Any] = {"role": "assistant", "content": reply.content}
+    if reply.tool_calls:
+        message["tool_calls"] = [
+            {"id": c.id, "type": "function",
+             "function": {"name": c.name, "arguments": c.arguments}}
+            for c in reply.tool_calls
+        ]
+    return message
+
+
+def _observation_messages(
+    reply: ModelReply, payload: Mapping[str, Any], *, native: bool
+) -> list[dict[str, Any]]:
+    """The answer to a reply: one `tool` message per native call id (the first gets the
+    payload, the others say they were not executed), else a user message."""
+    if not (native and reply.tool_calls):
+        return [{"role": "user", "content": format_observation(payload)}]
+    out = [{"role": "tool", "tool_call_id": reply.tool_calls[0].id,
+            "content": json.dumps(payload)}]
+    for call in reply.tool_calls[1:]:
+        skipped = {"status": "error", "error_code": "NOT_EXECUTED",
+                   "message": "only one tool call per turn: this call was not executed"}
+        out.append({"role": "tool", "tool_call_id": call.id, "content": json.dumps(skipped)})
+    return out
+
+
+def _notes(parsed: ParsedReply, reply: ModelReply) -> list[str]:
+    notes = []
+    extra = max(len(parsed.calls), len(reply.tool_calls)) - 1
+    if extra > 0:
+        notes.append(f"one tool call per turn: only the first was executed, {extra} ignored")
+    if mentions_completion(reply.content):
+        notes.append("TASK_COMPLETED is only accepted in a reply without a tool call; "
+                     "send it once you have seen the results")
+    return notes
+
+
+def _summarise(exc: BaseException) -> str:
+    frames = traceback.extract_tb(exc.__traceback__)[-3:]
+    where = " <- ".join(f"{f.name} ({f.filename.rsplit('/', 1)[-1]}:{f.lineno})"
+                        for f in reversed(frames))
+    return f"{type(exc).__name__}: {exc} at {where}"
+
+
+async def run_episode(
+    task: Task,
+    variant: Variant,
+    agent: Agent,
+    *,
+    seed: int,
+    repeat: int = 0,
+    base_success: float = DEFAULT_BASE_SUCCESS,
+    max_turns: int = 10,
+    tool_mode: str = "text",
+    registry: ToolRegistry | None = None,
+    environment: Environment | None = None,
+    model_name: str | None = None,
+    prompt: Prompt | None = None,
+) -> EpisodeRecord:
+    """Play one episode and score it. Never raises for anything the model or the provider
+    does: provider failures and harness bugs become outcome `error`."""
+    if tool_mode not in TOOL_MODES:
+        raise ValueError(f"tool_mode must be one of {TOOL_MODES}, got {tool_mode!r}")
+    if max_turns < 1:
+        raise ValueError(f"max_turns must be >= 1, got {max_turns}")
+    registry = registry or default_registry()
+    record = EpisodeRecord(
+        id=episode_id(model=model_name or agent.name, variant=variant.label,
+                      severity=variant.severity, task_id=task.id, repeat=repeat, seed=seed),
+        model=model_name or agent.name, variant=variant.label, flaw=variant.flaw,
+        severity=variant.severity, task_id=task.id, task_type=task.type,
+        difficulty=task.difficulty, repeat=repeat, seed=seed, base_success=base_success,
+        tool_mode=tool_mode, max_turns=max_turns,
+    )
+    owned = environment is None
+    started = time.perf_counter()
+    completed = False
+    try:
+        if prompt is None:
+            from pytest_resilibench.prompts import render_prompt
+
+            prompt = render_prompt(task, variant, tool_mode=tool_mode, registry=registry)
+        if environment is None:
+            environment = SimulatedEnvironment(Simulator(
+                registry, EpisodeKey(seed, task.id, repeat), task_tools=task.required_tools,
+                inputs=task.inputs, base_success=base_success))
+        completed = await _turn_loop(
+            record, prompt, agent, environment, task=task, variant=variant, repeat=repeat,
+            base_success=base_success, registry=registry)
+    except InfrastructureError as exc:
+        record.outcome, record.stop_reason = "error", "infra_error"
+        record.infra_error = str(exc) or type(exc).__name__
+    except Exception as exc:  # a bug here must not take the other episodes down
+        record.outcome, record.stop_reason = "error", "harness_error"
+        record.infra_error = _summarise(exc)
+    finally:
+        if owned and environment is not None:
+            await environment.aclose()
+        record.wall_time_s = round(time.perf_counter() - started, 6)
+    _score(record, task, prompt, completed=completed, registry=registry)
+    return record
+
+
+async def _turn_loop(
+    record: EpisodeRecord, prompt: Prompt, agent: Agent, environment: Environment, *,
+    task: Task, variant: Variant, repeat: int, base_success: float, registry: ToolRegistry,
+) -> bool:
+    """Run the turns, filling the record's trajectory; True if the model signalled done."""
+    native = record.tool_mode == "native"
+    messages = record.messages
+    messages.extend(dict(m) for m in prompt.messages)
+    turns = _Turns(record.max_turns)
+    context = {"task": task, "variant": variant, "base_success": base_success,
+               "max_turns": record.max_turns, "tool_mode": record.tool_mode,
+               "registry": registry}
+    while True:
+        request = ModelRequest(messages=list(messages), tools=prompt.tools, repeat=repeat,
+                               task_id=task.id, context=context)
+        reply = await agent.complete(request)
+        _count_tokens(record, reply)
+        messages.append(_assistant_message(reply))
+        parsed = (parse_native(reply.tool_calls, reply.content) if reply.tool_calls
+                  else parse_text(reply.content))
+        if parsed.completed:
+            record.stop_reason = "completed"
+            return True
+        if turns.used >= record.max_turns:
+            record.stop_reason = "max_turns"
+            return False
+        turns.used += 1
+        record.turns = turns.used
+        call = parsed.call
+        if call is None:
+            record.protocol_errors += 1
+            turns.note_error_turn()
+            payload: dict[str, Any] = {
+                "tool": None, "status": "error", "error_code": _FORMAT_ERROR,
+                "message": parsed.problem or "no tool call found"}
+        else:
+            result = await environment.call(call.name, call.arguments)
+            record.calls.append({**result.to_json(), "turn": turns.used})
+            record.tool_calls += 1
+            turns.note_call(_call_key(call.name, call.arguments), result)
+            payload = {"tool": call.name, **result.observation()}
+            notes = _notes(parsed, reply)
+            if notes:
+                payload["note"] = " ".join(notes)
+        payload["progress"] = turns.progress()
+        if turns.used >= record.max_turns:
+            payload["budget"] = ("no turns left: reply TASK_COMPLETED if the task is done; "
+                                 "further tool calls are not executed")
+        messages.extend(_observation_messages(reply, payload, native=native))
+        stop = turns.stop_reason()
+        if stop is not None:
+            record.stop_reason = stop
+            return False
+
+
+def _count_tokens(record: EpisodeRecord, reply: ModelReply) -> None:
+    usage = reply.usage or {}
+    prompt_tokens = int(usage.get("prompt_tokens", 0) or 0)
+    completion_tokens = int(usage.get("completion_tokens", 0) or 0)
+    record.tokens["prompt"] += prompt_tokens
+    record.tokens["completion"] += completion_tokens
+    record.tokens["total"] += prompt_tokens + completion_tokens
+
+
+def _score(
+    record: EpisodeRecord, task: Task, prompt: Prompt | None, *, completed: bool,
+    registry: ToolRegistry,
+) -> None:
+    """Fill the outcome and metrics from the trajectory (errors keep outcome `error`)."""
+    score = score_calls(record.calls, task.required_tools, completed=completed,
+                        registry=registry)
+    if record.outcome != "error":
+        record.outcome = score.outcome
+    record.conditions = score.conditions.to_json()
+    record.coverage = score.coverage
+    record.order_adherence = score.order_adherence
+    record.errors_met = score.errors_met + record.protocol_errors
+    record.errors_recovered = score.errors_recovered
+    record.sim_time_s = float(record.calls[-1]["clock_s"]) if record.calls else 0.0
+    plan = getattr(prompt, "plan", None)
+    if plan is not None:
+        reference = [
+            {"tool": s.tool, "arguments": {**task.step_arguments.get(s.tool, {}),
+                                           **s.arguments}}
+            for s in task.reference_workflow().steps
+        ]
+        record.deviation = deviation(record.calls, [s.to_json() for s in plan.steps],
+                                     reference)
+
+
+# --- many episodes at once ------------------------------------------------------------------
+@dataclass(frozen=True)
+class EpisodeSpec:
+    """One episode to run: what `run_episode` takes besides the agent."""
+
+    task: Task
+    variant: Variant
+    seed: int
+    repeat: int = 0
+    base_success: float = DEFAULT_BASE_SUCCESS
+    max_turns: int = 10
+    tool_mode: str = "text"
+
+
+async def run_episodes(
+    specs: Iterable[EpisodeSpec],
+    agent: Agent,
+    *,
+    concurrency: int = DEFAULT_CONCURRENCY,
+    registry: ToolRegistry | None = None,
+) -> AsyncIterator[EpisodeRecord]:
+    """Run episodes as asyncio tasks, at most `concurrency` at a time, yielding each record as
+    it finishes (completion order; the records say which is which). A failure in one episode
+    never touches another: `run_episode` turns anything that goes wrong into outcome `error`."""
+    if concurrency < 1:
+        raise ValueError(f"concurrency must be >= 1, got {concurrency}")
+    registry = registry or default_registry()
+    pending: set[asyncio.Task[EpisodeRecord]] = set()
+    for spec in specs:
+        if len(pending) >= concurrency:
+            done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+            for finished in done:
+                yield finished.result()
+        pending.add(asyncio.ensure_future(run_episode(
+            spec.task, spec.variant, agent, seed=spec.seed, repeat=spec.repeat,
+            base_success=spec.base_success, max_turns=spec.max_turns,
+            tool_mode=spec.tool_mode, registry=registry)))
+    try:
+        while pending:
+            done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+            for finished in done:
+                yield finished.result()
+    finally:  # the consumer stopped early: do not leave episodes running
+        for task in pending:
+            task.cancel()

@@ -1,0 +1,87 @@
+"""The episode record (schema `resilibench.episode/1`): everything one episode did, as
+JSON-able builtins, so it can cross xdist, the cache and the reports unchanged.
+
+`messages` is the whole conversation as sent to the model (OpenAI chat messages) and `calls`
+every executed tool call (`CallResult.to_json()` plus the `turn` it was made in). Outcome
+`error` means the infrastructure failed (the model could not be reached, or the harness
+itself broke): such episodes are kept out of the success rates and reported apart.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any
+
+__all__ = ["EPISODE_SCHEMA", "SUMMARY_EXCLUDES", "EpisodeRecord", "episode_id"]
+
+EPISODE_SCHEMA = "resilibench.episode/1"
+SUMMARY_EXCLUDES = ("messages", "calls")
+
+
+def episode_id(
+    *, model: str, variant: str, severity: str | None, task_id: str, repeat: int, seed: int
+) -> str:
+    """A stable, readable id: one per (model, variant and severity, task, repeat, seed)."""
+    label = variant if severity is None else f"{variant}:{severity}"
+    return f"{task_id}/{label}/{model}/r{repeat}/s{seed}"
+
+
+@dataclass
+class EpisodeRecord:
+    id: str
+    model: str
+    variant: str
+    flaw: str | None
+    severity: str | None
+    task_id: str
+    task_type: str
+    difficulty: str
+    repeat: int
+    seed: int
+    base_success: float
+    tool_mode: str
+    max_turns: int
+    outcome: str = "failed"  # full | partial | failed | error
+    conditions: dict[str, bool] = field(default_factory=lambda: dict.fromkeys(
+        ("coverage", "order", "output", "completion"), False))
+    coverage: float = 0.0
+    order_adherence: float = 0.0
+    turns: int = 0
+    tool_calls: int = 0
+    errors_met: int = 0
+    errors_recovered: int = 0
+    # Turns answered with a format error (no usable call and no completion signal); also
+    # counted in errors_met.
+    protocol_errors: int = 0
+    deviation: dict[str, Any] | None = None
+    tokens: dict[str, int] = field(default_factory=lambda: {
+        "prompt": 0, "completion": 0, "total": 0})
+    sim_time_s: float = 0.0
+    wall_time_s: float = 0.0
+    stop_reason: str = ""
+    infra_error: str | None = None
+    messages: list[dict[str, Any]] = field(default_factory=list)
+    calls: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def is_error(self) -> bool:
+        return self.outcome == "error"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"schema": EPISODE_SCHEMA, **asdict(self)}
+
+    def summary_json(self) -> dict[str, Any]:
+        """The record without the trajectory (what reports keep by default)."""
+        data = self.to_json()
+        for key in SUMMARY_EXCLUDES:
+            data.pop(key)
+        return data
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> EpisodeRecord:
+        schema = data.get("schema")
+        if schema != EPISODE_SCHEMA:
+            raise ValueError(f"not an episode record of schema {EPISODE_SCHEMA}: {schema!r}")
+        names = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in names})

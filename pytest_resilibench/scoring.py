@@ -1,0 +1,233 @@
+"""Scoring of one episode (SPEC §8): pure functions over its calls.
+
+A call is any mapping with at least `tool` and `ok` (a `CallResult.to_json()` or a recorded
+call), in the order made; `arguments` is read for deviations. The four conditions:
+- coverage: every required tool has a successful call;
+- order: the first successes of the required tools that succeeded come in the required order,
+  and at least one succeeded;
+- output: the task's output step (its last required tool) succeeded;
+- completion: the model sent the explicit completion signal.
+Full success needs all four, partial at least two, anything less is a failure.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from pytest_resilibench.registry import ToolRegistry
+
+__all__ = [
+    "OUTCOMES",
+    "Conditions",
+    "Score",
+    "conditions",
+    "coverage_ratio",
+    "deviation",
+    "errors_met_and_recovered",
+    "first_success_order",
+    "lcs_length",
+    "order_adherence",
+    "outcome",
+    "score_calls",
+]
+
+OUTCOMES = ("full", "partial", "failed", "error")
+
+Call = Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class Conditions:
+    coverage: bool
+    order: bool
+    output: bool
+    completion: bool
+
+    def to_json(self) -> dict[str, bool]:
+        return {"coverage": self.coverage, "order": self.order, "output": self.output,
+                "completion": self.completion}
+
+    @property
+    def count(self) -> int:
+        return sum((self.coverage, self.order, self.output, self.completion))
+
+
+@dataclass(frozen=True)
+class Score:
+    outcome: str
+    conditions: Conditions
+    coverage: float
+    order_adherence: float
+    errors_met: int
+    errors_recovered: int
+
+
+def first_success_order(calls: Sequence[Call], required: Sequence[str]) -> list[str]:
+    """The required tools that succeeded, in the order of their first success."""
+    wanted = set(required)
+    seen: dict[str, None] = {}
+    for call in calls:
+        tool = call.get("tool")
+        if call.get("ok") and tool in wanted:
+            seen.setdefault(tool, None)
+    return list(seen)
+
+
+def lcs_length(a: Sequence[str], b: Sequence[str]) -> int:
+    """Length of the longest common subsequence (dynamic programming, O(len a x len b))."""
+    previous = [0] * (len(b) + 1)
+    for x in a:
+        current = [0]
+        for j, y in enumerate(b):
+            current.append(previous[j] + 1 if x == y else max(previous[j + 1], current[j]))
+        previous = current
+    return previous[-1]
+
+
+def coverage_ratio(calls: Sequence[Call], required: Sequence[str]) -> float:
+    if not required:
+        return 1.0
+    return len(first_success_order(calls, required)) / len(set(required))
+
+
+def order_adherence(calls: Sequence[Call], required: Sequence[str]) -> float:
+    """LCS of the first-success order against the required order, over the required count."""
+    if not required:
+        return 1.0
+    return lcs_length(first_success_order(calls, required), list(required)) / len(required)
+
+
+def conditions(calls: Sequence[Call], required: Sequence[str], *, completed: bool) -> Conditions:
+    done = first_success_order(calls, required)
+    in_required_order = [t for t in required if t in set(done)]
+    return Conditions(
+        coverage=len(done) == len(set(required)),
+        order=bool(done) and done == in_required_order,
+        output=bool(required) and required[-1] in done,
+        completion=completed,
+    )
+
+
+def outcome(conds: Conditions) -> str:
+    if conds.count == 4:
+        return "full"
+    return "partial" if conds.count >= 2 else "failed"
+
+
+def _alternatives(tool: str, registry: ToolRegistry | None) -> set[str]:
+    """Tools that can stand in for `tool`: the same role and the same category or operation
+    (a network validator for a data validator; a scanner for a reader)."""
+    spec = registry.get(tool) if registry is not None else None
+    if spec is None:
+        return {tool}
+    return {
+        t.name for t in registry or ()
+        if t.role is spec.role and (t.category == spec.category or t.operation == spec.operation)
+    }
+
+
+def errors_met_and_recovered(
+    calls: Sequence[Call], *, registry: ToolRegistry | None = None
+) -> tuple[int, int]:
+    """Failed calls, and those later followed by a success of the same tool or of a suitable
+    alternative (see `_alternatives`)."""
+    met = recovered = 0
+    for i, call in enumerate(calls):
+        if call.get("ok"):
+            continue
+        met += 1
+        stand_ins = _alternatives(str(call.get("tool")), registry)
+        if any(later.get("ok") and later.get("tool") in stand_ins for later in calls[i + 1:]):
+            recovered += 1
+    return met, recovered
+
+
+def score_calls(
+    calls: Sequence[Call],
+    required: Sequence[str],
+    *,
+    completed: bool,
+    registry: ToolRegistry | None = None,
+) -> Score:
+    conds = conditions(calls, required, completed=completed)
+    met, recovered = errors_met_and_recovered(calls, registry=registry)
+    return Score(
+        outcome=outcome(conds),
+        conditions=conds,
+        coverage=coverage_ratio(calls, required),
+        order_adherence=order_adherence(calls, required),
+        errors_met=met,
+        errors_recovered=recovered,
+    )
+
+
+def _follows(call: Call, tool: str, arguments: Mapping[str, Any]) -> bool:
+    """Whether a call carries out a plan step: the step's tool with every argument it names."""
+    args = call.get("arguments")
+    if call.get("tool") != tool:
+        return False
+    if not arguments:
+        return True
+    return isinstance(args, Mapping) and all(args.get(k) == v for k, v in arguments.items())
+
+
+def deviation(
+    calls: Sequence[Call],
+    plan: Sequence[Mapping[str, Any]],
+    reference: Sequence[Mapping[str, Any]],
+) -> dict[str, Any]:
+    """How the agent departed from the plan it was shown, and whether that was right.
+
+    `plan` and `reference` are plan steps (`{"tool", "arguments"}`, as `PlanStep.to_json()`);
+    the reference is the correct (optimal) workflow the shown plan was derived from. A plan
+    step is *wrong* when its tool is not in the reference, it repeats an earlier step's tool,
+    or its arguments contradict the reference step's. A step is *followed* when some call
+    made it (tool and every argument the step names). Deviations are right where a wrong step
+    was not followed, wrong where a correct step was not. `restored` lists reference tools
+    the plan left out that the agent ran successfully anyway; `reordered` says whether the
+    plan's order contradicted the reference's and the agent's first successes followed the
+    reference instead.
+    """
+    ref_args = {str(s["tool"]): dict(s.get("arguments") or {}) for s in reference}
+    ref_tools = [str(s["tool"]) for s in reference]
+    wrong: list[int] = []
+    not_followed: list[int] = []
+    seen: set[str] = set()
+    for i, step in enumerate(plan):
+        tool = str(step.get("tool"))
+        arguments = dict(step.get("arguments") or {})
+        expected = ref_args.get(tool)
+        is_wrong = (
+            expected is None
+            or tool in seen
+            or any(k in expected and expected[k] != v for k, v in arguments.items())
+        )
+        seen.add(tool)
+        if is_wrong:
+            wrong.append(i)
+        if not any(_follows(c, tool, arguments) for c in calls):
+            not_followed.append(i)
+    plan_tools = {str(s.get("tool")) for s in plan}
+    done = first_success_order(calls, ref_tools)
+    restored = [t for t in ref_tools if t not in plan_tools and t in done]
+    plan_order = [str(s.get("tool")) for s in plan if s.get("tool") in ref_args]
+    plan_order = list(dict.fromkeys(plan_order))
+    ref_order = [t for t in ref_tools if t in set(plan_order)]
+    done_shared = [t for t in done if t in set(plan_order)]
+    reordered = (
+        plan_order != ref_order
+        and len(done_shared) >= 2
+        and done_shared == [t for t in ref_order if t in set(done_shared)]
+    )
+    right = [i for i in not_followed if i in wrong]
+    return {
+        "plan_steps": len(plan),
+        "wrong_steps": wrong,
+        "not_followed": not_followed,
+        "right_deviations": len(right),
+        "wrong_deviations": len(not_followed) - len(right),
+        "restored": restored,
+        "reordered": reordered,
+    }

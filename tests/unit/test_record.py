@@ -1,0 +1,55 @@
+import json
+
+import pytest
+
+from pytest_resilibench.record import EPISODE_SCHEMA, EpisodeRecord, episode_id
+
+CONTRACT_FIELDS = {
+    "id", "model", "variant", "flaw", "severity", "task_id", "task_type", "difficulty",
+    "repeat", "seed", "base_success", "tool_mode", "max_turns", "outcome", "conditions",
+    "coverage", "order_adherence", "turns", "tool_calls", "errors_met", "errors_recovered",
+    "deviation", "tokens", "sim_time_s", "wall_time_s", "stop_reason", "infra_error",
+    "messages", "calls",
+}
+
+
+def record() -> EpisodeRecord:
+    return EpisodeRecord(
+        id=episode_id(model="builtin:oracle", variant="flawed-missing_step", severity="light",
+                      task_id="t0001", repeat=2, seed=7),
+        model="builtin:oracle", variant="flawed-missing_step", flaw="missing_step",
+        severity="light", task_id="t0001", task_type="simple_task", difficulty="easy",
+        repeat=2, seed=7, base_success=0.8, tool_mode="text", max_turns=10,
+        outcome="partial", messages=[{"role": "user", "content": "hi"}],
+        calls=[{"tool": "file_operations_reader", "ok": True, "turn": 1}],
+    )
+
+
+def test_json_round_trip_and_contract_fields() -> None:
+    rec = record()
+    data = json.loads(json.dumps(rec.to_json()))
+    assert data["schema"] == EPISODE_SCHEMA
+    assert set(data) >= CONTRACT_FIELDS
+    assert EpisodeRecord.from_json(data) == rec
+
+
+def test_summary_drops_the_trajectory() -> None:
+    summary = record().summary_json()
+    assert "messages" not in summary and "calls" not in summary
+    assert summary["outcome"] == "partial" and summary["schema"] == EPISODE_SCHEMA
+
+
+def test_from_json_refuses_other_schemas() -> None:
+    data = record().to_json()
+    data["schema"] = "resilibench.episode/0"
+    with pytest.raises(ValueError, match="schema"):
+        EpisodeRecord.from_json(data)
+
+
+def test_ids_are_stable_and_distinct() -> None:
+    a = episode_id(model="m", variant="optimal", severity=None, task_id="t1", repeat=0, seed=1)
+    b = episode_id(model="m", variant="optimal", severity=None, task_id="t1", repeat=1, seed=1)
+    assert a != b
+    assert a == episode_id(model="m", variant="optimal", severity=None, task_id="t1", repeat=0,
+                           seed=1)
+    assert record().is_error is False

@@ -1,0 +1,115 @@
+from typing import Any
+
+import pytest
+
+from pytest_resilibench.registry import default_registry
+from pytest_resilibench.scoring import (
+    conditions,
+    deviation,
+    errors_met_and_recovered,
+    first_success_order,
+    lcs_length,
+    order_adherence,
+    outcome,
+    score_calls,
+)
+
+REQUIRED = ("file_operations_reader", "data_processing_validator", "file_operations_writer")
+R, V, W = REQUIRED
+
+
+def calls(*steps: tuple[str, bool], args: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+    return [{"tool": t, "ok": ok, "arguments": dict(args or {})} for t, ok in steps]
+
+
+def test_full_success_needs_all_four() -> None:
+    done = calls((R, False), (R, True), (V, True), (W, True))
+    score = score_calls(done, REQUIRED, completed=True)
+    assert score.outcome == "full"
+    assert score.conditions.to_json() == dict.fromkeys(
+        ("coverage", "order", "output", "completion"), True)
+    assert (score.coverage, score.order_adherence) == (1.0, 1.0)
+    assert score_calls(done, REQUIRED, completed=False).outcome == "partial"
+
+
+def test_order_uses_first_successes_only() -> None:
+    # a later repeat of the reader after the validator does not break the order
+    done = calls((R, True), (V, True), (R, True), (W, True))
+    assert conditions(done, REQUIRED, completed=True).order
+    # the validator's first success before the reader's does
+    swapped = calls((V, True), (R, True), (W, True))
+    conds = conditions(swapped, REQUIRED, completed=True)
+    assert not conds.order and conds.coverage and conds.output
+    assert outcome(conds) == "partial"
+    assert order_adherence(swapped, REQUIRED) == pytest.approx(2 / 3)
+
+
+def test_order_needs_a_success_and_partial_needs_two() -> None:
+    nothing = calls((R, False), (V, False))
+    conds = conditions(nothing, REQUIRED, completed=True)
+    assert not conds.order and conds.count == 1
+    assert outcome(conds) == "failed"
+    # order holds over the tools that succeeded: reader alone, in order, + completion
+    assert outcome(conditions(calls((R, True)), REQUIRED, completed=True)) == "partial"
+    assert outcome(conditions(calls((R, True)), REQUIRED, completed=False)) == "failed"
+
+
+def test_output_is_the_last_required_tool() -> None:
+    conds = conditions(calls((R, True), (V, True)), REQUIRED, completed=True)
+    assert not conds.output and not conds.coverage and conds.order
+
+
+def test_lcs_and_first_success_order() -> None:
+    assert lcs_length("abcde", "ace") == 3
+    assert lcs_length("", "abc") == 0
+    assert lcs_length("abc", "cba") == 1
+    done = calls((W, True), (R, False), (R, True), ("utility_logger", True), (W, True))
+    assert first_success_order(done, REQUIRED) == [W, R]
+    assert order_adherence(done, REQUIRED) == pytest.approx(1 / 3)
+
+
+def test_errors_recovered_by_the_tool_or_an_alternative() -> None:
+    registry = default_registry()
+    done = calls(
+        ("data_processing_validator", False),   # recovered by network_validator (same op+role)
+        ("network_validator", True),
+        ("file_operations_writer", False),      # never recovered
+        ("file_operations_reader", False),      # recovered by a retry
+        ("file_operations_reader", True),
+    )
+    assert errors_met_and_recovered(done, registry=registry) == (3, 2)
+    # without a registry only the same tool counts
+    assert errors_met_and_recovered(done) == (3, 1)
+
+
+def test_deviation_right_and_wrong() -> None:
+    reference = [{"tool": R, "arguments": {"path": "/in.csv"}},
+                 {"tool": V, "arguments": {}},
+                 {"tool": W, "arguments": {"destination": "/out.json"}}]
+    plan = [{"tool": R, "arguments": {"path": "/in_v0.csv"}},   # wrong argument
+            {"tool": "network_fetcher", "arguments": {}},      # wrong tool (misuse)
+            {"tool": W, "arguments": {"destination": "/out.json"}},
+            {"tool": W, "arguments": {"destination": "/out.json"}}]  # duplicate
+    made = [{"tool": R, "ok": True, "arguments": {"path": "/in.csv"}},
+            {"tool": V, "ok": True, "arguments": {}},
+            {"tool": W, "ok": True, "arguments": {"destination": "/out.json"}}]
+    dev = deviation(made, plan, reference)
+    assert dev["wrong_steps"] == [0, 1, 3]
+    assert dev["not_followed"] == [0, 1]
+    assert (dev["right_deviations"], dev["wrong_deviations"]) == (2, 0)
+    assert dev["restored"] == [V]
+    # following the wrong plan literally: no deviation at all
+    literal = [{"tool": R, "ok": False, "arguments": {"path": "/in_v0.csv"}},
+               {"tool": "network_fetcher", "ok": True, "arguments": {}},
+               {"tool": W, "ok": True, "arguments": {"destination": "/out.json"}}]
+    dev = deviation(literal, plan, reference)
+    assert dev["not_followed"] == [] and dev["right_deviations"] == 0
+
+
+def test_deviation_reordered() -> None:
+    reference = [{"tool": R}, {"tool": V}, {"tool": W}]
+    plan = [{"tool": V}, {"tool": R}, {"tool": W}]
+    in_reference_order = calls((R, True), (V, True), (W, True))
+    assert deviation(in_reference_order, plan, reference)["reordered"]
+    in_plan_order = calls((V, True), (R, True), (W, True))
+    assert not deviation(in_plan_order, plan, reference)["reordered"]
