@@ -8,9 +8,11 @@ base success), hence the same tool luck — are compared pair by pair (`stats.py
 
 from __future__ import annotations
 
+import json
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -20,9 +22,18 @@ from pytest_resilibench import stats
 from pytest_resilibench.flaws import FLAWS, SEVERITIES
 
 __all__ = [
+    "DIFFICULTIES",
     "OUTCOMES",
+    "PAIR_FIELDS",
+    "REPORT_SCHEMA",
     "SUMMARY_SCHEMA",
+    "TASK_TYPES",
     "Table",
+    "compare",
+    "compare_table",
+    "known_first",
+    "load_report",
+    "render_compare",
     "render_markdown",
     "render_terminal",
     "summary",
@@ -32,12 +43,15 @@ __all__ = [
 ]
 
 SUMMARY_SCHEMA = "resilibench.summary/1"
+REPORT_SCHEMA = "resilibench.report/1"  # written by report.py
+# Two runs' episodes pair on these (plus the model when both runs ran the same models).
+PAIR_FIELDS = ("task_id", "variant", "flaw", "severity", "repeat", "seed", "base_success")
 OUTCOMES = ("full", "partial", "failed")
 _WEIGHTS = {"full": 1.0, "partial": 0.5, "failed": 0.0}
 _BASE_VARIANTS = ("baseline", "cot", "optimal")
-_TASK_TYPES = ("simple_task", "basic_task", "data_pipeline", "api_integration",
+TASK_TYPES = ("simple_task", "basic_task", "data_pipeline", "api_integration",
                "multi_stage_pipeline")
-_DIFFICULTIES = ("easy", "medium", "hard")
+DIFFICULTIES = ("easy", "medium", "hard")
 # Severity on a numeric axis for the robustness slope; the optimal plan is "no flaw" (0).
 _SEVERITY_LEVEL = {"none": 0, **{s: i + 1 for i, s in enumerate(SEVERITIES)}}
 
@@ -52,7 +66,8 @@ def variant_order(label: str) -> tuple[int, str]:
     return (3 + (FLAWS.index(flaw) if flaw in FLAWS else len(FLAWS)), flaw)
 
 
-def _ordered(values: Iterable[str], known: Sequence[str]) -> list[str]:
+def known_first(values: Iterable[str], known: Sequence[str]) -> list[str]:
+    """The distinct values, those in `known` first in its order, then the rest sorted."""
     present = set(values)
     return [v for v in known if v in present] + sorted(present - set(known))
 
@@ -261,7 +276,7 @@ def summary(
         if d is not None:
             drops_by_flaw.append({"model": model, "flaw": flaw, **d})
 
-    variants = _ordered((str(ep.get("variant")) for ep in eps), [])
+    variants = known_first((str(ep.get("variant")) for ep in eps), [])
     variants.sort(key=variant_order)
     averages = []
     for variant in variants:
@@ -285,11 +300,11 @@ def summary(
         "by_model_variant": by_mv,
         "variant_averages": averages,
         "by_task_type": rows("model", "task_type", order=lambda k: (
-            str(k[0]), _rank(k[1], _TASK_TYPES))),
+            str(k[0]), _rank(k[1], TASK_TYPES))),
         "by_difficulty": rows("model", "difficulty", order=lambda k: (
-            str(k[0]), _rank(k[1], _DIFFICULTIES))),
+            str(k[0]), _rank(k[1], DIFFICULTIES))),
         "by_type_difficulty": rows("task_type", "difficulty", order=lambda k: (
-            _rank(k[0], _TASK_TYPES), _rank(k[1], _DIFFICULTIES))),
+            _rank(k[0], TASK_TYPES), _rank(k[1], DIFFICULTIES))),
         "by_flaw": rows("model", "flaw", "severity", subset=flawed, order=lambda k: (
             str(k[0]), variant_order(f"flawed-{k[1]}"), _rank(k[2], SEVERITIES))),
         "drops": {"by_model": drops_by_model, "by_flaw": drops_by_flaw},
@@ -366,16 +381,24 @@ def tables(s: Mapping[str, Any]) -> list[Table]:
     by_mv = s.get("by_model_variant", [])
     variants = s.get("counts", {}).get("variants", [])
     if by_mv:
+        # The paper's main table: a row per prompt variant, a column per model.
         grid: dict[str, dict[str, str]] = defaultdict(dict)
         for r in by_mv:
-            grid[r["model"]][r["variant"]] = _pct(r["full_rate"])
-        body = [[m, *(grid[m].get(v, "–") for v in variants)] for m in sorted(grid)]
-        if len(grid) > 1:
-            means = {a["variant"]: _pct(a["mean_full_rate"]) for a in s.get("variant_averages",
-                                                                             [])}
-            body.append(["mean over models", *(means.get(v, "–") for v in variants)])
-        out.append(Table("Full success rate by model and prompt variant (%)",
-                         ["model", *variants], body))
+            grid[r["variant"]][r["model"]] = _pct_ci(r["full_rate"], r["full_ci"])
+        models = sorted({r["model"] for r in by_mv})
+        averages = {a["variant"]: a for a in s.get("variant_averages", [])}
+        several = len(models) > 1
+        body = []
+        for v in variants:
+            row = [v, *(grid[v].get(m, "–") for m in models)]
+            if several:
+                a = averages.get(v)
+                row += ["–", "–"] if a is None else [
+                    _pct(a["mean_full_rate"]), f"{a['best_model']} {_pct(a['best_full_rate'])}"]
+            body.append(row)
+        out.append(Table("Full success rate by prompt variant (%, 95% CI)",
+                         ["variant", *models, *(["mean", "best model"] if several else [])],
+                         body))
         out.append(Table(
             "Outcomes by model and variant",
             ["model", "variant", "n", "full % [95% CI]", "partial %", "failed %", "score",
@@ -411,10 +434,10 @@ def tables(s: Mapping[str, Any]) -> list[Table]:
             [[r["model"], r["flaw"], r["severity"], r["n"], _pct_ci(r["full_rate"], r["full_ci"]),
               _pct(r["partial_rate"]), _pct(r["failed_rate"])] for r in s["by_flaw"]]))
     if s.get("by_task_type"):
-        types = _ordered((r["task_type"] for r in s["by_task_type"]), _TASK_TYPES)
+        types = known_first((r["task_type"] for r in s["by_task_type"]), TASK_TYPES)
         out.append(_pivot(s["by_task_type"], "task_type", types, "By task type"))
     if s.get("by_difficulty"):
-        levels = _ordered((r["difficulty"] for r in s["by_difficulty"]), _DIFFICULTIES)
+        levels = known_first((r["difficulty"] for r in s["by_difficulty"]), DIFFICULTIES)
         out.append(_pivot(s["by_difficulty"], "difficulty", levels, "By difficulty"))
     if s.get("pass_k"):
         ks = sorted({k for r in s["pass_k"] for k in r["pass_k"]}, key=int)
@@ -475,3 +498,102 @@ def render_terminal(s: Mapping[str, Any]) -> str:
 
 def render_markdown(s: Mapping[str, Any], *, title: str = "ResiliBench report") -> str:
     return f"# {title}\n\n" + _render(s, "github", lambda t: f"## {t}\n")
+
+
+# --- reports on disk and run-to-run comparison -------------------------------------------------
+
+
+def load_report(path: str | Path) -> dict[str, Any]:
+    """A `resilibench.report/1` file, checked enough that the reports can trust its shape.
+    Raises FileNotFoundError or ValueError with a message that names the file."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: no such report file")
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ValueError(f"{path}: not a JSON report ({exc})") from None
+    if not isinstance(data, dict) or data.get("schema") != REPORT_SCHEMA:
+        found = data.get("schema") if isinstance(data, dict) else type(data).__name__
+        raise ValueError(f"{path}: expected schema {REPORT_SCHEMA!r}, found {found!r}")
+    episodes = data.get("episodes")
+    if not isinstance(episodes, list) or not all(isinstance(e, dict) for e in episodes):
+        raise ValueError(f"{path}: 'episodes' must be a list of episode objects")
+    missing = {f for e in episodes for f in ("model", "variant", "task_id", "outcome")
+               if f not in e}
+    if missing:
+        raise ValueError(f"{path}: episodes lack required fields {sorted(missing)}")
+    data.setdefault("config", {})
+    data.setdefault("environment", {})
+    return data
+
+
+def _pairs(old: Sequence[Episode], new: Sequence[Episode], *, with_model: bool
+           ) -> list[tuple[Episode, Episode]]:
+    fields = (("model",) if with_model else ()) + PAIR_FIELDS
+
+    def index(eps: Sequence[Episode]) -> dict[tuple[Any, ...], Episode]:
+        return {tuple(ep.get(f) for f in fields): ep for ep in eps if _is_scored(ep)}
+
+    a, b = index(old), index(new)
+    return [(a[k], b[k]) for k in sorted(a.keys() & b.keys(), key=repr)]
+
+
+def compare(
+    old: Sequence[Episode], new: Sequence[Episode], *, max_drop_pp: float, alpha: float = 0.05
+) -> dict[str, Any]:
+    """Paired verdicts of `new` against `old` on full success: overall and per variant.
+    Episodes pair on `PAIR_FIELDS` (the same tool luck), within a model when both runs ran the
+    same models, across the two models when each ran one; errors drop their pair."""
+    models_old = sorted({str(ep.get("model")) for ep in old})
+    models_new = sorted({str(ep.get("model")) for ep in new})
+    with_model = models_old == models_new
+    if not with_model and (len(models_old) != 1 or len(models_new) != 1):
+        raise ValueError(f"cannot pair runs of models {models_old} and {models_new}: "
+                         "compare runs of the same models, or one model each")
+    pairs = _pairs(old, new, with_model=with_model)
+
+    def verdict(subset: Sequence[tuple[Episode, Episode]]) -> dict[str, Any]:
+        v = stats.paired_verdict([_full(a) for a, _ in subset], [_full(b) for _, b in subset],
+                                 max_drop_pp=max_drop_pp, alpha=alpha)
+        return {**v.to_json(), "text": v.describe()}
+
+    groups: dict[str, list[tuple[Episode, Episode]]] = defaultdict(list)
+    for a, b in pairs:
+        groups[str(a.get("variant"))].append((a, b))
+    return {
+        "models": {"old": models_old, "new": models_new},
+        "paired_on": list((("model",) if with_model else ()) + PAIR_FIELDS),
+        "pairs": len(pairs),
+        "unpaired": {"old": sum(1 for ep in old if _is_scored(ep)) - len(pairs),
+                     "new": sum(1 for ep in new if _is_scored(ep)) - len(pairs)},
+        "max_drop_pp": max_drop_pp,
+        "alpha": alpha,
+        "overall": verdict(pairs),
+        "by_variant": [{"variant": v, **verdict(groups[v])}
+                       for v in sorted(groups, key=variant_order)],
+    }
+
+
+def compare_table(c: Mapping[str, Any]) -> Table:
+    rows = [["all", c["overall"]["n"], *_verdict_cells(c["overall"])]]
+    rows += [[v["variant"], v["n"], *_verdict_cells(v)] for v in c["by_variant"]]
+    return Table(
+        f"Paired comparison: drop old → new in full success (allowed {c['max_drop_pp']:g} pp)",
+        ["variant", "pairs", "drop pp", f"{100 * (1 - c['alpha']):g}% CI", "p", "verdict",
+         "more pairs needed"],
+        rows,
+        f"paired on {', '.join(c['paired_on'])}; unpaired episodes left out: "
+        f"{c['unpaired']['old']} old, {c['unpaired']['new']} new")
+
+
+def _verdict_cells(v: Mapping[str, Any]) -> list[str]:
+    return [_signed(v["drop_pp"]), _ci_pp(v["ci"]) if v["drop_pp"] is not None else "–",
+            _p(v["p_value"]), v["kind"].upper(),
+            "–" if v["more_needed"] is None else str(v["more_needed"])]
+
+
+def render_compare(c: Mapping[str, Any], *, fmt: str = "simple") -> str:
+    t = compare_table(c)
+    body = tabulate(t.rows, headers=t.headers, tablefmt=fmt, disable_numparse=True)
+    return f"-- {t.title} --\n{body}\n{t.note}\nverdict: {c['overall']['text']}\n"

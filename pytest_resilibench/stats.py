@@ -221,9 +221,13 @@ def paired_means(
         return PairedComparison(0, None, None, None, (-1.0, 1.0), 1.0, "permutation+bootstrap")
     x, y = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
     d = x - y
-    if np.allclose(d, d[0]):  # no spread: resampling has nothing to say beyond the value itself
+    if np.allclose(d, d[0]):
+        # No spread, so resampling would claim certainty. Bound instead: the share of units
+        # that could differ is at most Wilson's upper limit for 0 of n, and such a unit's
+        # difference could lie anywhere in [-1, 1].
         p = 1.0 if d[0] == 0 else 2.0 ** (1 - n)  # the one sign pattern, and its mirror
-        ci = (float(d[0]), float(d[0]))
+        w = wilson(0, n, confidence=confidence)[1]
+        ci = (float((1 - w) * d[0] - w), float((1 - w) * d[0] + w))
     else:
         p = float(sps.permutation_test(
             (x, y), lambda u, v, axis: np.mean(u - v, axis=axis), permutation_type="samples",

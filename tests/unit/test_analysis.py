@@ -131,14 +131,17 @@ def test_terminal_tables_follow_the_paper_layout() -> None:
     eps.append(episode(model="beta", variant="baseline", outcome="error"))
     text = analysis.render_terminal(analysis.summary(eps))
     titles = [t.title for t in analysis.tables(analysis.summary(eps))]
-    assert titles[:3] == ["Full success rate by model and prompt variant (%)",
+    assert titles[:3] == ["Full success rate by prompt variant (%, 95% CI)",
                           "Outcomes by model and variant",
                           "Optimal → flawed plan, paired on the same tool luck"]
     assert "By task type" in titles and "By difficulty" in titles
     assert "Infrastructure errors (outside every rate)" in titles
-    assert "mean over models" in text
     main = text.split("-- Outcomes")[0]
-    assert "80.0" in main and "40.0" in main  # alpha: optimal 8/10, flawed 4/10
+    assert "best model" in main
+    optimal_row = next(line for line in main.splitlines() if line.startswith("optimal"))
+    # alpha 8/10, beta 6/10, mean 70, best alpha
+    assert optimal_row.split()[1:3] == ["80.0", "[49.0,"] and "70.0" in optimal_row
+    assert "alpha 80.0" in optimal_row
     assert "+40.0" in text  # alpha's drop in pp
     assert "41 episodes, 40 scored, 1 infrastructure errors" in text
 

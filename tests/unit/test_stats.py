@@ -87,8 +87,14 @@ def test_paired_means_finds_a_consistent_shift() -> None:
     assert c.diff == pytest.approx(0.5)
     assert c.p_value < 0.01
     assert c.ci[0] > 0.3
-    same = stats.paired_means([0.5, 1.0], [0.5, 1.0])
-    assert same.p_value == 1.0 and same.ci == (0.0, 0.0)
+    same = stats.paired_means([0.5, 1.0] * 5, [0.5, 1.0] * 5)
+    # No spread, yet no certainty: as far as a share of units up to Wilson's limit for 0/10.
+    w = stats.wilson(0, 10)[1]
+    assert same.p_value == 1.0 and same.diff == 0
+    assert same.ci == pytest.approx((-w, w))
+    shifted = stats.paired_means([1.0] * 5, [1 / 7] * 5)
+    assert shifted.p_value == pytest.approx(2 / 32)
+    assert shifted.ci[0] < 6 / 7 < shifted.ci[1] and shifted.ci[1] - shifted.ci[0] > 0.5
 
 
 def _pairs(n: int, old_rate: float, drop: float, seed: int) -> tuple[list[bool], list[bool]]:

@@ -1,0 +1,421 @@
+"""The HTML report: one self-contained file (inline CSS, PNG plots as base64, a few lines of
+inline script) that opens offline. Tables in the paper's layout, matplotlib plots, and every
+episode's trajectory — conversation, tool calls, errors, outcome — one click from the tables.
+
+Everything that came from a run (model text, tool output, ids) goes through `html.escape`:
+model output is untrusted text.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+import json
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pytest_resilibench import analysis
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
+
+__all__ = ["figures", "render_html", "write_html"]
+
+_MISSING_MATPLOTLIB = ("the HTML report draws its plots with matplotlib, which is not installed: "
+                       "pip install 'pytest-resilibench[report]'")
+
+_CSS = """
+body{font:14px/1.45 system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:24px auto;
+max-width:1320px;padding:0 16px;color:#1d232a;background:#fff}
+h1{font-size:24px;margin:0 0 4px}
+h2{font-size:19px;margin:32px 0 8px;border-bottom:1px solid #dde3ea;padding-bottom:4px}
+h3{font-size:15px;margin:18px 0 6px}
+.meta{color:#5b6670;font-size:12.5px}.note{color:#5b6670;font-size:12.5px;margin:4px 0 0}
+table{border-collapse:collapse;margin:6px 0;font-size:13px}
+th,td{border:1px solid #dde3ea;padding:3px 8px;text-align:left;vertical-align:top}
+th{background:#f3f6f9;font-weight:600}tr:nth-child(even) td{background:#fafbfc}
+td.num{text-align:right;font-variant-numeric:tabular-nums}
+.grid{display:flex;flex-wrap:wrap;gap:12px}.grid figure{margin:0;border:1px solid #dde3ea;
+padding:6px;border-radius:4px}figcaption{font-size:12.5px;color:#5b6670}
+img{max-width:100%;height:auto}
+.full{color:#17692f;font-weight:600}.partial{color:#8a5a00;font-weight:600}
+.failed{color:#b3261e;font-weight:600}.error{color:#6b3fa0;font-weight:600}
+details{border:1px solid #dde3ea;border-radius:4px;margin:6px 0;padding:4px 10px}
+details[open]{background:#fcfdfe}summary{cursor:pointer}
+pre{white-space:pre-wrap;word-break:break-word;background:#f6f8fa;padding:6px 8px;margin:4px 0;
+border-radius:3px;font-size:12.5px;max-height:420px;overflow:auto}
+.msg{border-left:3px solid #c6d0da;padding-left:8px;margin:8px 0}
+.msg.assistant{border-color:#3a7bd5}.msg.tool,.msg.user{border-color:#9aa5b1}
+.msg.system{border-color:#d0d7de}.role{font-weight:600;font-size:12px;color:#5b6670}
+.verdict{font-size:16px;font-weight:600;padding:6px 10px;border-radius:4px;display:inline-block}
+.verdict.pass{background:#e3f4e8}.verdict.regression{background:#fbe4e2}
+.verdict.inconclusive{background:#fff4d6}
+"""
+
+# Opening a link to an episode opens its <details> (a fragment alone only scrolls to it).
+_SCRIPT = """
+function openTarget(){var id=location.hash.slice(1);if(!id)return;
+var el=document.getElementById(id);if(el&&el.tagName==='DETAILS'){el.open=true;
+el.scrollIntoView();}}
+window.addEventListener('hashchange',openTarget);window.addEventListener('load',openTarget);
+"""
+
+
+def _e(value: object) -> str:
+    return html.escape("" if value is None else str(value), quote=True)
+
+
+# --- plots ------------------------------------------------------------------------------------
+
+
+def _figure(width: float, height: float) -> Figure:
+    try:
+        from matplotlib.figure import Figure
+    except ImportError:
+        raise ImportError(_MISSING_MATPLOTLIB) from None
+    # A bare Figure renders through Agg on savefig; no pyplot, no global state, no display.
+    return Figure(figsize=(width, height), dpi=100, layout="constrained")
+
+
+def _png(fig: Figure) -> str:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png")
+    return base64.b64encode(buf.getvalue()).decode("ascii")
+
+
+def _errbars(rates: Sequence[float], cis: Sequence[Sequence[float]]) -> list[list[float]]:
+    return [[max(0.0, r - lo) for r, (lo, _) in zip(rates, cis, strict=True)],
+            [max(0.0, hi - r) for r, (_, hi) in zip(rates, cis, strict=True)]]
+
+
+def _grouped_bars(ax: Axes, groups: Sequence[str], series: Mapping[str, Mapping[str, Any]],
+                  value: str, ci: str, scale: float) -> None:
+    """Bars per group (x) and series (colour) with interval whiskers."""
+    width = 0.8 / max(1, len(series))
+    for i, (name, cells) in enumerate(series.items()):
+        xs = [g for g, label in enumerate(groups) if cells.get(label, {}).get(value) is not None]
+        rows = [cells[groups[g]] for g in xs]
+        heights = [scale * r[value] for r in rows]
+        intervals = [[scale * (c if c is not None else r[value]) for c in r[ci]] for r in rows]
+        ax.bar([x - 0.4 + width * (i + 0.5) for x in xs], heights, width, label=name,
+               yerr=_errbars(heights, intervals), capsize=2, error_kw={"linewidth": 0.8})
+    ax.set_xticks(range(len(groups)))
+    ax.set_xticklabels([g.removeprefix("flawed-") for g in groups], rotation=30, ha="right",
+                       fontsize=8)
+    if len(series) > 1:
+        ax.legend(fontsize=8)
+
+
+def _plot_variants(s: Mapping[str, Any]) -> str | None:
+    rows = [r for r in s.get("by_model_variant", []) if r["full_rate"] is not None]
+    if not rows:
+        return None
+    variants = [v for v in s["counts"]["variants"] if any(r["variant"] == v for r in rows)]
+    series: dict[str, dict[str, Any]] = defaultdict(dict)
+    for r in rows:
+        series[r["model"]][r["variant"]] = r
+    fig = _figure(7.5, 3.6)
+    ax = fig.subplots()
+    _grouped_bars(ax, variants, series, "full_rate", "full_ci", 100)
+    ax.set_ylabel("full success % (95% CI)")
+    ax.set_ylim(0, 100)
+    ax.set_title("Full success by prompt variant and model", fontsize=10)
+    return _png(fig)
+
+
+def _plot_drops(s: Mapping[str, Any]) -> str | None:
+    rows = [r for r in s.get("drops", {}).get("by_flaw", []) if r["drop_pp"] is not None]
+    if not rows:
+        return None
+    flaws = sorted({r["flaw"] for r in rows}, key=lambda f: analysis.variant_order(f"flawed-{f}"))
+    series: dict[str, dict[str, Any]] = defaultdict(dict)
+    for r in rows:
+        series[r["model"]][r["flaw"]] = r
+    fig = _figure(7.5, 3.6)
+    ax = fig.subplots()
+    _grouped_bars(ax, flaws, series, "drop_pp", "ci_pp", 1)
+    ax.axhline(0, color="#333", linewidth=0.8)
+    ax.set_ylabel("optimal − flawed, pp (95% CI)")
+    ax.set_title("Optimal → flawed drop per flaw (paired)", fontsize=10)
+    return _png(fig)
+
+
+def _plot_surfaces(s: Mapping[str, Any]) -> str | None:
+    surfaces = s.get("surfaces", {})
+    axes_present = [a for a in ("base_success", "severity") if surfaces.get(a)]
+    if not axes_present:
+        return None
+    fig = _figure(4.2 * len(axes_present), 3.4)
+    axs = fig.subplots(1, len(axes_present), squeeze=False)[0]
+    for ax, axis in zip(axs, axes_present, strict=True):
+        for curve in surfaces[axis]:
+            xs = [p["x"] for p in curve["points"]]
+            ys = [100 * p["full_rate"] for p in curve["points"]]
+            ax.plot(xs, ys, marker="o", label=curve["model"])
+            ax.fill_between(xs, [100 * p["full_ci"][0] for p in curve["points"]],
+                            [100 * p["full_ci"][1] for p in curve["points"]], alpha=0.15)
+        if axis == "severity":
+            ax.set_xticks([0, 1, 2, 3])
+            ax.set_xticklabels(["optimal", "light", "medium", "severe"], fontsize=8)
+            ax.set_xlabel("flaw severity")
+        else:
+            ax.set_xlabel("tool base success probability")
+        ax.set_ylabel("full success %")
+        ax.set_ylim(0, 100)
+        ax.legend(fontsize=8)
+    fig.suptitle("Robustness curves", fontsize=10)
+    return _png(fig)
+
+
+def _plot_heatmap(s: Mapping[str, Any]) -> str | None:
+    rows = [r for r in s.get("by_type_difficulty", []) if r["full_rate"] is not None]
+    if not rows:
+        return None
+    types = analysis.known_first((r["task_type"] for r in rows), analysis.TASK_TYPES)
+    levels = analysis.known_first((r["difficulty"] for r in rows), analysis.DIFFICULTIES)
+    grid = [[float("nan")] * len(levels) for _ in types]
+    for r in rows:
+        grid[types.index(r["task_type"])][levels.index(r["difficulty"])] = 100 * r["full_rate"]
+    fig = _figure(5.6, 0.55 * len(types) + 1.6)
+    ax = fig.subplots()
+    image = ax.imshow(grid, cmap="viridis", vmin=0, vmax=100, aspect="auto")
+    for i, row in enumerate(grid):
+        for j, value in enumerate(row):
+            if value == value:  # not NaN
+                ax.text(j, i, f"{value:.0f}", ha="center", va="center",
+                        color="white" if value < 60 else "black", fontsize=9)
+    ax.set_xticks(range(len(levels)))
+    ax.set_xticklabels(levels)
+    ax.set_yticks(range(len(types)))
+    ax.set_yticklabels(types, fontsize=8)
+    fig.colorbar(image, ax=ax, label="full success %")
+    ax.set_title("Task type × difficulty (all models and variants)", fontsize=10)
+    return _png(fig)
+
+
+def figures(s: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """(caption, base64 PNG) for each plot the run has data for."""
+    plots = [
+        ("Full success by variant and model, with 95% Wilson intervals.", _plot_variants),
+        ("Optimal → flawed drop per flaw, paired on the same tool luck.", _plot_drops),
+        ("Full success against tool reliability and flaw severity.", _plot_surfaces),
+        ("Full success by task type and difficulty.", _plot_heatmap),
+    ]
+    out = []
+    for caption, draw in plots:
+        png = draw(s)
+        if png is not None:
+            out.append((caption, png))
+    return out
+
+
+# --- tables and trajectories ----------------------------------------------------------------
+
+
+def _group_anchor(model: object, variant: object) -> str:
+    return "g-" + "".join(c if c.isalnum() else "-" for c in f"{model}-{variant}")
+
+
+def _table(t: analysis.Table, links: Mapping[int, str] | None = None) -> str:
+    """A table; `links[i]` makes row i's first cell a link."""
+    head = "".join(f"<th>{_e(h)}</th>" for h in t.headers)
+    body = []
+    for i, row in enumerate(t.rows):
+        cells = []
+        for j, cell in enumerate(row):
+            text = _e(cell)
+            if j == 0 and links and i in links:
+                text = f'<a href="#{_e(links[i])}">{text}</a>'
+            num = ' class="num"' if j and _looks_numeric(cell) else ""
+            cells.append(f"<td{num}>{text}</td>")
+        body.append("<tr>" + "".join(cells) + "</tr>")
+    note = f'<p class="note">{_e(t.note)}</p>' if t.note else ""
+    return (f"<h3>{_e(t.title)}</h3><table><thead><tr>{head}</tr></thead>"
+            f"<tbody>{''.join(body)}</tbody></table>{note}")
+
+
+def _looks_numeric(cell: object) -> bool:
+    text = str(cell).lstrip("+-–")
+    return bool(text) and (text[0].isdigit() or text.startswith("["))
+
+
+def _outcome(outcome: object) -> str:
+    return f'<span class="{_e(outcome)}">{_e(outcome)}</span>'
+
+
+def _episode_index(episodes: Sequence[Mapping[str, Any]]) -> str:
+    """Episodes grouped by model × variant; each row opens its trajectory."""
+    groups: dict[tuple[str, str], list[int]] = defaultdict(list)
+    for i, ep in enumerate(episodes):
+        groups[(str(ep.get("model")), str(ep.get("variant")))].append(i)
+    parts = []
+    for model, variant in sorted(groups, key=lambda k: (k[0], analysis.variant_order(k[1]))):
+        rows = []
+        for i in groups[(model, variant)]:
+            ep = episodes[i]
+            rows.append(
+                f'<tr><td><a href="#ep-{i}">{_e(ep.get("task_id"))}</a></td>'
+                f'<td>{_e(ep.get("severity") or "")}</td><td>{_e(ep.get("task_type"))}</td>'
+                f'<td>{_e(ep.get("difficulty"))}</td><td class="num">{_e(ep.get("repeat"))}</td>'
+                f'<td class="num">{_e(ep.get("base_success"))}</td>'
+                f'<td>{_outcome(ep.get("outcome"))}</td><td class="num">{_e(ep.get("turns"))}</td>'
+                f'<td class="num">{_e(ep.get("tool_calls"))}</td>'
+                f'<td>{_e(ep.get("stop_reason") or "")}</td></tr>')
+        parts.append(
+            f'<details id="{_group_anchor(model, variant)}"><summary>{_e(model)} · '
+            f'{_e(variant)} — {len(rows)} episodes</summary><table><thead><tr><th>task</th>'
+            "<th>severity</th><th>type</th><th>difficulty</th><th>repeat</th><th>base</th>"
+            "<th>outcome</th><th>turns</th><th>calls</th><th>stop</th></tr></thead>"
+            f"<tbody>{''.join(rows)}</tbody></table></details>")
+    return "".join(parts)
+
+
+def _json(value: object) -> str:
+    return json.dumps(value, indent=1, sort_keys=True, ensure_ascii=False, default=str)
+
+
+def _text(msg: Mapping[str, Any]) -> str:
+    content = msg.get("content")
+    return content if isinstance(content, str) else _json(content) if content else ""
+
+
+def _message(msg: Mapping[str, Any], prompts: Mapping[str, int]) -> str:
+    role = str(msg.get("role", "?"))
+    text = _text(msg)
+    if role == "system" and text in prompts:
+        # Every episode of a run shares a few long system prompts: shown once, linked here.
+        k = prompts[text]
+        return (f'<div class="msg system"><div class="role">system</div>'
+                f'<a href="#sys-{k}">system prompt {k + 1}</a> ({len(text)} characters)</div>')
+    parts = [f'<div class="msg {_e(role)}"><div class="role">{_e(role)}'
+             + (f' → {_e(msg["tool_call_id"])}' if msg.get("tool_call_id") else "") + "</div>"]
+    if text:
+        parts.append(f"<pre>{_e(text)}</pre>")
+    for call in msg.get("tool_calls") or []:
+        fn = call.get("function", {}) if isinstance(call, Mapping) else {}
+        parts.append(f"<pre>call {_e(fn.get('name'))}({_e(fn.get('arguments'))})</pre>")
+    parts.append("</div>")
+    return "".join(parts)
+
+
+def _system_prompts(episodes: Sequence[Mapping[str, Any]]) -> dict[str, int]:
+    prompts: dict[str, int] = {}
+    for ep in episodes:
+        for msg in ep.get("messages") or []:
+            if isinstance(msg, Mapping) and msg.get("role") == "system":
+                prompts.setdefault(_text(msg), len(prompts))
+    return prompts
+
+
+def _calls(calls: Sequence[Mapping[str, Any]]) -> str:
+    rows = []
+    for c in calls:
+        status = ('<span class="full">ok</span>' if c.get("ok")
+                  else f'<span class="failed">{_e(c.get("error_code"))}</span>')
+        p = c.get("success_probability")
+        rows.append(
+            f'<tr><td class="num">{_e(c.get("turn"))}</td><td>{_e(c.get("tool"))}</td>'
+            f'<td><pre>{_e(_json(c.get("arguments")))}</pre></td><td>{status}</td>'
+            f'<td>{_e(c.get("message") or "")}</td>'
+            f'<td class="num">{"" if p is None else f"{float(p):.2f}"}</td></tr>')
+    return ("<table><thead><tr><th>turn</th><th>tool</th><th>arguments</th><th>result</th>"
+            "<th>message</th><th>p(success)</th></tr></thead>"
+            f"<tbody>{''.join(rows)}</tbody></table>")
+
+
+_FACTS = ("id", "model", "variant", "flaw", "severity", "task_id", "task_type", "difficulty",
+          "repeat", "seed", "base_success", "tool_mode", "outcome", "stop_reason", "turns",
+          "tool_calls", "coverage", "order_adherence", "errors_met", "errors_recovered",
+          "infra_error")
+
+
+def _trajectory(i: int, ep: Mapping[str, Any], prompts: Mapping[str, int]) -> str:
+    facts = "".join(f"<tr><th>{_e(k)}</th><td>{_e(ep.get(k))}</td></tr>"
+                    for k in _FACTS if ep.get(k) is not None)
+    extra = {k: ep[k] for k in ("conditions", "deviation", "tokens") if ep.get(k) is not None}
+    parts = [f"<table>{facts}</table>"]
+    if extra:
+        parts.append(f"<pre>{_e(_json(extra))}</pre>")
+    messages, calls = ep.get("messages"), ep.get("calls")
+    if calls:
+        parts.append(f"<h3>Tool calls</h3>{_calls(calls)}")
+    if messages:
+        parts.append("<h3>Conversation</h3>" + "".join(
+            _message(m, prompts) for m in messages if isinstance(m, Mapping)))
+    if not messages and not calls:
+        parts.append('<p class="note">Trajectory not kept in this report (run with '
+                     "--resili-trajectories to keep the conversation and calls).</p>")
+    head = (f"{_e(ep.get('task_id'))} · {_e(ep.get('model'))} · {_e(ep.get('variant'))}"
+            + (f" ({_e(ep.get('severity'))})" if ep.get("severity") else "")
+            + f" · repeat {_e(ep.get('repeat'))} · {_outcome(ep.get('outcome'))}")
+    return f'<details id="ep-{i}"><summary>{head}</summary>{"".join(parts)}</details>'
+
+
+def _key_values(title: str, data: Mapping[str, Any]) -> str:
+    if not data:
+        return ""
+    rows = "".join(f"<tr><th>{_e(k)}</th><td>{_e(v if isinstance(v, str) else _json(v))}</td></tr>"
+                   for k, v in data.items())
+    return f"<details><summary>{_e(title)}</summary><table>{rows}</table></details>"
+
+
+def render_html(
+    report: Mapping[str, Any],
+    *,
+    summary: Mapping[str, Any] | None = None,
+    comparison: Mapping[str, Any] | None = None,
+    title: str = "ResiliBench report",
+) -> str:
+    """The whole report as one HTML document. `summary` defaults to a fresh
+    `analysis.summary` of the report's episodes."""
+    episodes: list[Mapping[str, Any]] = list(report.get("episodes", []))
+    s = summary if summary is not None else analysis.summary(episodes)
+    counts = s.get("counts", {})
+    parts = [f"<h1>{_e(title)}</h1>",
+             f'<p class="meta">{_e(counts.get("episodes", 0))} episodes · '
+             f'{_e(counts.get("scored", 0))} scored · {_e(counts.get("errors", 0))} '
+             f'infrastructure errors · models: {_e(", ".join(counts.get("models", [])))}</p>',
+             _key_values("Run configuration", report.get("config", {})),
+             _key_values("Environment", report.get("environment", {}))]
+    if comparison is not None:
+        kind = comparison["overall"]["kind"]
+        parts += ["<h2>Comparison with the other run</h2>",
+                  f'<p class="verdict {_e(kind)}">{_e(comparison["overall"]["text"])}</p>',
+                  _table(analysis.compare_table(comparison))]
+    parts.append("<h2>Tables</h2>")
+    for t in analysis.tables(s):
+        links = None
+        if t.title == "Outcomes by model and variant":
+            links = {i: _group_anchor(row[0], row[1]) for i, row in enumerate(t.rows)}
+        parts.append(_table(t, links))
+    plots = figures(s)
+    if plots:
+        parts.append("<h2>Plots</h2><div class=\"grid\">" + "".join(
+            f'<figure><img alt="{_e(caption)}" src="data:image/png;base64,{png}">'
+            f"<figcaption>{_e(caption)}</figcaption></figure>" for caption, png in plots)
+            + "</div>")
+    if episodes:
+        prompts = _system_prompts(episodes)
+        parts += ["<h2>Episodes</h2>",
+                  '<p class="note">By model and variant; a task opens its trajectory.</p>',
+                  _episode_index(episodes), "<h2>Trajectories</h2>",
+                  "".join(_trajectory(i, ep, prompts) for i, ep in enumerate(episodes))]
+        if prompts:
+            parts += ["<h2>System prompts</h2>", "".join(
+                f'<details id="sys-{k}"><summary>system prompt {k + 1}</summary>'
+                f"<pre>{_e(text)}</pre></details>" for text, k in prompts.items())]
+    return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+            f"<meta name=\"viewport\" content=\"width=device-width\"><title>{_e(title)}</title>"
+            f"<style>{_CSS}</style><script>{_SCRIPT}</script></head><body>"
+            + "\n".join(p for p in parts if p) + "</body></html>\n")
+
+
+def write_html(path: str | Path, report: Mapping[str, Any], **options: Any) -> Path:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(render_html(report, **options), encoding="utf-8")
+    return path

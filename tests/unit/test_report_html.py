@@ -1,0 +1,245 @@
+"""The HTML report and the `resilibench report` command: self-contained, escaped, every
+episode reachable; input errors exit 2; `--compare` gives a paired verdict."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import re
+import sys
+from html.parser import HTMLParser
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_resilibench import analysis, report_html
+from pytest_resilibench.cli import main
+
+pytest.importorskip("matplotlib")
+
+HOSTILE = '<script>alert("x")</script> & <b>bold</b>'
+
+
+def episode(i: int, **fields: Any) -> dict[str, Any]:
+    base: dict[str, Any] = {
+        "id": f"t{i:04d}/optimal/m/r0/s0", "model": "m", "variant": "optimal", "flaw": None,
+        "severity": None, "task_id": f"t{i:04d}", "task_type": "data_pipeline",
+        "difficulty": "easy", "repeat": 0, "seed": 0, "base_success": 0.8, "outcome": "full",
+        "turns": 2, "tool_calls": 2, "coverage": 1.0, "order_adherence": 1.0, "errors_met": 1,
+        "errors_recovered": 1, "tokens": {"prompt": 5, "completion": 5, "total": 10},
+        "stop_reason": "completed",
+        "messages": [
+            {"role": "system", "content": "You are an agent. Tools: file_operations_reader"},
+            {"role": "user", "content": f"Task {i}: read the file"},
+            {"role": "assistant", "content": HOSTILE},
+            {"role": "user", "content": "<tool_response>{}</tool_response>"},
+        ],
+        "calls": [
+            {"turn": 1, "tool": "file_operations_reader", "arguments": {"path": "/a.csv"},
+             "ok": False, "error_code": "TIMEOUT", "message": "timed out after 30 s",
+             "success_probability": 0.8},
+            {"turn": 2, "tool": "file_operations_reader", "arguments": {"path": "/a.csv"},
+             "ok": True, "error_code": None, "message": None, "success_probability": 0.8},
+        ],
+    }
+    return {**base, **fields}
+
+
+def run(episodes: list[dict[str, Any]]) -> dict[str, Any]:
+    return {"schema": "resilibench.report/1", "config": {"seed": 0, "models": ["m"]},
+            "environment": {"python": "3"}, "episodes": episodes,
+            "summary": analysis.summary(episodes)}
+
+
+def sweep_run() -> dict[str, Any]:
+    """Optimal and flawed episodes over two reliabilities and three severities."""
+    eps = []
+    for base in (0.9, 0.7):
+        for i in range(6):
+            unit = {"task_id": f"t{i:04d}", "base_success": base,
+                    "task_type": ("simple_task", "data_pipeline")[i % 2],
+                    "difficulty": ("easy", "hard")[i // 3]}
+            eps.append(episode(i, **unit, outcome="full" if i < 5 else "failed"))
+            for severity in ("light", "medium", "severe"):
+                eps.append(episode(i, **unit, variant="flawed-semantic_drift",
+                                   flaw="semantic_drift", severity=severity,
+                                   outcome="full" if i < 3 else "partial"))
+    for n, ep in enumerate(eps):
+        ep["id"] = f"e{n}"
+    return run(eps)
+
+
+class _Collector(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__()
+        self.tags: list[tuple[str, dict[str, str | None]]] = []
+        self.text: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.tags.append((tag, dict(attrs)))
+
+    def handle_data(self, data: str) -> None:
+        self.text.append(data)
+
+
+def parse(doc: str) -> _Collector:
+    c = _Collector()
+    c.feed(doc)
+    return c
+
+
+def test_html_is_self_contained_with_inline_plots() -> None:
+    doc = report_html.render_html(sweep_run())
+    c = parse(doc)
+    assert not [t for t, a in c.tags if t == "link"]
+    for tag, attrs in c.tags:
+        for key in ("src", "href"):
+            value = attrs.get(key) or ""
+            assert not re.match(r"(https?:)?//", value), (tag, value)
+    images = [a["src"] for t, a in c.tags if t == "img"]
+    assert len(images) == 4  # variants, drop per flaw, robustness curves, heatmap
+    for src in images:
+        assert src is not None and src.startswith("data:image/png;base64,")
+        assert base64.b64decode(src.split(",", 1)[1])[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_every_episode_has_a_trajectory_linked_from_the_tables() -> None:
+    report = sweep_run()
+    c = parse(report_html.render_html(report))
+    ids = {a.get("id") for _, a in c.tags}
+    hrefs = {a.get("href") for t, a in c.tags if t == "a"}
+    for i in range(len(report["episodes"])):
+        assert f"ep-{i}" in ids and f"#ep-{i}" in hrefs
+    # The outcomes table links each model × variant row to its group of episodes.
+    groups = {h for h in hrefs if h and h.startswith("#g-")}
+    assert len(groups) == 2 and all(g[1:] in ids for g in groups)
+    # The shared system prompt is shown once and linked from every trajectory.
+    assert "sys-0" in ids and "sys-1" not in ids
+
+
+def test_model_output_is_escaped() -> None:
+    doc = report_html.render_html(run([episode(0), episode(1, model=HOSTILE)]))
+    assert "<script>alert" not in doc and "<b>bold</b>" not in doc
+    assert "&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt;" in doc
+    assert "".join(parse(doc).text).count(HOSTILE) >= 2  # the text survives, inert
+
+
+def test_trajectory_shows_calls_errors_and_outcome() -> None:
+    doc = report_html.render_html(run([episode(0)]))
+    assert "TIMEOUT" in doc and "timed out after 30 s" in doc
+    assert "file_operations_reader" in doc and 'class="full"' in doc
+    assert "Task 0: read the file" in doc
+
+
+def test_episodes_without_trajectories_say_so() -> None:
+    ep = episode(0)
+    del ep["messages"], ep["calls"]
+    assert "Trajectory not kept" in report_html.render_html(run([ep]))
+
+
+def test_missing_matplotlib_is_a_clear_error(monkeypatch: pytest.MonkeyPatch,
+                                             tmp_path: Path) -> None:
+    monkeypatch.setitem(sys.modules, "matplotlib.figure", None)
+    with pytest.raises(ImportError, match=r"pytest-resilibench\[report\]"):
+        report_html.render_html(sweep_run())
+    path = tmp_path / "run.json"
+    path.write_text(json.dumps(sweep_run()))
+    assert main(["report", str(path), "--html", str(tmp_path / "out.html")]) == 2
+
+
+def test_cli_prints_tables_and_writes_markdown_and_html(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "run.json"
+    path.write_text(json.dumps(sweep_run()))
+    md, out = tmp_path / "r.md", tmp_path / "r.html"
+    assert main(["report", str(path), "--markdown", str(md), "--html", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "-- Optimal → flawed plan, paired on the same tool luck --" in printed
+    assert md.read_text().startswith("# ResiliBench report")
+    assert out.read_text().startswith("<!DOCTYPE html>")
+
+
+@pytest.mark.parametrize(("content", "message"), [
+    (None, "no such report file"),
+    ("{not json", "not a JSON report"),
+    (json.dumps({"schema": "something/9", "episodes": []}), "expected schema"),
+    (json.dumps({"schema": "resilibench.report/1", "episodes": {}}), "must be a list"),
+    (json.dumps({"schema": "resilibench.report/1", "episodes": [{"model": "m"}]}),
+     "lack required fields"),
+])
+def test_bad_input_exits_2_with_a_message(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                          content: str | None, message: str) -> None:
+    path = tmp_path / "run.json"
+    if content is not None:
+        path.write_text(content)
+    assert main(["report", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err
+
+
+def _variant_run(model: str, full_until: int, n: int = 80) -> dict[str, Any]:
+    return run([episode(i, model=model, id=f"e{i}", outcome="full" if i < full_until
+                        else "failed") for i in range(n)])
+
+
+def test_compare_gives_a_paired_verdict(tmp_path: Path,
+                                        capsys: pytest.CaptureFixture[str]) -> None:
+    old, new, same = tmp_path / "old.json", tmp_path / "new.json", tmp_path / "same.json"
+    old.write_text(json.dumps(_variant_run("m", 70)))
+    new.write_text(json.dumps(_variant_run("m", 40)))
+    same.write_text(json.dumps(_variant_run("m", 70)))
+    # 30 of 80 paired episodes lost: a regression, exit 1.
+    assert main(["report", str(new), "--compare", str(old), "--max-drop", "5"]) == 1
+    printed = capsys.readouterr().out
+    assert "verdict: regression: drop +37.5 pp" in printed and "REGRESSION" in printed
+    # Identical luck and behaviour: no drop, passes a 5 pp gate.
+    assert main(["report", str(same), "--compare", str(old), "--max-drop", "5"]) == 0
+    assert "verdict: pass: drop +0.0 pp" in capsys.readouterr().out
+    html_path = tmp_path / "cmp.html"
+    assert main(["report", str(new), "--compare", str(old), "--html", str(html_path)]) == 1
+    assert 'class="verdict regression"' in html_path.read_text()
+
+
+def test_compare_pairs_two_single_model_runs_across_models() -> None:
+    c = analysis.compare(_variant_run("a", 40)["episodes"], _variant_run("b", 40)["episodes"],
+                         max_drop_pp=5)
+    assert c["pairs"] == 80 and "model" not in c["paired_on"]
+    assert c["overall"]["kind"] == "pass"
+    two = _variant_run("a", 40)["episodes"] + _variant_run("b", 40)["episodes"]
+    with pytest.raises(ValueError, match="cannot pair"):
+        analysis.compare(two, _variant_run("c", 40)["episodes"], max_drop_pp=5)
+
+
+def test_report_from_real_episodes(tmp_path: Path) -> None:
+    """A small run of the built-in agents through `run_episode`, end to end to HTML."""
+    from pytest_resilibench.agents import make_agent
+    from pytest_resilibench.episode import EpisodeSpec, run_episodes
+    from pytest_resilibench.prompts import Variant
+    from pytest_resilibench.tasks import load_tasks
+
+    tasks = list(load_tasks())[::1000][:3]
+    variants = [Variant("optimal"), Variant("flawed", "missing_step", "severe")]
+
+    async def play(spec: str) -> list[dict[str, Any]]:
+        agent = make_agent(spec)
+        specs = [EpisodeSpec(task=t, variant=v, seed=1) for t in tasks for v in variants]
+        records = [r.to_json() async for r in run_episodes(specs, agent)]
+        await agent.aclose()
+        return records
+
+    episodes = [ep for spec in ("builtin:follower", "builtin:adaptive")
+                for ep in asyncio.run(play(spec))]
+    assert len(episodes) == 12
+    s = analysis.summary(episodes)
+    assert s["counts"]["scored"] + s["counts"]["errors"] == 12
+    assert {d["model"] for d in s["drops"]["by_model"]} == {"builtin:follower",
+                                                           "builtin:adaptive"}
+    path = tmp_path / "real.html"
+    report_html.write_html(path, run(episodes), summary=s)
+    doc = path.read_text()
+    c = parse(doc)
+    assert {f"ep-{i}" for i in range(12)} <= {a.get("id") for _, a in c.tags}
+    assert "&lt;tool_call&gt;" in doc  # the agents' text-mode calls, shown escaped
+    assert "TASK_COMPLETED" in doc
