@@ -8,6 +8,11 @@ stream, so severity is monotone by construction.
 
 "Similar tool" and "neighbour" come from the registry: same category, same role, same operation
 and shared keywords score a candidate; ties break by name.
+
+Record: `{"flaw", "severity", "changes": [...]}`, one change per edit, each with its `kind`
+(moved, removed, duplicated, replaced, drifted, parameter, format, source), the `tool` and where:
+`index` is the step's position in the parent plan (moved: `from`/`to` positions at the time of the
+move; duplicated: the copy lands `at`), plus the old and new tool or value.
 """
 
 from __future__ import annotations

@@ -325,3 +325,41 @@ def test_bad_flaw_or_severity_is_a_clear_error() -> None:
 def test_an_empty_plan_stays_empty() -> None:
     empty = Workflow(())
     assert inject_flaw("tool_misuse", "light", empty, SALES, REGISTRY)[0] == empty
+
+
+def test_a_tasks_flawed_plans_are_pinned() -> None:
+    """Flawed plans must not drift between versions (paired comparisons across runs rely on
+    them): a change here is a deliberate change of the benchmark."""
+    changes = {f: inject(f, "light", SALES)[1]["changes"] for f in FLAWS}
+    assert changes["parameter_error"] == [
+        {"kind": "parameter", "index": 2, "tool": "data_processing_transformer",
+         "parameter": "operation", "old": "normalize", "new": "flatten",
+         "violates": "task_inputs"}]
+    assert changes["logical_inconsistency"] == [
+        {"kind": "format", "index": 2, "tool": "data_processing_transformer",
+         "parameter": "format", "old": None, "new": "xml", "consumes": "csv"}]
+    assert changes["tool_misuse"] == [
+        {"kind": "replaced", "index": 0, "tool": "file_operations_reader",
+         "new_tool": "file_operations_compressor"}]
+    assert changes["semantic_drift"] == [
+        {"kind": "drifted", "index": 4, "tool": "network_poster",
+         "new_tool": "data_processing_filter", "neighbour_of": "data_processing_aggregator"}]
+
+
+def test_on_generated_tasks_bad_values_and_broken_data_flow_are_refused() -> None:
+    """On a sample of the 5040 tasks: the parent plan meets only random failures; every
+    parameter_error and logical_inconsistency plan gets a deterministic INVALID_INPUT."""
+    from pytest_resilibench.tasks import load_tasks
+
+    try:
+        sample = load_tasks().tasks[::20]
+    except FileNotFoundError as exc:
+        pytest.skip(f"task fixtures absent ({exc})")
+    unrefused = []
+    for task in sample:
+        assert deterministic_failures(task, parent_of(task)) == [], task.id
+        for flaw in ("parameter_error", "logical_inconsistency"):
+            for severity in SEVERITIES:
+                if not deterministic_failures(task, inject(flaw, severity, task)[0]):
+                    unrefused.append((task.id, flaw, severity))
+    assert unrefused == []
