@@ -56,6 +56,8 @@ class RunConfig:
     max_turns: int = 10
     tool_mode: str = "text"
     concurrency: int = 16
+    retries: int = 6
+    request_timeout: float = 60.0
     cache: Path | None = None
     report: Path | None = None
     baseline: Path | None = None
@@ -165,6 +167,16 @@ def _points(text: str) -> float:
     return value
 
 
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise ValueError(f"{text!r} is not a number of seconds") from None
+    if value <= 0:
+        raise ValueError(f"{value} is not a positive number of seconds")
+    return value
+
+
 def _existing_file(text: str) -> Path:
     path = Path(text).expanduser()
     if not path.is_file():
@@ -214,6 +226,10 @@ _OPTIONS: list[tuple[str, Callable[[str], Any] | None, str | None, str]] = [
     ("tool-mode", _choices(TOOL_MODES), "text",
      "text (<tool_call> tags) or native (function calling)"),
     ("concurrency", _int_at_least(1), "16", "episodes in flight per process"),
+    ("retries", _int_at_least(0), "6",
+     "retries of a failed model request (429, 5xx, timeouts) before it counts as an "
+     "infrastructure error"),
+    ("request-timeout", _seconds, "60", "seconds to wait for one model reply"),
     ("cache", _path, None, "model-call cache file (sqlite); re-runs replay from it"),
     ("report", _path, None, "write the JSON report (resilibench.report/1) here"),
     ("baseline", _existing_file, None, "compare with this earlier JSON report (paired)"),
@@ -290,6 +306,8 @@ def read_config(config: pytest.Config) -> RunConfig:
         max_turns=values["max-turns"],
         tool_mode=values["tool-mode"][0],
         concurrency=values["concurrency"],
+        retries=values["retries"],
+        request_timeout=values["request-timeout"],
         cache=values["cache"],
         report=values["report"],
         baseline=values["baseline"],

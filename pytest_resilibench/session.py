@@ -101,7 +101,9 @@ class ResiliSession:
 
             cache = ModelCallCache(self.config.cache)
         return make_agent(spec, base_url=self.config.base_url, seed=self.config.seed,
-                          cache=cache, max_concurrency=self.config.concurrency)
+                          cache=cache, max_concurrency=self.config.concurrency,
+                          max_retries=self.config.retries,
+                          timeout_s=self.config.request_timeout)
 
     def _environment(self, case: Case) -> Any:
         from pytest_resilibench.live.environment import LiveEnvironment
@@ -126,6 +128,8 @@ class ResiliSession:
         """Summarise, check the gate; called once on the controller at session end."""
         from pytest_resilibench.analysis import summary
 
+        # Arrival order depends on the workers; everything downstream sees id order.
+        self.episodes.sort(key=lambda ep: ep["id"])
         self.summary = summary(self.episodes)
         if self.config.fail_under is not None:
             self.gate_results += fail_under(self.episodes, self.config.fail_under)

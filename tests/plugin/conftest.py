@@ -1,0 +1,30 @@
+"""Helpers for running the benchmark suite inside pytester."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+SUITE = Path(__file__).resolve().parents[2] / "suites" / "test_resilibench.py"
+TIMING = ("wall_time_s",)
+
+
+@pytest.fixture
+def suite(pytester: pytest.Pytester) -> pytest.Pytester:
+    """A pytester directory holding the real suite file."""
+    pytester.makepyfile(test_resilibench=SUITE.read_text())
+    return pytester
+
+
+def load(path: Path) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads(path.read_text())
+    return data
+
+
+def comparable(report: dict[str, Any]) -> tuple[Any, ...]:
+    """What must not depend on workers or timing."""
+    episodes = [{k: v for k, v in ep.items() if k not in TIMING} for ep in report["episodes"]]
+    return report["config"], episodes, report["summary"]

@@ -1,0 +1,168 @@
+"""The plugin end to end, through pytester: items, statuses, report, gate, xdist."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from tests.plugin.conftest import comparable, load
+
+SMALL = ["--resili-sample=1", "-p", "no:cacheprovider"]
+
+
+def test_items_per_model_variant_task_with_readable_ids(suite: pytest.Pytester) -> None:
+    result = suite.runpytest("--collect-only", "-q", *SMALL,
+                             "--resili-model=builtin:follower,builtin:adaptive")
+    ids = [line for line in result.outlines if "::test_resilibench[" in line]
+    # 2 models x 10 variants x (5 types x 3 difficulties x 1 task) x 1 repeat
+    assert len(ids) == 2 * 10 * 15
+    assert len(set(ids)) == len(ids)
+    pattern = re.compile(
+        r"\[builtin_(follower|adaptive)-(baseline|cot|optimal|flawed-[a-z_]+)-"
+        r"(simple_task|basic_task|data_pipeline|api_integration|multi_stage_pipeline)-"
+        r"(easy|medium|hard)-t\d{4}-r0\]$")
+    assert all(pattern.search(line) for line in ids), ids[:3]
+
+
+def test_k_selects_a_slice(suite: pytest.Pytester) -> None:
+    result = suite.runpytest("--collect-only", "-q", *SMALL, "-k", "semantic_drift and hard")
+    ids = [line for line in result.outlines if "::test_resilibench[" in line]
+    assert len(ids) == 5  # one hard task per type
+    assert all("flawed-semantic_drift" in i and "-hard-" in i for i in ids)
+
+
+def test_sweeps_show_severity_and_base_rate_in_ids(suite: pytest.Pytester) -> None:
+    result = suite.runpytest(
+        "--collect-only", "-q", *SMALL, "--resili-variants=flawed",
+        "--resili-flaws=missing_step", "--resili-severity=light,severe",
+        "--resili-base-success=0.9,0.6", "--resili-repeats=2")
+    ids = [line for line in result.outlines if "::test_resilibench[" in line]
+    assert len(ids) == 2 * 15 * 2 * 2
+    assert any("flawed-missing_step-severe-" in i and "-b0.6-r1]" in i for i in ids)
+
+
+def test_outcomes_are_statuses_and_the_report_has_every_episode(
+    suite: pytest.Pytester,
+) -> None:
+    report = suite.path / "out" / "run.json"
+    result = suite.runpytest(*SMALL, "--resili-model=builtin:follower",
+                             "--resili-variants=optimal,flawed", "--resili-flaws=missing_step",
+                             f"--resili-report={report}")
+    result.assert_outcomes()  # no pytest failures or errors: verdicts are statuses
+    final = result.outlines[-1]
+    assert re.search(r"\d+ full", final) and "failed" not in final, final
+    data = load(report)
+    assert data["schema"] == "resilibench.report/1"
+    assert len(data["episodes"]) == 30
+    ep = data["episodes"][0]
+    for key in ("id", "model", "variant", "flaw", "severity", "task_id", "task_type",
+                "difficulty", "repeat", "base_success", "outcome", "turns", "tool_calls",
+                "coverage"):
+        assert key in ep
+    assert {e["outcome"] for e in data["episodes"]} <= {"full", "partial", "failed"}
+    counts = {k: sum(e["outcome"] == k for e in data["episodes"]) for k in ("full", "partial")}
+    assert f"{counts['full']} full" in final
+    assert data["config"]["fixture_hash"]
+    assert "messages" not in ep, "trajectories are opt-in"
+    result.stdout.fnmatch_lines(["*ResiliBench results*", "*Optimal*flawed*"])
+
+
+def test_trajectories_and_junit_properties(suite: pytest.Pytester) -> None:
+    junit = suite.path / "junit.xml"
+    report = suite.path / "run.json"
+    suite.runpytest(*SMALL, "--resili-variants=optimal", "-k", "simple_task",
+                    "--resili-trajectories", f"--resili-report={report}",
+                    f"--junitxml={junit}")
+    data = load(report)
+    assert data["episodes"] and all(ep["messages"] and "calls" in ep
+                                    for ep in data["episodes"])
+    xml = junit.read_text()
+    assert 'name="resili_outcome"' in xml and 'name="resili_coverage"' in xml
+
+
+def test_same_report_with_and_without_xdist(suite: pytest.Pytester) -> None:
+    args = [*SMALL, "--resili-model=builtin:adaptive,builtin:random",
+            "--resili-variants=baseline,optimal,flawed", "--resili-flaws=sequence_disorder"]
+    reports = {}
+    for workers in ("0", "2", "4"):
+        path = suite.path / f"n{workers}.json"
+        result = suite.runpytest_subprocess(*args, "-n", workers, f"--resili-report={path}")
+        assert result.ret == 0, result.stdout.str()[-2000:]
+        reports[workers] = comparable(load(path))
+    assert reports["0"] == reports["2"] == reports["4"]
+
+
+def test_remote_style_gateways_give_the_same_report(suite: pytest.Pytester) -> None:
+    """`--tx 2*popen` is how xdist reaches other hosts (ssh=...); same report."""
+    args = [*SMALL, "--resili-variants=optimal,flawed", "--resili-flaws=tool_misuse"]
+    a, b = suite.path / "a.json", suite.path / "b.json"
+    suite.runpytest_subprocess(*args, f"--resili-report={a}")
+    result = suite.runpytest_subprocess(*args, "-d", "--tx", "2*popen",
+                                        f"--resili-report={b}")
+    assert result.ret == 0, result.stdout.str()[-2000:]
+    assert comparable(load(a)) == comparable(load(b))
+
+
+def test_fail_under_fails_the_run_with_one_red_line(suite: pytest.Pytester) -> None:
+    result = suite.runpytest(*SMALL, "--resili-variants=optimal",
+                             "--resili-model=builtin:random", "--resili-fail-under=90%")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines(["*resilibench gate: builtin:random: full-success *< fail-under 90.0%*"])
+    ok = suite.runpytest(*SMALL, "--resili-variants=optimal",
+                         "--resili-model=builtin:oracle", "--resili-fail-under=0.05")
+    assert ok.ret == 0
+
+
+def test_baseline_gate_catches_a_worse_agent(suite: pytest.Pytester) -> None:
+    old = suite.path / "old.json"
+    common = [*SMALL, "--resili-sample=3", "--resili-variants=optimal,baseline"]
+    suite.runpytest(*common, "--resili-model=builtin:oracle", f"--resili-report={old}")
+    worse = suite.runpytest(*common, "--resili-model=builtin:random",
+                            f"--resili-baseline={old}", "--resili-max-drop=5")
+    assert worse.ret == pytest.ExitCode.TESTS_FAILED
+    worse.stdout.fnmatch_lines(["*resilibench gate: baseline regression: drop*"])
+    same = suite.runpytest(*common, "--resili-model=builtin:oracle",
+                           f"--resili-baseline={old}", "--resili-max-drop=5")
+    assert same.ret == 0
+    same.stdout.fnmatch_lines(["*resilibench gate: baseline pass: drop +0.0 pp*"])
+
+
+def test_bad_options_fail_at_start_with_a_message(suite: pytest.Pytester) -> None:
+    for bad, message in [
+        ("--resili-sample=lots", "*--resili-sample*'lots' is not an integer*"),
+        ("--resili-base-success=1.5", "*--resili-base-success*1.5 is not a probability*"),
+        ("--resili-flaws=typo", "*--resili-flaws*typo not in*"),
+        ("--resili-baseline=/no/such.json", "*--resili-baseline*no such file*"),
+        ("--resili-fail-under=abc", "*--resili-fail-under*not a rate*"),
+    ]:
+        result = suite.runpytest(bad)
+        assert result.ret == pytest.ExitCode.USAGE_ERROR
+        result.stderr.fnmatch_lines([message])
+
+
+def test_bad_ini_value_is_a_usage_error(suite: pytest.Pytester) -> None:
+    suite.makeini("[pytest]\nresili_sample = many\n")
+    result = suite.runpytest()
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*ini option resili_sample*'many' is not an integer*"])
+
+
+def test_ini_options_apply(suite: pytest.Pytester) -> None:
+    suite.makeini("[pytest]\nresili_model = builtin:follower\nresili_sample = 1\n"
+                  "resili_variants = cot\n")
+    result = suite.runpytest("--collect-only", "-q")
+    ids = [line for line in result.outlines if "::test_resilibench[" in line]
+    assert len(ids) == 15 and all("[builtin_follower-cot-" in i for i in ids)
+
+
+def test_unreachable_model_is_an_infrastructure_error(suite: pytest.Pytester) -> None:
+    report = suite.path / "r.json"
+    result = suite.runpytest(*SMALL, "-k", "simple_task and easy",
+                             "--resili-model=openai:gpt-test", "--resili-variants=optimal",
+                             "--resili-base-url=http://127.0.0.1:9", "--resili-retries=0",
+                             f"--resili-report={report}")
+    result.stdout.fnmatch_lines(["*1 infra errors*"])
+    data = load(report)
+    assert [ep["outcome"] for ep in data["episodes"]] == ["error"]
+    assert data["episodes"][0]["infra_error"]
