@@ -108,7 +108,8 @@ def test_fail_under_fails_the_run_with_one_red_line(suite: pytest.Pytester) -> N
     result = suite.runpytest(*SMALL, "--resili-variants=optimal",
                              "--resili-model=builtin:random", "--resili-fail-under=90%")
     assert result.ret == pytest.ExitCode.TESTS_FAILED
-    result.stdout.fnmatch_lines(["*resilibench gate: builtin:random: full-success *< fail-under 90.0%*"])
+    result.stdout.fnmatch_lines(
+        ["*resilibench gate: builtin:random: full-success *< fail-under 90.0%*"])
     ok = suite.runpytest(*SMALL, "--resili-variants=optimal",
                          "--resili-model=builtin:oracle", "--resili-fail-under=0.05")
     assert ok.ret == 0
