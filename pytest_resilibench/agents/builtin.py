@@ -1,0 +1,545 @@
+"""Built-in scripted agents (`builtin:NAME`): deterministic, offline, cheap.
+
+- `oracle` plays the exact DP policy of the task (`solver.dp`); the one agent that reads the
+  privileged `request.context` (the task, base success, turn budget). Its full-success rate
+  estimates the DP value: the check that the simulator, the episode loop and the MDP agree.
+- `follower` executes the plan in the prompt literally, retrying each step until it succeeds
+  (the plan copier). Without a plan it derives one from the task text.
+- `adaptive` checks the plan against what a model can see (the task text and inputs, the tool
+  schemas and their dependencies) and repairs it before and while running it.
+- `random` calls random tools with plausible arguments and stops at random.
+
+All but the oracle read only the rendered messages (so they exercise the prompts: the plan and
+inputs are read back with `prompts.parse_plan` / `parse_task_inputs`) and the public registry.
+Agents keep no state between calls: each reply is a pure function of the request, so one agent
+object serves any number of concurrent episodes. Replies are text (`<tool_call>` / the signal) in
+text mode and native `tool_calls` when the request offers tools.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from pytest_resilibench.agents.base import ModelReply, ModelRequest, ToolCall
+from pytest_resilibench.episode import read_observation
+from pytest_resilibench.parsing import COMPLETION_SIGNAL
+from pytest_resilibench.registry import Role, ToolRegistry, ToolSpec, default_registry
+from pytest_resilibench.rng import DrawStream
+
+__all__ = ["BUILTIN_AGENTS", "BuiltinAgent", "make_builtin"]
+
+_FLOW_PARAMS = ("source", "format")
+_MEMO_SIZE = 8192
+_T = TypeVar("_T")
+# The follower and the adaptive agent give up on a step after this many failures in a row
+# and move on (a model would, too, rather than burn the whole budget on one tool).
+_MAX_TRIES = 6
+
+
+@dataclass(frozen=True)
+class _Observed:
+    tool: str | None
+    ok: bool
+    output: Mapping[str, Any]
+    message: str
+
+
+@dataclass(frozen=True)
+class _View:
+    """What a model sees: the task text, the observations so far, the reply mode."""
+
+    text: str
+    history: tuple[_Observed, ...]
+    native: bool
+    replies: int
+    budget_spent: bool
+
+    @property
+    def successes(self) -> list[_Observed]:
+        return [o for o in self.history if o.ok]
+
+
+def _view(request: ModelRequest) -> _View:
+    text = next((str(m.get("content") or "") for m in request.messages
+                 if m.get("role") == "user"), "")
+    history = []
+    budget_spent = False
+    for message in request.messages:
+        payload = read_observation(message)
+        if payload is None or payload.get("error_code") == "NOT_EXECUTED":
+            continue
+        budget_spent = "budget" in payload
+        tool = payload.get("tool")
+        output = payload.get("output")
+        history.append(_Observed(
+            tool=tool if isinstance(tool, str) else None,
+            ok=payload.get("status") == "success",
+            output=output if isinstance(output, dict) else {},
+            message=str(payload.get("message") or ""),
+        ))
+    replies = sum(1 for m in request.messages if m.get("role") == "assistant")
+    return _View(text, tuple(history), request.tools is not None, replies, budget_spent)
+
+
+def _usage(request: ModelRequest, reply_text: str) -> dict[str, int]:
+    """A deterministic token estimate (4 characters a token) so token reports have figures."""
+    prompt = sum(len(str(m.get("content") or "")) for m in request.messages)
+    return {"prompt_tokens": prompt // 4 + 1, "completion_tokens": len(reply_text) // 4 + 1}
+
+
+def _call(
+    request: ModelRequest, view: _View, tool: str, arguments: Mapping[str, Any]
+) -> ModelReply:
+    body = json.dumps({"name": tool, "arguments": dict(arguments)}, sort_keys=True)
+    if view.native:
+        call = ToolCall(id=f"call_{view.replies + 1}", name=tool,
+                        arguments=json.dumps(dict(arguments), sort_keys=True))
+        return ModelReply(content=None, tool_calls=(call,), usage=_usage(request, body))
+    text = f"<tool_call>{body}</tool_call>"
+    return ModelReply(content=text, usage=_usage(request, text))
+
+
+def _done(request: ModelRequest) -> ModelReply:
+    return ModelReply(content=COMPLETION_SIGNAL, usage=_usage(request, COMPLETION_SIGNAL))
+
+
+class BuiltinAgent:
+    """Base of the built-in agents: `decide` maps what the model sees to a call or None."""
+
+    kind = ""
+
+    def __init__(self, *, registry: ToolRegistry | None = None, seed: int = 0) -> None:
+        self.name = f"builtin:{self.kind}"
+        self.registry = registry or default_registry()
+        self.seed = seed
+
+    async def complete(self, request: ModelRequest) -> ModelReply:
+        view = _view(request)
+        if view.budget_spent:
+            return _done(request)
+        decision = self.decide(request, view)
+        if decision is None:
+            return _done(request)
+        return _call(request, view, *decision)
+
+    def decide(
+        self, request: ModelRequest, view: _View
+    ) -> tuple[str, Mapping[str, Any]] | None:
+        raise NotImplementedError
+
+    async def aclose(self) -> None:
+        return None
+
+
+# --- the oracle -------------------------------------------------------------------------------
+class OracleAgent(BuiltinAgent):
+    """Plays the task's exact DP policy, tracking the MDP state from the observations."""
+
+    kind = "oracle"
+
+    def decide(
+        self, request: ModelRequest, view: _View
+    ) -> tuple[str, Mapping[str, Any]] | None:
+        from solver.dp import solve_task
+
+        task = request.context.get("task")
+        if task is None:
+            raise ValueError("builtin:oracle needs the task in request.context")
+        registry = request.context.get("registry") or self.registry
+        solution = solve_task(task, registry=registry,
+                              base_success=float(request.context.get("base_success", 0.8)),
+                              max_turns=int(request.context.get("max_turns", 10)))
+        state = solution.initial_state()
+        for seen in view.history:
+            if seen.tool is not None:
+                state = solution.observe(state, seen.tool, seen.ok)
+        tool = solution.action(state)
+        if tool is None:
+            return None
+        return tool, dict(task.step_arguments.get(tool, {}))
+
+
+# --- reading the prompt -----------------------------------------------------------------------
+@dataclass(frozen=True)
+class _Step:
+    tool: str
+    arguments: Mapping[str, Any]
+
+
+def _plan_steps(text: str) -> list[_Step] | None:
+    from pytest_resilibench.prompts import parse_plan
+
+    plan = parse_plan(text)
+    if plan is None or not plan.steps:
+        return None
+    return [_Step(s.tool, dict(s.arguments)) for s in plan.steps]
+
+
+def _inputs(text: str) -> dict[str, Any]:
+    from pytest_resilibench.prompts import parse_task_inputs
+
+    return parse_task_inputs(text)
+
+
+def _description(text: str) -> str:
+    first = text.splitlines()[0] if text else ""
+    return first.removeprefix("Task: ")
+
+
+_CLAUSE = re.compile(r"[.;]|,\s*|\bthen\b|\band\b|\bfinally\b")
+# BM25 scores of a clause that clearly names a tool ("break the raw content into typed
+# fields": parser 8.3, reader 6.3) against background ("a text dump of the levels": 4.2).
+_STRONG_MATCH, _MATCH_MARGIN = 6.0, 1.0
+
+
+def _fits(spec: ToolSpec, inputs: Mapping[str, Any]) -> bool:
+    """Whether the task's inputs supply every required value of the tool."""
+    return all(p in _FLOW_PARAMS or p in inputs for p in spec.required_parameters)
+
+
+def _input_bound(spec: ToolSpec, inputs: Mapping[str, Any]) -> set[str]:
+    return {p for p in spec.required_parameters if p not in _FLOW_PARAMS and p in inputs}
+
+
+def _memo(function: Callable[[str, ToolRegistry], _T]) -> Callable[[str, ToolRegistry], _T]:
+    """Memoise a pure function of (prompt text, registry) per registry object (registries
+    hold dicts, so they cannot be hashed; episodes ask the same thing every turn)."""
+    cache: dict[tuple[str, int], _T] = {}
+
+    def wrapper(text: str, registry: ToolRegistry) -> _T:
+        key = (text, id(registry))
+        if key not in cache:
+            if len(cache) >= _MEMO_SIZE:
+                cache.clear()
+            cache[key] = function(text, registry)
+        return cache[key]
+
+    return wrapper
+
+
+_MATCHERS: dict[int, tuple[ToolRegistry, Any]] = {}
+
+
+def _matcher(registry: ToolRegistry) -> Any:
+    """The BM25 matcher over a registry (kept with the registry, so the id stays valid)."""
+    from solver.matcher import ToolMatcher
+
+    entry = _MATCHERS.get(id(registry))
+    if entry is None or entry[0] is not registry:
+        matcher = ToolMatcher.default() if registry is default_registry() else ToolMatcher(registry)
+        entry = _MATCHERS[id(registry)] = (registry, matcher)
+    return entry[1]
+
+
+@_memo
+def _described_tools(description: str, registry: ToolRegistry) -> tuple[str, ...]:
+    """The tools the task text clearly asks for, in the order it mentions them: each clause
+    matched to its best tool by BM25 (as the task generator matched operations), kept only on
+    a strong, unambiguous match (task texts carry background sentences and distractors)."""
+    return tuple(_mentions(description, registry))
+
+
+@_memo
+def _mentions(description: str, registry: ToolRegistry) -> dict[str, int]:
+    """Clearly described tools -> where the text first mentions them (character offset)."""
+    matcher = _matcher(registry)
+    found: dict[str, int] = {}
+    cursor = 0
+    for clause in _CLAUSE.split(description):
+        at = description.find(clause, cursor)
+        cursor = max(cursor, at)
+        if len(clause.split()) < 2:
+            continue
+        ranked = matcher.rank(clause, top=2)
+        best, score = ranked[0]
+        runner_up = ranked[1][1] if len(ranked) > 1 else 0.0
+        if score >= _STRONG_MATCH and score - runner_up >= _MATCH_MARGIN:
+            found.setdefault(best, at)
+    return found
+
+
+def _derived_plan(text: str, registry: ToolRegistry) -> list[_Step]:
+    """A plan for a prompt without one: the described tools, ordered by their dependencies."""
+    tools = _described_tools(_description(text), registry)
+    return [_Step(t, {}) for t in _dependency_order(list(registry.closure(tools)), registry)]
+
+
+def _dependency_order(tools: list[str], registry: ToolRegistry) -> list[str]:
+    """A stable topological order: each tool after what it depends on among `tools`, else in
+    the given order. Role dependencies are taken among the task's own steps, not the
+    prerequisites a step pulls in (as the simulator does), so that a monitor run for a
+    router's sake does not have to precede the processors."""
+    pending = list(dict.fromkeys(tools))
+    pulled_in = {p for t in pending for p in registry[t].prerequisites}
+    core = tuple(t for t in pending if t not in pulled_in)
+    deps = {t: set(registry.dependencies(t, core)) & set(pending) for t in pending}
+    ordered: list[str] = []
+    while pending:
+        ready = next((t for t in pending if deps[t] <= set(ordered)), pending[0])
+        ordered.append(ready)
+        pending.remove(ready)
+    return ordered
+
+
+# --- running a plan ---------------------------------------------------------------------------
+def _next_step(steps: Sequence[_Step], history: Sequence[_Observed]) -> tuple[int, int]:
+    """The index of the step to run (len(steps) when all are done) and its failures so far:
+    a step is done when its tool succeeds while it is the current step, or when it failed
+    `_MAX_TRIES` times in a row (given up)."""
+    index = tries = 0
+    for seen in history:
+        if index >= len(steps):
+            break
+        if seen.tool != steps[index].tool:
+            continue
+        if seen.ok:
+            index, tries = index + 1, 0
+        else:
+            tries += 1
+            if tries >= _MAX_TRIES:
+                index, tries = index + 1, 0
+    return index, tries
+
+
+class FollowerAgent(BuiltinAgent):
+    """Runs the prompt's plan step by step with the plan's own arguments; retries failures."""
+
+    kind = "follower"
+
+    def decide(
+        self, request: ModelRequest, view: _View
+    ) -> tuple[str, Mapping[str, Any]] | None:
+        steps = _plan_steps(view.text)
+        literal = steps is not None
+        if steps is None:
+            steps = _derived_plan(view.text, self.registry)
+        index, _ = _next_step(steps, view.history)
+        if index >= len(steps):
+            return None
+        step = steps[index]
+        if literal:
+            return step.tool, step.arguments
+        return step.tool, _arguments(self.registry.get(step.tool), {}, _inputs(view.text),
+                                     view, [s.tool for s in steps], self.registry)
+
+
+def _arguments(
+    spec: ToolSpec | None, given: Mapping[str, Any], inputs: Mapping[str, Any], view: _View,
+    plan_tools: Sequence[str], registry: ToolRegistry, format_hint: str | None = None,
+) -> dict[str, Any]:
+    """Arguments a careful model would send: the task's values for its inputs, the plan's
+    values where they are valid, `format` read off the data the tool will consume, no
+    `source` (the default input is the right one)."""
+    if spec is None:
+        return dict(given)
+    props = spec.parameters.get("properties", {})
+    args: dict[str, Any] = {}
+    for param, value in given.items():
+        if param in _FLOW_PARAMS or param not in props:
+            continue
+        args[param] = inputs.get(param, value)
+    for param in spec.required_parameters:
+        if param not in args and param in inputs and param not in _FLOW_PARAMS:
+            args[param] = inputs[param]
+    if "format" in props and ("format" in spec.required_parameters or "format" in given):
+        args["format"] = format_hint or _consumed_format(spec, inputs, view, plan_tools,
+                                                         registry)
+    # Optional values the schema refuses (an encoding that does not exist) are dropped.
+    for param in [p for p in args if p not in spec.required_parameters and p not in inputs]:
+        if registry.argument_errors(spec.name, args):
+            del args[param]
+    return args
+
+
+def _consumed_format(
+    spec: ToolSpec, inputs: Mapping[str, Any], view: _View, plan_tools: Sequence[str],
+    registry: ToolRegistry,
+) -> str:
+    """The format of the output the tool will read by default: the latest output of a tool
+    it depends on, else the latest output, else the task's input data."""
+    outputs = [o for o in view.successes if o.output.get("format")]
+    deps = set(registry.dependencies(spec.name, tuple(plan_tools)))
+    upstream = [o for o in outputs if o.tool in deps] or outputs
+    if upstream and spec.role is not Role.SOURCE:
+        return str(upstream[-1].output["format"])
+    return str(inputs.get("format", "json"))
+
+
+# --- the adaptive agent -----------------------------------------------------------------------
+_FORMAT_HINT = re.compile(r"does not match the input data, which is (\w+)")
+
+
+class AdaptiveAgent(BuiltinAgent):
+    """Repairs the plan it is shown, then runs it, fixing arguments and switching on errors.
+
+    Repairs, from what a model can see: unknown and repeated steps are dropped; a step whose
+    tool needs values the task does not have (a URL for a task that has only a path) is
+    swapped for a similar tool the inputs do fit; tools the task text or an unused task input
+    calls for are added with their prerequisites; the steps are reordered by dependencies.
+    At run time the arguments come from the task inputs and the observed data formats."""
+
+    kind = "adaptive"
+
+    def decide(
+        self, request: ModelRequest, view: _View
+    ) -> tuple[str, Mapping[str, Any]] | None:
+        inputs = _inputs(view.text)
+        steps = _repaired_plan(view.text, inputs, self.registry)
+        index, tries = _next_step(steps, view.history)
+        if index >= len(steps):
+            return None
+        step = steps[index]
+        hint = None
+        if tries and view.history and view.history[-1].tool == step.tool:
+            match = _FORMAT_HINT.search(view.history[-1].message)
+            hint = match.group(1) if match else None
+        return step.tool, _arguments(self.registry.get(step.tool), step.arguments, inputs,
+                                     view, [s.tool for s in steps], self.registry, hint)
+
+
+@_memo
+def _repaired_plan_cached(text: str, registry: ToolRegistry) -> tuple[_Step, ...]:
+    inputs = _inputs(text)
+    shown = _plan_steps(text)
+    description = _description(text)
+    described = _described_tools(description, registry)
+    steps: list[_Step] = []
+    for step in shown if shown is not None else [_Step(t, {}) for t in described]:
+        spec = registry.get(step.tool)
+        if spec is None:
+            continue
+        if not _fits(spec, inputs):
+            replacement = _replacement(spec, inputs, described, registry,
+                                       exclude={s.tool for s in steps} | {step.tool})
+            if replacement is None:
+                continue
+            step = _Step(replacement, {})
+        if step.tool not in {s.tool for s in steps}:
+            steps.append(step)
+    for tool in _missing_tools([s.tool for s in steps], inputs, described, registry):
+        _insert(steps, _Step(tool, {}), description, inputs, registry)
+    # Where the text tells the order (it names the steps as they happen), follow the text:
+    # the steps it mentions are re-sequenced among the places they hold, the others stay.
+    at = {s.tool: _mention_at(s.tool, description, inputs, registry) for s in steps}
+    slots = [i for i, s in enumerate(steps) if at[s.tool] is not None]
+    mentioned = sorted((steps[i] for i in slots), key=lambda s: at[s.tool] or 0)
+    for i, step in zip(slots, mentioned, strict=True):
+        steps[i] = step
+    order = _dependency_order(list(registry.closure([s.tool for s in steps])), registry)
+    by_tool = {s.tool: s for s in steps}
+    return tuple(by_tool.get(t, _Step(t, {})) for t in order)
+
+
+def _missing_tools(
+    have: Sequence[str], inputs: Mapping[str, Any], described: Sequence[str],
+    registry: ToolRegistry,
+) -> list[str]:
+    """Tools the task needs that the plan lacks: a task input no step consumes (a destination
+    nobody writes to) calls for the tool that takes it; a clear mention in the text calls for
+    a tool that takes no task value (a parser, a validator, a compressor)."""
+    missing: list[str] = []
+    used_inputs = set().union(*(_input_bound(registry[t], inputs) for t in have))
+    for spec in registry:
+        unused = _input_bound(spec, inputs) - used_inputs
+        if unused and _fits(spec, inputs) and spec.name not in have:
+            missing.append(spec.name)
+            used_inputs |= unused
+    for tool in described:
+        found = registry.get(tool)
+        if (found is not None and tool not in have and tool not in missing
+                and _fits(found, inputs) and not _input_bound(found, inputs)):
+            missing.append(tool)
+    return missing
+
+
+def _mention_at(
+    tool: str, description: str, inputs: Mapping[str, Any], registry: ToolRegistry
+) -> int | None:
+    """Where the task text speaks of a tool: its task values, else its clear mention."""
+    spots = [description.find(str(inputs[p])) for p in _input_bound(registry[tool], inputs)]
+    spots = [i for i in spots if i >= 0]
+    if spots:
+        return min(spots)
+    return _mentions(description, registry).get(tool)
+
+
+def _insert(
+    steps: list[_Step], step: _Step, description: str, inputs: Mapping[str, Any],
+    registry: ToolRegistry,
+) -> None:
+    """Put a restored step where the task text places it among the plan's steps (before the
+    first step the text mentions later); unplaced, before the final output step."""
+    at = _mention_at(step.tool, description, inputs, registry)
+    if at is not None:
+        for i, other in enumerate(steps):
+            other_at = _mention_at(other.tool, description, inputs, registry)
+            if other_at is not None and other_at > at:
+                steps.insert(i, step)
+                return
+        steps.append(step)
+        return
+    last = registry.get(steps[-1].tool) if steps else None
+    steps.insert(len(steps) - 1 if last is not None and last.produces_output else len(steps),
+                 step)
+
+
+def _repaired_plan(text: str, inputs: Mapping[str, Any], registry: ToolRegistry) -> list[_Step]:
+    return list(_repaired_plan_cached(text, registry))
+
+
+def _replacement(
+    spec: ToolSpec, inputs: Mapping[str, Any], described: Sequence[str], registry: ToolRegistry,
+    exclude: set[str],
+) -> str | None:
+    """The tool to run instead of one the inputs do not fit: a described tool of the same
+    role first, else the most similar fitting tool."""
+    from pytest_resilibench.flaws import similar_tools
+
+    for name in described:
+        other = registry.get(name)
+        if other is not None and other.role is spec.role and name not in exclude \
+                and _fits(other, inputs):
+            return name
+    for name in similar_tools(registry, spec.name, exclude=sorted(exclude)):
+        if _fits(registry[name], inputs) and _input_bound(registry[name], inputs):
+            return name
+    return None
+
+
+# --- the random agent -------------------------------------------------------------------------
+class RandomAgent(BuiltinAgent):
+    """Calls a random tool with arguments from the task inputs; finishes with chance 1/8."""
+
+    kind = "random"
+
+    def decide(
+        self, request: ModelRequest, view: _View
+    ) -> tuple[str, Mapping[str, Any]] | None:
+        draws = DrawStream("builtin:random", self.seed, request.task_id, request.repeat,
+                           view.replies)
+        if view.history and draws.random() < 0.125:
+            return None
+        tool = draws.choice(self.registry.names)
+        inputs = _inputs(view.text)
+        return tool, _arguments(self.registry[tool], {}, inputs, view, [tool], self.registry)
+
+
+BUILTIN_AGENTS: dict[str, type[BuiltinAgent]] = {
+    cls.kind: cls for cls in (OracleAgent, FollowerAgent, AdaptiveAgent, RandomAgent)
+}
+
+
+def make_builtin(name: str, **options: Any) -> BuiltinAgent:
+    """The built-in agent `name` (`oracle`, `follower`, `adaptive`, `random`)."""
+    cls = BUILTIN_AGENTS.get(name)
+    if cls is None:
+        raise ValueError(f"unknown built-in agent {name!r}; choose from "
+                         + ", ".join(f"builtin:{n}" for n in BUILTIN_AGENTS))
+    unknown = set(options) - {"registry", "seed"}
+    if unknown:
+        raise ValueError(f"builtin:{name} takes no option(s) {', '.join(sorted(unknown))}")
+    return cls(**options)

@@ -1,0 +1,132 @@
+import asyncio
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import pytest
+
+from pytest_resilibench.agents import make_agent
+from pytest_resilibench.agents.base import ModelRequest
+from pytest_resilibench.agents.builtin import BUILTIN_AGENTS
+from pytest_resilibench.episode import EpisodeSpec, run_episode, run_episodes
+from pytest_resilibench.flaws import FLAWS
+from pytest_resilibench.prompts import Variant, render_prompt
+from pytest_resilibench.tasks import Task, load_tasks
+from solver.dp import solve_task
+
+SEED = 11
+
+
+@pytest.fixture(scope="module")
+def tasks() -> list[Task]:
+    """120 tasks spread over every type and difficulty."""
+    all_tasks = list(load_tasks())
+    return all_tasks[:: len(all_tasks) // 120][:120]
+
+
+def full_rate(agent: str, tasks: Sequence[Task], variant: Variant, *, repeats: int,
+              tool_mode: str = "text", base_success: float = 0.8) -> float:
+    specs = [EpisodeSpec(t, variant, SEED, r, base_success, tool_mode=tool_mode)
+             for t in tasks for r in range(repeats)]
+
+    async def collect() -> list[Any]:
+        return [rec async for rec in run_episodes(specs, make_agent(agent), concurrency=32)]
+
+    records = asyncio.run(collect())
+    assert not [r.infra_error for r in records if r.outcome == "error"]
+    return sum(r.outcome == "full" for r in records) / len(records)
+
+
+def test_make_agent_builtin_names_and_errors() -> None:
+    for name in BUILTIN_AGENTS:
+        assert make_agent(f"builtin:{name}").name == f"builtin:{name}"
+    with pytest.raises(ValueError, match=r"builtin:oracle, builtin:follower"):
+        make_agent("builtin:genius")
+    with pytest.raises(ValueError, match="temperature"):
+        make_agent("builtin:follower", temperature=0.2)
+    with pytest.raises(ValueError, match="non-empty"):
+        make_agent("  ")
+    with pytest.raises(ValueError, match="no model name"):
+        make_agent("openai:")
+
+
+def test_episodes_are_deterministic(tasks: list[Task]) -> None:
+    variant = Variant("flawed", "semantic_drift", "medium")
+    for name in BUILTIN_AGENTS:
+        agent = make_agent(f"builtin:{name}")
+        a = asyncio.run(run_episode(tasks[5], variant, agent, seed=3)).to_json()
+        b = asyncio.run(run_episode(tasks[5], variant, agent, seed=3)).to_json()
+        a.pop("wall_time_s"), b.pop("wall_time_s")
+        assert a == b, name
+
+
+@pytest.mark.parametrize("name", sorted(BUILTIN_AGENTS))
+def test_native_mode_makes_the_same_calls(name: str, tasks: list[Task]) -> None:
+    agent = make_agent(f"builtin:{name}")
+    variant = Variant("flawed", "missing_step", "light")
+    for task in tasks[:12]:
+        text = asyncio.run(run_episode(task, variant, agent, seed=SEED, tool_mode="text"))
+        native = asyncio.run(run_episode(task, variant, agent, seed=SEED, tool_mode="native"))
+        assert native.outcome != "error", native.infra_error
+        assert [c["tool"] for c in text.calls] == [c["tool"] for c in native.calls]
+        assert text.outcome == native.outcome
+        assert any(m.get("tool_calls") for m in native.messages) or not native.calls
+
+
+def test_fair_agents_read_only_the_messages(tasks: list[Task]) -> None:
+    """Without the privileged context the fair agents decide exactly as with it."""
+    task = tasks[7]
+    prompt = render_prompt(task, Variant("flawed", "tool_misuse", "medium"))
+    for name in ("follower", "adaptive", "random"):
+        agent = make_agent(f"builtin:{name}")
+        bare = ModelRequest(messages=prompt.messages, task_id=task.id)
+        rich = ModelRequest(messages=prompt.messages, task_id=task.id,
+                            context={"task": task, "base_success": 0.8, "max_turns": 10})
+        assert asyncio.run(agent.complete(bare)) == asyncio.run(agent.complete(rich))
+    with pytest.raises(ValueError, match="context"):
+        asyncio.run(make_agent("builtin:oracle").complete(
+            ModelRequest(messages=prompt.messages, task_id=task.id)))
+
+
+def test_random_agent_depends_on_its_seed(tasks: list[Task]) -> None:
+    calls = set()
+    for seed in range(4):
+        rec = asyncio.run(run_episode(tasks[3], Variant("baseline"),
+                                      make_agent("builtin:random", seed=seed), seed=SEED))
+        assert rec.outcome != "error"
+        calls.add(tuple(c["tool"] for c in rec.calls))
+    assert len(calls) > 1
+
+
+@pytest.mark.parametrize("base_success", [0.8, 0.6])
+def test_oracle_matches_the_dp_value(base_success: float) -> None:
+    """2000 oracle episodes on the optimal variant: the full-success count lies within the 99%
+    interval of the DP's expected count (normal approximation of the Poisson-binomial). At
+    0.6 the DP value is far from 1, so the check has teeth."""
+    all_tasks = list(load_tasks())
+    picked = all_tasks[:: len(all_tasks) // 500][:500]
+    repeats = 4
+    rate = full_rate("builtin:oracle", picked, Variant("optimal"), repeats=repeats,
+                     base_success=base_success)
+    values = [solve_task(t, base_success=base_success).value for t in picked]
+    n = len(picked) * repeats
+    expected = repeats * sum(values) / n
+    sd = math.sqrt(repeats * sum(v * (1 - v) for v in values)) / n
+    assert abs(rate - expected) <= 2.5758 * sd, (rate, expected, sd)
+
+
+def test_follower_and_adaptive_react_to_flaws(tasks: list[Task]) -> None:
+    """The follower copies the plan, so missing steps and disorder cost it >= 25 points; the
+    adaptive agent repairs plans, so every flaw costs it less than it costs the follower."""
+    rates = {
+        name: {flaw: full_rate(f"builtin:{name}", tasks,
+                               Variant("flawed", flaw) if flaw else Variant("optimal"),
+                               repeats=2)
+               for flaw in (None, *FLAWS)}
+        for name in ("follower", "adaptive")
+    }
+    drop = {name: {f: r[None] - r[f] for f in FLAWS} for name, r in rates.items()}
+    assert drop["follower"]["missing_step"] >= 0.25
+    assert drop["follower"]["sequence_disorder"] >= 0.25
+    for flaw in FLAWS:
+        assert drop["adaptive"][flaw] < drop["follower"][flaw], (flaw, drop)
