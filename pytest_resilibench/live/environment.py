@@ -32,6 +32,7 @@ from pytest_resilibench.live.server import REQUEST_KEY_HEADER
 from pytest_resilibench.live.services import SERVICES
 from pytest_resilibench.registry import ToolRegistry
 from pytest_resilibench.simulator import CallResult, EpisodeKey
+from pytest_resilibench.tasks import Task
 
 __all__ = ["LiveEnvironment", "request_key"]
 
@@ -67,6 +68,13 @@ class LiveEnvironment:
         self._calls: dict[str, int] = {}
         self.clock_s = 0.0
         self.history: list[CallResult] = []
+
+    @classmethod
+    def for_episode(cls, task: Task, base_urls: Mapping[str, str], *, seed: int,
+                    repeat: int = 0, **options: Any) -> LiveEnvironment:
+        """The environment of one episode of a live task, keyed like the simulator's."""
+        return cls(base_urls, inputs=task.inputs, episode=EpisodeKey(seed, task.id, repeat),
+                   **options)
 
     @property
     def tool_names(self) -> tuple[str, ...]:

@@ -33,7 +33,13 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from pytest_resilibench.live.registry import live_registry
-from pytest_resilibench.live.services import SERVICES, Misbehaviour, ServiceSpec, service
+from pytest_resilibench.live.services import (
+    SERVICE_DATA_FORMAT,
+    SERVICES,
+    Misbehaviour,
+    ServiceSpec,
+    service,
+)
 from pytest_resilibench.rng import DrawStream
 
 __all__ = [
@@ -141,6 +147,10 @@ class _Service:
             return JSONResponse({"error": "invalid arguments: " + "; ".join(errors[:3])},
                                 status_code=400)
 
+        if arguments.get("format", SERVICE_DATA_FORMAT) != SERVICE_DATA_FORMAT:
+            return JSONResponse({"error": f"format {arguments['format']!r} does not match the "
+                                          f"input data, which is {SERVICE_DATA_FORMAT}"},
+                                status_code=400)
         fault = _fault(u_fault, spec.misbehaviour)
         if fault == "timeout":
             await asyncio.sleep(self.hang_s)
@@ -177,9 +187,12 @@ def build_app(*, seed: int = 0, hang_s: float = DEFAULT_HANG_S,
 
 
 class _QuietIncomplete(logging.Filter):
-    """Truncated bodies are deliberate: keep uvicorn from logging each one as an error."""
+    """Truncated bodies are deliberate, and so are hanging requests that a shutdown cancels:
+    keep uvicorn from logging each one as an error."""
 
     def filter(self, record: logging.LogRecord) -> bool:
+        if record.exc_info and isinstance(record.exc_info[1], asyncio.CancelledError):
+            return False
         return "without completing response" not in record.getMessage()
 
 

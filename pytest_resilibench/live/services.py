@@ -13,10 +13,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from pytest_resilibench.registry import Role
+from pytest_resilibench.registry import DATA_FORMATS, Role
 from pytest_resilibench.rng import DrawStream
 
-__all__ = ["SERVICES", "Misbehaviour", "ServiceSpec", "service"]
+__all__ = ["SERVICES", "SERVICE_DATA_FORMAT", "Misbehaviour", "ServiceSpec", "service"]
+
+# What every service answers in: a `format` argument naming another is a mismatch (400).
+SERVICE_DATA_FORMAT = "json"
 
 Responder = Callable[[Mapping[str, Any], DrawStream], dict[str, Any]]
 
@@ -325,7 +328,7 @@ SERVICES: tuple[ServiceSpec, ...] = (
         _returns(quote=_S, author=_S), _quote(_PROGRAMMING_QUOTES),
         _M(latency_ms=40, jitter=0.6, server_error=0.08, timeout=0.02)),
     ServiceSpec(
-        "stoic_quote", "Get a quote from a stoic philosopher (Seneca, Epictetus, Marcus Aurelius).",
+        "stoic_quote", "Get a quote from a stoic philosopher such as Seneca or Marcus Aurelius.",
         ("quote", "stoic", "philosophy", "wisdom", "seneca"), "GET", _params(),
         _returns(quote=_S, author=_S), _quote(_STOIC_QUOTES),
         _M(latency_ms=30, malformed=0.06, truncated=0.03)),
@@ -431,7 +434,9 @@ SERVICES: tuple[ServiceSpec, ...] = (
         _params(["title"], title=_str("title of the composition"),
                 parts={"type": "array", "items": {"type": "string"},
                        "description": "texts gathered by earlier steps"},
-                max_words={"type": "integer", "minimum": 10, "maximum": 500}),
+                max_words={"type": "integer", "minimum": 10, "maximum": 500},
+                format=_str("format of the collected parts (the services answer in json)",
+                            enum=list(DATA_FORMATS))),
         _returns(title=_S, text=_S, words=_I, parts_used=_I), _compose,
         _M(latency_ms=70, jitter=0.5, server_error=0.05, timeout=0.03),
         role=Role.AGGREGATOR),
