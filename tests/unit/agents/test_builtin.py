@@ -50,6 +50,15 @@ def test_make_agent_builtin_names_and_errors() -> None:
         make_agent("openai:")
 
 
+def test_make_agent_routes_model_names_to_the_openai_provider() -> None:
+    from pytest_resilibench.agents.openai_provider import OpenAIAgent
+
+    for spec, model in (("openai:gpt-test", "gpt-test"), ("o3", "o3")):
+        agent = make_agent(spec, base_url="http://127.0.0.1:9/v1", api_key="unused")
+        assert isinstance(agent, OpenAIAgent) and agent.name == model
+        asyncio.run(agent.aclose())
+
+
 def test_episodes_are_deterministic(tasks: list[Task]) -> None:
     variant = Variant("flawed", "semantic_drift", "medium")
     for name in BUILTIN_AGENTS:
