@@ -1,0 +1,48 @@
+"""Option parsers: every bad value is a clear ValueError."""
+
+from __future__ import annotations
+
+import pytest
+
+from pytest_resilibench import options as o
+
+
+def test_choices_accept_all_and_dedupe() -> None:
+    parse = o._choices(o.VARIANT_KINDS)
+    assert parse("all") == o.VARIANT_KINDS
+    assert parse("optimal, flawed optimal") == ("optimal", "flawed")
+    with pytest.raises(ValueError, match="nope not in"):
+        parse("optimal,nope")
+
+
+@pytest.mark.parametrize(("text", "value"), [("0.55", 0.55), ("55%", 0.55), ("0", 0.0)])
+def test_rate(text: str, value: float) -> None:
+    assert o._rate(text) == pytest.approx(value)
+
+
+@pytest.mark.parametrize("text", ["1.5", "abc", "-1%"])
+def test_bad_rate(text: str) -> None:
+    with pytest.raises(ValueError):
+        o._rate(text)
+
+
+def test_sample_and_rates() -> None:
+    assert o._sample("all") is None and o._sample("3") == 3
+    with pytest.raises(ValueError):
+        o._sample("0")
+    assert o._rates("0.9, 0.6 0.9") == (0.9, 0.6)
+    with pytest.raises(ValueError, match="probability"):
+        o._rates("0")
+
+
+def test_live_urls_and_url() -> None:
+    assert o._live_urls(["jokes=http://h:1/j/"]) == {"jokes": "http://h:1/j"}
+    with pytest.raises(ValueError, match="SERVICE=URL"):
+        o._live_urls(["nourl"])
+    with pytest.raises(ValueError, match="URL"):
+        o._url("ftp://x")
+
+
+def test_config_json_is_plain() -> None:
+    data = o.RunConfig(sample=None).to_json()
+    assert data["sample"] == "all" and data["models"] == [o.DEFAULT_MODEL]

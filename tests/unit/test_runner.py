@@ -1,0 +1,150 @@
+"""The episode runner: ahead of the items, bounded, order-tolerant, failure-isolated."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import replace
+
+from pytest_resilibench.agents.base import ModelReply, ModelRequest
+from pytest_resilibench.cases import Case, build_cases
+from pytest_resilibench.options import RunConfig
+from pytest_resilibench.registry import default_registry
+from pytest_resilibench.runner import EpisodeRunner
+from pytest_resilibench.tasks import load_tasks
+
+CONFIG = RunConfig(models=("scripted",), variants=("optimal",), sample=1, concurrency=4)
+
+
+class CountingAgent:
+    """Finishes at once; records how many requests were in flight together."""
+
+    name = "scripted"
+
+    def __init__(self, delay: float = 0.01, explode_on: str | None = None) -> None:
+        self.delay = delay
+        self.explode_on = explode_on
+        self.in_flight = 0
+        self.peak = 0
+        self.seen: list[str] = []
+
+    async def complete(self, request: ModelRequest) -> ModelReply:
+        self.in_flight += 1
+        self.peak = max(self.peak, self.in_flight)
+        self.seen.append(request.task_id)
+        try:
+            await asyncio.sleep(self.delay)
+        finally:
+            self.in_flight -= 1
+        return ModelReply(content="TASK_COMPLETED")
+
+    async def aclose(self) -> None:
+        return None
+
+
+def cases(config: RunConfig = CONFIG) -> list[Case]:
+    return build_cases(config, list(load_tasks()))
+
+
+def runner(agent: CountingAgent, config: RunConfig = CONFIG, window: int | None = None
+           ) -> EpisodeRunner:
+    return EpisodeRunner(config, default_registry(), agent_factory=lambda _: agent,
+                         window=window)
+
+
+def test_runs_ahead_with_bounded_concurrency() -> None:
+    agent = CountingAgent()
+    r = runner(agent)
+    try:
+        todo = cases()
+        r.start(todo)
+        records = [r.result(c) for c in todo]
+    finally:
+        r.close()
+    assert [rec.id for rec in records] == [c.id for c in todo]
+    assert all(rec.outcome in ("failed", "partial") for rec in records)
+    assert 1 < agent.peak <= CONFIG.concurrency
+
+
+def test_window_bounds_unclaimed_results() -> None:
+    agent = CountingAgent(delay=0.0)
+    r = runner(agent, window=3)
+    try:
+        todo = cases()
+        r.start(todo)
+        r.result(todo[0])
+        asyncio.run(asyncio.sleep(0.3))  # let the feeder run as far as it may
+        started = len(set(agent.seen))
+        assert started <= 1 + 3, "never more than the window ahead of the items"
+        for c in todo[1:]:
+            r.result(c)
+    finally:
+        r.close()
+
+
+def test_items_out_of_announced_order_do_not_deadlock() -> None:
+    agent = CountingAgent()
+    r = runner(agent, window=2)
+    try:
+        todo = cases()
+        r.start(todo)
+        late = [r.result(c) for c in reversed(todo)]  # the last case first
+    finally:
+        r.close()
+    assert [rec.id for rec in late] == [c.id for c in reversed(todo)]
+
+
+def test_unannounced_case_runs_on_demand() -> None:
+    agent = CountingAgent()
+    r = runner(agent)
+    try:
+        case = cases()[0]
+        assert r.result(case).id == case.id
+    finally:
+        r.close()
+
+
+def test_one_broken_case_leaves_the_others_alone() -> None:
+    agent = CountingAgent()
+    r = runner(agent)
+    todo = cases()
+    broken = replace(todo[1], task=replace(todo[1].task, inputs={"format": "docx"}))
+    try:
+        r.start([todo[0], broken, *todo[2:]])
+        first = r.result(todo[0])
+        bad = r.result(broken)
+        rest = [r.result(c) for c in todo[2:]]
+    finally:
+        r.close()
+    assert first.outcome != "error"
+    assert bad.outcome == "error" and bad.stop_reason == "harness_error"
+    assert all(rec.outcome != "error" for rec in rest)
+
+
+def test_close_is_idempotent_and_cancels_queued_work() -> None:
+    agent = CountingAgent(delay=0.05)
+    r = runner(agent)
+    r.start(cases())
+    r.close()
+    r.close()
+    assert len(agent.seen) < len(cases())
+
+
+def _records(concurrency: int) -> list[dict[str, object]]:
+    from pytest_resilibench.agents import make_agent
+
+    config = replace(CONFIG, models=("builtin:adaptive",), concurrency=concurrency,
+                     variants=("baseline", "flawed"), flaws=("missing_step",))
+    r = EpisodeRunner(config, default_registry(), agent_factory=make_agent)
+    try:
+        todo = cases(config)
+        r.start(todo)
+        got = [r.result(c).summary_json() for c in todo]
+    finally:
+        r.close()
+    for rec in got:
+        rec.pop("wall_time_s")
+    return got
+
+
+def test_results_do_not_depend_on_concurrency() -> None:
+    assert _records(1) == _records(8)
