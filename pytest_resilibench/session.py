@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from collections import Counter
 from collections.abc import Sequence
+from dataclasses import replace
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -50,16 +51,22 @@ class ResiliSession:
     @cached_property
     def task_set(self) -> Any:
         if self.config.env == "live":
-            from pytest_resilibench.live.tasks import live_task_set
+            from pytest_resilibench.live.tasks import live_tasks
+            from pytest_resilibench.tasks import TaskSet
 
-            return live_task_set()
+            return TaskSet(live_tasks(), {"live_tasks": [t.id for t in live_tasks()]})
         from pytest_resilibench.tasks import load_tasks
 
         return load_tasks()
 
     @cached_property
     def cases(self) -> list[Case]:
-        return build_cases(self.config, list(self.task_set))
+        tasks = list(self.task_set)
+        config = self.config
+        if config.env == "live":  # eight sequential tasks: one type, every task, no cells
+            config = replace(config, task_types=tuple({t.type for t in tasks}),
+                             difficulties=tuple({t.difficulty for t in tasks}), sample=None)
+        return build_cases(config, tasks)
 
     @cached_property
     def cases_by_id(self) -> dict[str, Case]:
@@ -94,7 +101,7 @@ class ResiliSession:
         from pytest_resilibench.agents import make_agent
 
         if spec.startswith("builtin:"):
-            return make_agent(spec)
+            return make_agent(spec, registry=self.registry, seed=self.config.seed)
         cache = None
         if self.config.cache is not None:
             from pytest_resilibench.agents.cache import ModelCallCache
@@ -107,17 +114,18 @@ class ResiliSession:
 
     def _environment(self, case: Case) -> Any:
         from pytest_resilibench.live.environment import LiveEnvironment
-        from pytest_resilibench.simulator import EpisodeKey
 
         urls = dict(self.config.live_base_urls)
         if self._live is None and len(urls) < len(self.registry):
-            from pytest_resilibench.live.server import start_live_server
+            from pytest_resilibench.live.server import LiveServer
 
-            self._live = start_live_server(seed=self.config.seed)
+            # Quiet: its designed hangs are cut at shutdown, which uvicorn reports as errors.
+            self._live = LiveServer(seed=self.config.seed, log_level="critical")
+            self._live.start()
         if self._live is not None:
             urls = {**self._live.base_urls, **urls}
-        return LiveEnvironment(urls, registry=self.registry, inputs=case.task.inputs,
-                               episode=EpisodeKey(self.config.seed, case.task.id, case.repeat))
+        return LiveEnvironment.for_episode(case.task, urls, seed=self.config.seed,
+                                           repeat=case.repeat, registry=self.registry)
 
     # --- gathering results (controller) ---------------------------------------------------------
     def add_episode(self, payload: str, worker: str | None) -> None:

@@ -167,3 +167,14 @@ def test_unreachable_model_is_an_infrastructure_error(suite: pytest.Pytester) ->
     data = load(report)
     assert [ep["outcome"] for ep in data["episodes"]] == ["error"]
     assert data["episodes"][0]["infra_error"]
+
+
+def test_live_env_runs_the_eight_tasks_over_http(suite: pytest.Pytester) -> None:
+    report = suite.path / "live.json"
+    result = suite.runpytest(*SMALL, "--resili-env=live", "--resili-variants=optimal",
+                             "--resili-model=builtin:adaptive", f"--resili-report={report}")
+    assert result.ret == 0
+    data = load(report)
+    assert sorted(ep["task_id"] for ep in data["episodes"]) == [f"live0{i}" for i in range(1, 9)]
+    assert {ep["task_type"] for ep in data["episodes"]} == {"live_sequential"}
+    assert sum(ep["outcome"] == "full" for ep in data["episodes"]) >= 6

@@ -1,0 +1,82 @@
+"""The plugin at full size: 50,400 items against bare pytest running 50,400 trivial tests.
+
+    python bench/bench_plugin.py [--model builtin:follower] [--workers 0] [--sample all]
+
+Prints, for both, the collection time (`--collect-only`) and the full run's wall time, their
+ratios (targets: run <= 1.5x, collection <= 2x) and each run's peak resident memory (the target
+for a process with all 5040 tasks loaded: <= 500 MB). Every figure is one measured run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+TRIVIAL = '''
+import pytest
+
+@pytest.mark.parametrize("i", range({n}))
+def test_trivial(i):
+    assert i >= 0
+'''
+
+
+def measure(args: list[str], cwd: Path) -> tuple[float, float, str]:
+    """(wall seconds, peak RSS in MB of the process and its reaped children, last line)."""
+    start = time.perf_counter()
+    proc = subprocess.Popen([sys.executable, "-m", "pytest", *args], cwd=cwd,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    out, _ = proc.communicate()
+    _, _, usage = os.wait4(proc.pid, 0) if proc.returncode is None else (0, 0, None)
+    wall = time.perf_counter() - start
+    peak = (usage.ru_maxrss if usage else _children_peak()) / 1024
+    lines = [line for line in out.splitlines() if line.strip()]
+    return wall, peak, lines[-1] if lines else ""
+
+
+def _children_peak() -> int:
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--model", default="builtin:follower")
+    parser.add_argument("--sample", default="all")
+    parser.add_argument("--workers", default="0")
+    opts = parser.parse_args()
+    common = ["-q", "-p", "no:cacheprovider", "-n", opts.workers]
+    suite = ["suites", f"--resili-model={opts.model}", f"--resili-sample={opts.sample}"]
+    with tempfile.TemporaryDirectory() as tmp:
+        probe = subprocess.run(
+            [sys.executable, "-m", "pytest", "--collect-only", "-q", *suite, "-p",
+             "no:cacheprovider"], cwd=ROOT, capture_output=True, text=True)
+        n = sum("::test_resilibench[" in line for line in probe.stdout.splitlines())
+        Path(tmp, "test_trivial.py").write_text(TRIVIAL.format(n=n))
+        Path(tmp, "pytest.ini").write_text("[pytest]\n")
+        rows = []
+        for label, args, cwd in [
+            ("bare collect", ["--collect-only", *common], Path(tmp)),
+            ("suite collect", ["--collect-only", *suite, *common], ROOT),
+            ("bare run", common, Path(tmp)),
+            ("suite run", [*suite, *common], ROOT),
+        ]:
+            wall, peak, last = measure(args, cwd)
+            rows.append((label, wall, peak))
+            print(f"{label:14s} {wall:8.1f} s  peak {peak:7.0f} MB  | {last}", flush=True)
+    walls = {label: wall for label, wall, _ in rows}
+    print(f"items: {n}, workers: {opts.workers}")
+    print(f"collection ratio {walls['suite collect'] / walls['bare collect']:.2f}x "
+          f"(target <= 2x); run ratio {walls['suite run'] / walls['bare run']:.2f}x "
+          f"(target <= 1.5x)")
+
+
+if __name__ == "__main__":
+    main()
