@@ -36,6 +36,8 @@ TOOL_MODES = ("text", "native")
 ENVIRONMENTS = ("sim", "live")
 DEFAULT_MODEL = "builtin:adaptive"
 _T = TypeVar("_T")
+# "Not on the command line" (None is a real value: `--resili-sample=all` parses to None).
+_NOT_GIVEN: Any = object()
 
 
 @dataclass(frozen=True)
@@ -249,7 +251,7 @@ def add_options(parser: pytest.Parser) -> None:
                             help=help_text)
             parser.addini(dest, help_text, type="bool", default=False)
             continue
-        group.addoption(f"--resili-{name}", dest=dest, default=None, metavar="VALUE",
+        group.addoption(f"--resili-{name}", dest=dest, default=_NOT_GIVEN, metavar="VALUE",
                         type=_argparse_type(parse, name),
                         help=f"{help_text} (default: {default})" if default else help_text)
         parser.addini(dest, help_text, default=default)
@@ -275,7 +277,7 @@ def read_config(config: pytest.Config) -> RunConfig:
     for name, parse, _default, _help in _OPTIONS:
         dest = "resili_" + name.replace("-", "_")
         value = config.getoption(dest)
-        if value is None:
+        if value is _NOT_GIVEN or (parse is None and value is None):
             raw = config.getini(dest)
             if parse is None:
                 value = bool(raw)

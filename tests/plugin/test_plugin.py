@@ -178,3 +178,11 @@ def test_live_env_runs_the_eight_tasks_over_http(suite: pytest.Pytester) -> None
     assert sorted(ep["task_id"] for ep in data["episodes"]) == [f"live0{i}" for i in range(1, 9)]
     assert {ep["task_type"] for ep in data["episodes"]} == {"live_sequential"}
     assert sum(ep["outcome"] == "full" for ep in data["episodes"]) >= 6
+
+
+def test_sample_all_takes_every_task_of_the_cell(suite: pytest.Pytester) -> None:
+    result = suite.runpytest("--collect-only", "-q", "--resili-sample=all",
+                             "--resili-variants=cot", "--resili-task-types=simple_task",
+                             "--resili-difficulties=easy")
+    ids = [line for line in result.outlines if "::test_resilibench[" in line]
+    assert len(ids) == 336
