@@ -143,7 +143,7 @@ def _paired_drop(
 ) -> dict[str, Any] | None:
     """Optimal minus flawed full-success rate over the units that ran both (errors out).
     One flawed episode per unit: exact McNemar. Several (all flaws, or all severities, of a
-    unit): each unit counts once, with its mean flawed success (permutation test)."""
+    unit): each unit counts once, with its mean flawed success (sign test)."""
     best = {unit_key(ep): _full(ep) for ep in optimal if _is_scored(ep)}
     by_unit: dict[tuple[Any, ...], list[bool]] = defaultdict(list)
     for ep in flawed:
@@ -312,9 +312,11 @@ def summary(
         "surfaces": {
             "base_success": _surface(eps, "base_success", _float_or_none("base_success"),
                                      confidence),
+            # A sweep means at least two severities; optimal then anchors the curve at 0.
             "severity": _surface(
                 [ep for ep in eps if ep.get("variant") == "optimal" or ep.get("flaw")],
-                "severity", _severity_x, confidence),
+                "severity", _severity_x, confidence)
+            if len({ep.get("severity") for ep in flawed}) > 1 else [],
         },
     }
 

@@ -12,6 +12,7 @@ import base64
 import html
 import io
 import json
+import re
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -106,8 +107,8 @@ def _grouped_bars(ax: Axes, groups: Sequence[str], series: Mapping[str, Mapping[
     ax.set_xticks(range(len(groups)))
     ax.set_xticklabels([g.removeprefix("flawed-") for g in groups], rotation=30, ha="right",
                        fontsize=8)
-    if len(series) > 1:
-        ax.legend(fontsize=8)
+    if len(series) > 1:  # beside the axes, never over a bar
+        ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
 
 
 def _plot_variants(s: Mapping[str, Any]) -> str | None:
@@ -166,7 +167,8 @@ def _plot_surfaces(s: Mapping[str, Any]) -> str | None:
             ax.set_xlabel("tool base success probability")
         ax.set_ylabel("full success %")
         ax.set_ylim(0, 100)
-        ax.legend(fontsize=8)
+    handles, labels = axs[0].get_legend_handles_labels()
+    fig.legend(handles, labels, fontsize=8, loc="outside lower center", ncols=min(4, len(labels)))
     fig.suptitle("Robustness curves", fontsize=10)
     return _png(fig)
 
@@ -238,9 +240,12 @@ def _table(t: analysis.Table, links: Mapping[int, str] | None = None) -> str:
             f"<tbody>{''.join(body)}</tbody></table>{note}")
 
 
+_NUMERIC = re.compile(r"^(–|[+-]?\d[\d.]*(e-?\d+)?( \[.*\])?( \(\d+\))?|<1e-4|\[.*\])$")
+
+
 def _looks_numeric(cell: object) -> bool:
-    text = str(cell).lstrip("+-–")
-    return bool(text) and (text[0].isdigit() or text.startswith("["))
+    """Numbers, rates with intervals, counts: right-aligned; text stays left."""
+    return bool(_NUMERIC.match(str(cell)))
 
 
 def _outcome(outcome: object) -> str:

@@ -212,33 +212,32 @@ def paired_means(
     resamples: int = 4000,
 ) -> PairedComparison:
     """Paired per-unit scores in [0, 1] (e.g. one optimal episode against the mean of its seven
-    flawed siblings): sign-flip permutation p-value and a bootstrap interval over units, so a
-    unit shared by several comparisons is counted once."""
+    flawed siblings), each unit counted once: an exact sign test over the units that differ
+    (McNemar's test is its binary case) and a bootstrap interval over units."""
     if len(a) != len(b):
         raise ValueError(f"paired samples differ in length: {len(a)} vs {len(b)}")
     n = len(a)
+    method = "sign-test+bootstrap"
     if n == 0:
-        return PairedComparison(0, None, None, None, (-1.0, 1.0), 1.0, "permutation+bootstrap")
+        return PairedComparison(0, None, None, None, (-1.0, 1.0), 1.0, method)
     x, y = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
     d = x - y
+    p = mcnemar_exact(int(np.sum(d > 0)), int(np.sum(d < 0)))
     if np.allclose(d, d[0]):
         # No spread, so resampling would claim certainty. Bound instead: the share of units
         # that could differ is at most Wilson's upper limit for 0 of n, and such a unit's
         # difference could lie anywhere in [-1, 1].
-        p = 1.0 if d[0] == 0 else 2.0 ** (1 - n)  # the one sign pattern, and its mirror
         w = wilson(0, n, confidence=confidence)[1]
         ci = (float((1 - w) * d[0] - w), float((1 - w) * d[0] + w))
     else:
-        p = float(sps.permutation_test(
-            (x, y), lambda u, v, axis: np.mean(u - v, axis=axis), permutation_type="samples",
-            vectorized=True, n_resamples=resamples, rng=_generator("perm", seed, n),
-        ).pvalue)
-        idx = _generator("boot-means", seed, n).integers(0, n, size=(resamples, n))
+        # Resampling n units is one multinomial draw over the distinct differences (few:
+        # fractions of the siblings), so memory stays O(resamples) however many units.
+        values, counts = np.unique(d, return_counts=True)
+        draws = _generator("boot-means", seed, n).multinomial(n, counts / n, size=resamples)
         tail = (1 - confidence) / 2 * 100
-        lo, hi = np.percentile(d[idx].mean(axis=1), [tail, 100 - tail])
+        lo, hi = np.percentile(draws @ values / n, [tail, 100 - tail])
         ci = (float(lo), float(hi))
-    return PairedComparison(n, float(x.mean()), float(y.mean()), float(d.mean()), ci,
-                            min(1.0, p), "permutation+bootstrap")
+    return PairedComparison(n, float(x.mean()), float(y.mean()), float(d.mean()), ci, p, method)
 
 
 VerdictKind = Literal["pass", "regression", "inconclusive"]
@@ -267,8 +266,9 @@ class Verdict:
         if self.drop_pp is None:
             return "inconclusive: no paired episodes"
         lo, hi = self.ci
+        p = f"={self.p_value:.3g}" if self.p_value >= 1e-4 else "<1e-4"
         head = (f"{self.kind}: drop {self.drop_pp:+.1f} pp [{lo:+.1f}, {hi:+.1f}] over "
-                f"{self.n} pairs (allowed {self.max_drop_pp:.1f} pp; McNemar p={self.p_value:.3g})")
+                f"{self.n} pairs (allowed {self.max_drop_pp:.1f} pp; McNemar p{p})")
         if self.kind == "inconclusive" and self.more_needed is not None:
             head += f"; about {self.more_needed} more paired episodes would decide it"
         return head

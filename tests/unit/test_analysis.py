@@ -82,7 +82,7 @@ def test_several_flawed_siblings_count_one_unit_once() -> None:
             if e["variant"] != "optimal"]
     (drop,) = analysis.summary(eps)["drops"]["by_model"]
     assert drop["pairs"] == 12
-    assert drop["method"] == "permutation+bootstrap"
+    assert drop["method"] == "sign-test+bootstrap"
     assert drop["flawed_rate"] == pytest.approx(0.25)
     assert drop["drop_pp"] == pytest.approx(75.0)
 
@@ -121,7 +121,7 @@ def test_robustness_surfaces_fit_slopes_over_the_sweeps() -> None:
 
 def test_no_surface_without_a_sweep() -> None:
     s = analysis.summary(optimal_and_flawed(5, optimal_full=3, flawed_full=2))
-    assert s["surfaces"]["base_success"] == []
+    assert s["surfaces"] == {"base_success": [], "severity": []}
 
 
 def test_terminal_tables_follow_the_paper_layout() -> None:
