@@ -192,6 +192,54 @@ def _add_prompt(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(handler=_cmd_prompt)
 
 
+def _cmd_report(args: argparse.Namespace) -> int:
+    from pytest_resilibench import analysis
+
+    run = analysis.load_report(args.run)
+    summary = analysis.summary(run["episodes"])
+    sys.stdout.write(analysis.render_terminal(summary))
+    comparison = None
+    if args.compare:
+        other = analysis.load_report(args.compare)
+        # RUN is the candidate, OTHER the reference: the drop is OTHER -> RUN.
+        comparison = analysis.compare(other["episodes"], run["episodes"],
+                                      max_drop_pp=args.max_drop, alpha=args.alpha)
+        sys.stdout.write("\n" + analysis.render_compare(comparison))
+    if args.markdown:
+        text = analysis.render_markdown(summary)
+        if comparison is not None:
+            text += "\n" + analysis.render_compare(comparison, fmt="github")
+        with open(args.markdown, "w", encoding="utf-8") as fh:
+            fh.write(text)
+    if args.html:
+        try:
+            from pytest_resilibench.report_html import write_html
+            write_html(args.html, run, summary=summary, comparison=comparison)
+        except ImportError as exc:
+            print(f"resilibench report: error: {exc}", file=sys.stderr)
+            return 2
+    if comparison is not None and comparison["overall"]["kind"] == "regression":
+        return 1
+    return 0
+
+
+def _add_report(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("report", help="tables, plots and trajectories of a run's JSON report",
+                       description="Print a run's tables; write them as HTML (plots and "
+                       "trajectories, one offline file) or markdown; with --compare, a paired "
+                       "verdict of RUN against OTHER (exit 1 on a regression).")
+    p.add_argument("run", metavar="RUN.json", help="a resilibench.report/1 file")
+    p.add_argument("--html", metavar="OUT.html", help="write the self-contained HTML report")
+    p.add_argument("--markdown", metavar="OUT.md", help="write the tables as markdown")
+    p.add_argument("--compare", metavar="OTHER.json",
+                   help="reference run: pair episodes on the same tool luck and judge the drop")
+    p.add_argument("--max-drop", type=float, default=5.0, metavar="PP",
+                   help="largest acceptable drop in full success, percentage points (default 5)")
+    p.add_argument("--alpha", type=float, default=0.05,
+                   help="significance level of the paired verdict (default 0.05)")
+    p.set_defaults(handler=_cmd_report)
+
+
 # Each entry adds one subcommand's parser (with `handler` set) to the subparsers.
 _SUBCOMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [
     _add_tools,
@@ -201,6 +249,7 @@ _SUBCOMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [
     _add_prompt,
     _add_serve_mcp,
     _add_serve_live,
+    _add_report,
 ]
 
 
