@@ -28,22 +28,18 @@ def test_trivial(i):
 
 
 def measure(args: list[str], cwd: Path) -> tuple[float, float, str]:
-    """(wall seconds, peak RSS in MB of the process and its reaped children, last line)."""
-    start = time.perf_counter()
-    proc = subprocess.Popen([sys.executable, "-m", "pytest", *args], cwd=cwd,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    out, _ = proc.communicate()
-    _, _, usage = os.wait4(proc.pid, 0) if proc.returncode is None else (0, 0, None)
-    wall = time.perf_counter() - start
-    peak = (usage.ru_maxrss if usage else _children_peak()) / 1024
-    lines = [line for line in out.splitlines() if line.strip()]
-    return wall, peak, lines[-1] if lines else ""
-
-
-def _children_peak() -> int:
-    import resource
-
-    return resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    """(wall seconds, peak RSS in MB of the largest of the pytest process and the workers it
+    reaped, last output line). `wait4` gives this one child's own resource usage."""
+    with tempfile.TemporaryFile("w+") as log:
+        start = time.perf_counter()
+        proc = subprocess.Popen([sys.executable, "-m", "pytest", *args], cwd=cwd,
+                                stdout=log, stderr=subprocess.STDOUT)
+        _, status, usage = os.wait4(proc.pid, 0)
+        wall = time.perf_counter() - start
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        log.seek(0)
+        lines = [line for line in log.read().splitlines() if line.strip()]
+    return wall, usage.ru_maxrss / 1024, lines[-1] if lines else ""
 
 
 def main() -> None:
