@@ -20,6 +20,8 @@ from tabulate import tabulate
 
 from pytest_resilibench import stats
 from pytest_resilibench.flaws import FLAWS, SEVERITIES
+from pytest_resilibench.report import REPORT_SCHEMA
+from pytest_resilibench.tasks import DIFFICULTIES, TASK_TYPES
 
 __all__ = [
     "DIFFICULTIES",
@@ -43,15 +45,11 @@ __all__ = [
 ]
 
 SUMMARY_SCHEMA = "resilibench.summary/1"
-REPORT_SCHEMA = "resilibench.report/1"  # written by report.py
 # Two runs' episodes pair on these (plus the model when both runs ran the same models).
 PAIR_FIELDS = ("task_id", "variant", "flaw", "severity", "repeat", "seed", "base_success")
 OUTCOMES = ("full", "partial", "failed")
 _WEIGHTS = {"full": 1.0, "partial": 0.5, "failed": 0.0}
 _BASE_VARIANTS = ("baseline", "cot", "optimal")
-TASK_TYPES = ("simple_task", "basic_task", "data_pipeline", "api_integration",
-               "multi_stage_pipeline")
-DIFFICULTIES = ("easy", "medium", "hard")
 # Severity on a numeric axis for the robustness slope; the optimal plan is "no flaw" (0).
 _SEVERITY_LEVEL = {"none": 0, **{s: i + 1 for i, s in enumerate(SEVERITIES)}}
 

@@ -17,7 +17,7 @@ from typing import Any
 
 from pytest_resilibench.agents.base import Agent
 from pytest_resilibench.cases import Case, build_cases
-from pytest_resilibench.gate import GateResult, compare_with_baseline, fail_under, load_report
+from pytest_resilibench.gate import GateResult, compare_with_baseline, fail_under
 from pytest_resilibench.options import RunConfig
 from pytest_resilibench.record import EpisodeRecord
 from pytest_resilibench.registry import ToolRegistry, default_registry
@@ -142,12 +142,15 @@ class ResiliSession:
         if self.config.fail_under is not None:
             self.gate_results += fail_under(self.episodes, self.config.fail_under)
         if self.config.baseline is not None:
+            from pytest_resilibench.analysis import load_report
+
             try:
                 old = load_report(self.config.baseline)["episodes"]
+            except (OSError, ValueError) as exc:
+                self.gate_results.append(GateResult(True, "error", f"baseline: {exc}"))
+            else:
                 self.gate_results.append(compare_with_baseline(
                     old, self.episodes, max_drop_pp=self.config.max_drop))
-            except ValueError as exc:
-                self.gate_results.append(GateResult(True, "error", f"baseline: {exc}"))
 
     def report_config(self) -> dict[str, Any]:
         from pytest_resilibench import __version__
