@@ -192,6 +192,44 @@ def _add_prompt(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(handler=_cmd_prompt)
 
 
+def _cmd_serve_openai(args: argparse.Namespace) -> int:
+    from pytest_resilibench.testserver import FAULT_KINDS, FaultConfig, OpenAITestServer
+
+    kinds = tuple(k.strip() for k in args.faults.split(",") if k.strip())
+    kinds = FAULT_KINDS if kinds == ("all",) else kinds
+    faults = FaultConfig(rate=args.fault_rate, kinds=kinds, retry_after_s=args.retry_after_s,
+                         hold_s=args.hold_s)
+    server = OpenAITestServer(seed=args.seed, latency_ms=args.latency_ms, faults=faults,
+                              host=args.host, port=args.port).start()
+    # The first line names the bound port (port 0 picks a free one); scripts read it.
+    print(f"serving {server.base_url} (models builtin:NAME; latency {args.latency_ms:g} ms, "
+          f"faults {args.fault_rate:g} of {','.join(kinds)}, seed {args.seed})", flush=True)
+    try:
+        server.serve_forever()
+    finally:
+        print(f"served: {json.dumps(server.stats.to_json())}", flush=True)
+    return 0
+
+
+def _add_serve_openai(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("serve-openai",
+                       help="serve the built-in agents over an OpenAI-compatible HTTP API "
+                            "on loopback, with injected latency and faults")
+    p.add_argument("--host", default="127.0.0.1", help="bind address (default loopback)")
+    p.add_argument("--port", type=int, default=0, help="port (0: any free one, printed)")
+    p.add_argument("--latency-ms", type=float, default=0.0, help="delay of every reply")
+    p.add_argument("--fault-rate", type=float, default=0.0,
+                   help="share of requests answered with a fault, in [0, 1]")
+    p.add_argument("--faults", default="all",
+                   help="comma-separated fault kinds to draw from: 429, 500, 503, timeout, "
+                        "reset, malformed, truncated (default all)")
+    p.add_argument("--retry-after-s", type=float, default=0.05, help="Retry-After of a 429")
+    p.add_argument("--hold-s", type=float, default=65.0,
+                   help="how long a `timeout` fault holds the request (beyond client timeouts)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the fault draws")
+    p.set_defaults(handler=_cmd_serve_openai)
+
+
 def _cmd_report(args: argparse.Namespace) -> int:
     from pytest_resilibench import analysis
 
@@ -247,6 +285,7 @@ _SUBCOMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [
     _add_generate,
     _add_tasks,
     _add_prompt,
+    _add_serve_openai,
     _add_serve_mcp,
     _add_serve_live,
     _add_report,

@@ -1,0 +1,312 @@
+"""The loopback OpenAI-compatible server, driven by the real `openai` client (never mocked)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from typing import Any
+
+import openai
+import pytest
+
+from pytest_resilibench.agents.base import ModelReply, ModelRequest, ToolCall
+from pytest_resilibench.testserver import FaultConfig, OpenAITestServer, completion_json
+
+MESSAGES = [{"role": "user", "content": "read /data/a.csv"}]
+
+
+def tool_policy(request: ModelRequest) -> ModelReply:
+    last = str(request.messages[-1]["content"])
+    return ModelReply(content=None, tool_calls=(
+        ToolCall(id="call_1", name="read_file", arguments=json.dumps({"path": last})),))
+
+
+def text_policy(request: ModelRequest) -> ModelReply:
+    return ModelReply(content="TASK_COMPLETED", usage={"prompt_tokens": 11,
+                                                      "completion_tokens": 3})
+
+
+class CountingAgent:
+    """An `Agent` (async), as the built-in agents are; records what it was asked."""
+
+    name = "counting"
+
+    def __init__(self) -> None:
+        self.requests: list[ModelRequest] = []
+
+    async def complete(self, request: ModelRequest) -> ModelReply:
+        self.requests.append(request)
+        return ModelReply(content=f"seen {len(self.requests)}")
+
+    async def aclose(self) -> None:
+        return None
+
+
+def client(server: OpenAITestServer, *, timeout: float = 5.0) -> openai.OpenAI:
+    return openai.OpenAI(api_key="test", base_url=server.base_url, max_retries=0,
+                         timeout=timeout)
+
+
+@pytest.fixture
+def server() -> Iterator[OpenAITestServer]:
+    with OpenAITestServer({"tools": tool_policy, "text": text_policy}) as running:
+        yield running
+
+
+def test_tool_call_reply_parses_with_the_openai_types(server: OpenAITestServer) -> None:
+    completion = client(server).chat.completions.create(model="tools", messages=MESSAGES)
+    call = completion.choices[0].message.tool_calls[0]
+    assert call.function.name == "read_file"
+    assert json.loads(call.function.arguments) == {"path": "read /data/a.csv"}
+    assert completion.choices[0].finish_reason == "tool_calls"
+    assert completion.usage.prompt_tokens > 0 and completion.usage.completion_tokens > 0
+    assert completion.model == "tools"
+
+
+def test_text_reply_carries_the_policys_usage(server: OpenAITestServer) -> None:
+    completion = client(server).chat.completions.create(model="text", messages=MESSAGES)
+    assert completion.choices[0].message.content == "TASK_COMPLETED"
+    assert completion.choices[0].message.tool_calls is None
+    assert (completion.usage.prompt_tokens, completion.usage.completion_tokens) == (11, 3)
+    assert completion.usage.total_tokens == 14
+
+
+def test_models_lists_the_served_models(server: OpenAITestServer) -> None:
+    assert sorted(m.id for m in client(server).models.list()) == ["text", "tools"]
+
+
+def test_unknown_model_is_a_404(server: OpenAITestServer) -> None:
+    with pytest.raises(openai.NotFoundError, match="does not exist"):
+        client(server).chat.completions.create(model="gpt-nonexistent", messages=MESSAGES)
+
+
+def test_bad_request_body_is_a_400(server: OpenAITestServer) -> None:
+    request = urllib.request.Request(server.base_url + "/chat/completions", data=b"{not json",
+                                     headers={"content-type": "application/json"})
+    with pytest.raises(urllib.error.HTTPError) as info:
+        urllib.request.urlopen(request, timeout=5)
+    assert info.value.code == 400
+
+
+def test_agent_policy_gets_messages_tools_episode_and_params() -> None:
+    agent = CountingAgent()
+    tools = [{"type": "function", "function": {"name": "read_file", "parameters": {}}}]
+    with OpenAITestServer(agent) as running:
+        reply = client(running).chat.completions.create(
+            model="any-name", messages=MESSAGES, tools=tools, temperature=0.0, seed=7,
+            extra_headers={"x-resilibench-task": "t0042", "x-resilibench-repeat": "3"})
+    assert reply.choices[0].message.content == "seen 1"
+    (seen,) = agent.requests
+    assert seen.messages == MESSAGES and seen.tools == tools
+    assert (seen.task_id, seen.repeat) == ("t0042", 3)
+    assert seen.context["request"] == {"model": "any-name", "temperature": 0.0, "seed": 7}
+
+
+def test_async_callable_policy_and_policy_errors() -> None:
+    async def async_policy(request: ModelRequest) -> ModelReply:
+        await asyncio.sleep(0)
+        return ModelReply(content="async")
+
+    def broken(request: ModelRequest) -> ModelReply:
+        raise RuntimeError("scripted policy bug")
+
+    with OpenAITestServer({"a": async_policy, "b": broken}) as running:
+        c = client(running)
+        assert c.chat.completions.create(model="a", messages=MESSAGES).choices[0].message.content \
+            == "async"
+        with pytest.raises(openai.InternalServerError, match="scripted policy bug"):
+            c.chat.completions.create(model="b", messages=MESSAGES)
+
+
+def test_models_are_resolved_lazily_by_name() -> None:
+    asked: list[str] = []
+
+    def resolve(model: str) -> Any:
+        asked.append(model)
+        if model != "builtin:echo":
+            raise KeyError(model)
+        return text_policy
+
+    with OpenAITestServer(resolve_model=resolve) as running:
+        c = client(running)
+        for _ in range(2):
+            c.chat.completions.create(model="builtin:echo", messages=MESSAGES)
+        with pytest.raises(openai.NotFoundError):
+            c.chat.completions.create(model="builtin:nope", messages=MESSAGES)
+        assert [m.id for m in c.models.list()] == ["builtin:echo"]
+    assert asked == ["builtin:echo", "builtin:nope"]  # resolved once, then remembered
+
+
+def test_port_zero_binds_a_free_port_and_stop_releases_it() -> None:
+    first, second = OpenAITestServer(text_policy), OpenAITestServer(text_policy)
+    assert first.port != second.port and first.port > 0
+    with first, second:
+        assert client(first).models.list() is not None
+    with pytest.raises(openai.APIConnectionError):
+        client(first, timeout=1).models.list()
+
+
+def test_latency_is_injected() -> None:
+    with OpenAITestServer(text_policy, latency_ms=150) as running:
+        c = client(running)
+        start = time.perf_counter()
+        c.chat.completions.create(model="m", messages=MESSAGES)
+        assert time.perf_counter() - start >= 0.15
+
+
+FAULT_ERRORS = {
+    "429": openai.RateLimitError,
+    "500": openai.InternalServerError,
+    "503": openai.InternalServerError,
+    "timeout": openai.APITimeoutError,
+    "reset": openai.APIConnectionError,
+    "truncated": openai.APIConnectionError,
+}
+
+
+@pytest.mark.parametrize("kind", sorted(FAULT_ERRORS))
+def test_each_fault_reaches_the_client_as_its_error(kind: str) -> None:
+    faults = FaultConfig(rate=1.0, kinds=(kind,), hold_s=2.0, retry_after_s=0.25)
+    with OpenAITestServer(text_policy, faults=faults) as running:
+        with pytest.raises(FAULT_ERRORS[kind]) as info:
+            client(running, timeout=0.3).chat.completions.create(model="m", messages=MESSAGES)
+        assert running.stats.faults == {kind: 1} and running.stats.replies == 0
+    if kind == "429":
+        headers = info.value.response.headers  # type: ignore[attr-defined]
+        assert headers["retry-after"] == "0.25" and headers["retry-after-ms"] == "250"
+    if kind == "reset":  # a real RST, not a 500 in disguise
+        assert "Connection" in str(info.value)
+
+
+def test_malformed_bodies_are_200s_that_are_not_chat_completions() -> None:
+    faults = FaultConfig(rate=1.0, kinds=("malformed",))
+    with OpenAITestServer(text_policy, faults=faults) as running:
+        c = client(running)
+        bodies = []
+        for i in range(12):
+            raw = c.chat.completions.with_raw_response.create(
+                model="m", messages=[{"role": "user", "content": str(i)}])
+            assert raw.status_code == 200
+            bodies.append(raw.text)
+    broken = [b for b in bodies if not _is_json(b)]
+    wrong_shape = [b for b in bodies if _is_json(b)]
+    assert broken and wrong_shape  # both forms occur
+    assert all("choices" not in json.loads(b) for b in wrong_shape)
+
+
+def _is_json(text: str) -> bool:
+    try:
+        json.loads(text)
+    except json.JSONDecodeError:
+        return False
+    return True
+
+
+def test_timeout_hold_shorter_than_the_client_timeout_is_just_a_slow_reply() -> None:
+    faults = FaultConfig(rate=1.0, kinds=("timeout",), hold_s=0.2)
+    with OpenAITestServer(text_policy, faults=faults) as running:
+        start = time.perf_counter()
+        reply = client(running, timeout=5).chat.completions.create(model="m", messages=MESSAGES)
+        assert reply.choices[0].message.content == "TASK_COMPLETED"
+        assert time.perf_counter() - start >= 0.2
+
+
+def _outcomes(seed: int, rate: float, n: int = 40, tries: int = 3) -> list[list[str]]:
+    """For each of n distinct requests, what each of `tries` identical attempts got."""
+    kinds = ("429", "500", "503", "malformed")
+    with OpenAITestServer(text_policy, seed=seed,
+                          faults=FaultConfig(rate=rate, kinds=kinds)) as running:
+        c = client(running)
+        table = []
+        for i in range(n):
+            row = []
+            for _ in range(tries):
+                try:
+                    raw = c.chat.completions.with_raw_response.create(
+                        model="m", messages=[{"role": "user", "content": f"request {i}"}])
+                    row.append("ok" if "choices" in raw.text and _is_json(raw.text)
+                               else "malformed")
+                except openai.APIStatusError as exc:
+                    row.append(str(exc.status_code))
+            table.append(row)
+    return table
+
+
+def test_fault_decisions_are_keyed_by_seed_body_and_attempt() -> None:
+    first, again, other_seed = _outcomes(1, 0.5), _outcomes(1, 0.5), _outcomes(2, 0.5)
+    assert first == again  # reproducible, whatever the timing
+    assert first != other_seed
+    # the attempt number is in the key: a retried body can fare differently
+    assert any(len(set(row)) > 1 for row in first)
+    share = sum(cell != "ok" for row in first for cell in row) / (40 * 3)
+    assert 0.3 < share < 0.7
+
+
+def test_fault_config_rejects_bad_values() -> None:
+    with pytest.raises(ValueError, match="rate"):
+        FaultConfig(rate=1.5)
+    with pytest.raises(ValueError, match="subset"):
+        FaultConfig(rate=0.1, kinds=("429", "gremlins"))
+    with pytest.raises(ValueError, match="latency"):
+        OpenAITestServer(text_policy, latency_ms=-1)
+
+
+def test_completion_json_estimates_missing_usage() -> None:
+    reply = ModelReply(content="x" * 40)
+    body = completion_json(reply, model="m", request_id="r", messages=MESSAGES)
+    assert body["usage"]["completion_tokens"] == 10
+    assert body["usage"]["prompt_tokens"] > 0
+    assert body["choices"][0]["finish_reason"] == "stop"
+
+
+def test_identical_bodies_of_different_episodes_count_attempts_apart() -> None:
+    """Two episodes' identical first turns do not share an attempt counter, so concurrent
+    episodes cannot change each other's fault draws."""
+    faults = FaultConfig(rate=0.5, kinds=("500",))
+
+    def run(order: list[str]) -> dict[str, list[str]]:
+        seen: dict[str, list[str]] = {}
+        with OpenAITestServer(text_policy, seed=3, faults=faults) as running:
+            c = client(running)
+            for task in order:
+                try:
+                    c.chat.completions.create(model="m", messages=MESSAGES,
+                                              extra_headers={"x-resilibench-task": task})
+                    seen.setdefault(task, []).append("ok")
+                except openai.InternalServerError:
+                    seen.setdefault(task, []).append("500")
+        return seen
+
+    interleaved = run(["a", "b"] * 6)
+    in_turn = run(["a"] * 6 + ["b"] * 6)
+    assert interleaved == in_turn
+
+
+def test_cli_serves_on_the_printed_port() -> None:
+    process = subprocess.Popen(
+        [sys.executable, "-m", "pytest_resilibench.cli", "serve-openai", "--port", "0",
+         "--latency-ms", "1"], stdout=subprocess.PIPE, text=True)
+    try:
+        assert process.stdout is not None
+        line = process.stdout.readline()
+        assert line.startswith("serving http://127.0.0.1:"), line
+        base_url = line.split()[1]
+        c = openai.OpenAI(api_key="test", base_url=base_url, max_retries=0, timeout=5)
+        assert list(c.models.list()) == []  # nothing asked for yet
+        with pytest.raises(openai.NotFoundError):  # only builtin:NAME models are served
+            c.chat.completions.create(model="gpt-4o", messages=MESSAGES)
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+
+
+def test_cli_rejects_unknown_fault_kinds(capsys: pytest.CaptureFixture[str]) -> None:
+    from pytest_resilibench.cli import main
+
+    assert main(["serve-openai", "--fault-rate", "0.1", "--faults", "429,gremlins"]) == 2
+    assert "gremlins" in capsys.readouterr().err
