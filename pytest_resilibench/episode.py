@@ -68,11 +68,14 @@ TOOL_MODES = ("text", "native")
 _OPEN, _CLOSE = "<tool_response>", "</tool_response>"
 # Error codes of results that no retry with the same call can change.
 _FORMAT_ERROR = "FORMAT_ERROR"
+# Encoders built once (json.dumps with options builds one per call); same output as
+# json.dumps(value, sort_keys=True, default=str).
+_CALL_KEY_JSON = json.JSONEncoder(sort_keys=True, default=str)
 
 
 def format_observation(payload: Mapping[str, Any]) -> str:
     """The text-mode observation message."""
-    return f"{_OPEN}{json.dumps(payload, separators=(', ', ': '))}{_CLOSE}"
+    return f"{_OPEN}{json.dumps(payload)}{_CLOSE}"  # default separators: ", " and ": "
 
 
 def read_observation(message: Mapping[str, Any]) -> dict[str, Any] | None:
@@ -136,7 +139,7 @@ class _Turns:
 
 def _call_key(name: str, arguments: Any) -> str:
     try:
-        return name + json.dumps(arguments, sort_keys=True, default=str)
+        return name + _CALL_KEY_JSON.encode(arguments)
     except (TypeError, ValueError):
         return name + repr(arguments)
 

@@ -181,6 +181,8 @@ def _calls_from_chunks(
 
 
 def _strip_fence(body: str) -> str:
+    if "```" not in body:  # the common case, without running the pattern
+        return body
     match = _FENCE.search(body)
     return match.group(2).strip() if match else body
 

@@ -131,8 +131,12 @@ def _one_line(text: str) -> str:
     return " ".join(text.split())
 
 
+# json.dumps(value, sort_keys=True, ensure_ascii=False) without building an encoder per call.
+_ENCODER = json.JSONEncoder(sort_keys=True, ensure_ascii=False)
+
+
 def _json(value: Any) -> str:
-    return json.dumps(value, sort_keys=True, ensure_ascii=False)
+    return _ENCODER.encode(value)
 
 
 def render_plan(workflow: Workflow) -> str:

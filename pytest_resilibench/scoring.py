@@ -116,16 +116,32 @@ def outcome(conds: Conditions) -> str:
     return "partial" if conds.count >= 2 else "failed"
 
 
-def _alternatives(tool: str, registry: ToolRegistry | None) -> set[str]:
+def _alternatives(tool: str, registry: ToolRegistry | None) -> frozenset[str]:
     """Tools that can stand in for `tool`: the same role and the same category or operation
     (a network validator for a data validator; a scanner for a reader)."""
-    spec = registry.get(tool) if registry is not None else None
-    if spec is None:
-        return {tool}
-    return {
-        t.name for t in registry or ()
-        if t.role is spec.role and (t.category == spec.category or t.operation == spec.operation)
-    }
+    if registry is None:
+        return frozenset((tool,))
+    entry = _STAND_INS.get(id(registry))
+    if entry is None or entry[0] is not registry:
+        if len(_STAND_INS) >= 16:  # registries built on the fly (tests) are not all kept
+            _STAND_INS.clear()
+        entry = _STAND_INS[id(registry)] = (registry, {})
+    known = entry[1]
+    found = known.get(tool)
+    if found is None:
+        spec = registry.get(tool)
+        found = frozenset((tool,)) if spec is None else frozenset(
+            t.name for t in registry
+            if t.role is spec.role
+            and (t.category == spec.category or t.operation == spec.operation))
+        if len(known) < _STAND_INS_SIZE:  # tools an agent invents are not all kept
+            known[tool] = found
+    return found
+
+
+# Stand-ins per registry (by identity; each entry keeps its registry, so the id stays valid).
+_STAND_INS: dict[int, tuple[ToolRegistry, dict[str, frozenset[str]]]] = {}
+_STAND_INS_SIZE = 4096
 
 
 def errors_met_and_recovered(

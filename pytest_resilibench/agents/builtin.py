@@ -22,6 +22,7 @@ import json
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any, TypeVar
 
 from pytest_resilibench.agents.base import ModelReply, ModelRequest, ToolCall
@@ -38,6 +39,7 @@ _T = TypeVar("_T")
 # The follower and the adaptive agent give up on a step after this many failures in a row
 # and move on (a model would, too, rather than burn the whole budget on one tool).
 _MAX_TRIES = 6
+_SORTED_JSON = json.JSONEncoder(sort_keys=True)  # json.dumps(..., sort_keys=True), built once
 
 
 @dataclass(frozen=True)
@@ -64,40 +66,60 @@ class _View:
 
 
 def _view(request: ModelRequest) -> _View:
-    text = next((str(m.get("content") or "") for m in request.messages
-                 if m.get("role") == "user"), "")
+    text: str | None = None
     history = []
     budget_spent = False
+    replies = 0
     for message in request.messages:
-        payload = read_observation(message)
-        if payload is None or payload.get("error_code") == "NOT_EXECUTED":
+        role = message.get("role")
+        if role == "assistant":
+            replies += 1
             continue
-        budget_spent = "budget" in payload
-        tool = payload.get("tool")
-        output = payload.get("output")
-        history.append(_Observed(
-            tool=tool if isinstance(tool, str) else None,
-            ok=payload.get("status") == "success",
-            output=output if isinstance(output, dict) else {},
-            message=str(payload.get("message") or ""),
-        ))
-    replies = sum(1 for m in request.messages if m.get("role") == "assistant")
-    return _View(text, tuple(history), request.tools is not None, replies, budget_spent)
+        if role == "user" and text is None:
+            text = str(message.get("content") or "")
+        content = message.get("content")
+        if role not in ("user", "tool") or not isinstance(content, str):
+            continue
+        observed = _observed(role, content)
+        if observed is not None:
+            seen, budget_spent = observed
+            history.append(seen)
+    return _View(text or "", tuple(history), request.tools is not None, replies, budget_spent)
+
+
+@lru_cache(maxsize=_MEMO_SIZE)
+def _observed(role: str, content: str) -> tuple[_Observed, bool] | None:
+    """An observation message read back, and whether it says the turn budget is spent; None
+    for other messages and calls that were not executed. Memoised on the message itself: the
+    conversation is re-read every turn and its messages never change."""
+    payload = read_observation({"role": role, "content": content})
+    if payload is None or payload.get("error_code") == "NOT_EXECUTED":
+        return None
+    tool = payload.get("tool")
+    output = payload.get("output")
+    seen = _Observed(
+        tool=tool if isinstance(tool, str) else None,
+        ok=payload.get("status") == "success",
+        output=output if isinstance(output, dict) else {},
+        message=str(payload.get("message") or ""),
+    )
+    return seen, "budget" in payload
 
 
 def _usage(request: ModelRequest, reply_text: str) -> dict[str, int]:
     """A deterministic token estimate (4 characters a token) so token reports have figures."""
-    prompt = sum(len(str(m.get("content") or "")) for m in request.messages)
+    prompt = sum(len(c) if isinstance(c := m.get("content") or "", str) else len(str(c))
+                 for m in request.messages)
     return {"prompt_tokens": prompt // 4 + 1, "completion_tokens": len(reply_text) // 4 + 1}
 
 
 def _call(
     request: ModelRequest, view: _View, tool: str, arguments: Mapping[str, Any]
 ) -> ModelReply:
-    body = json.dumps({"name": tool, "arguments": dict(arguments)}, sort_keys=True)
+    body = _SORTED_JSON.encode({"name": tool, "arguments": dict(arguments)})
     if view.native:
         call = ToolCall(id=f"call_{view.replies + 1}", name=tool,
-                        arguments=json.dumps(dict(arguments), sort_keys=True))
+                        arguments=_SORTED_JSON.encode(dict(arguments)))
         return ModelReply(content=None, tool_calls=(call,), usage=_usage(request, body))
     text = f"<tool_call>{body}</tool_call>"
     return ModelReply(content=text, usage=_usage(request, text))
@@ -170,15 +192,19 @@ class _Step:
     arguments: Mapping[str, Any]
 
 
-def _plan_steps(text: str) -> list[_Step] | None:
+# The prompt readers below are memoised on the task text, which every turn of an episode
+# shows again; what they return is shared between calls and never modified.
+@lru_cache(maxsize=_MEMO_SIZE)
+def _plan_steps(text: str) -> tuple[_Step, ...] | None:
     from pytest_resilibench.prompts import parse_plan
 
     plan = parse_plan(text)
     if plan is None or not plan.steps:
         return None
-    return [_Step(s.tool, dict(s.arguments)) for s in plan.steps]
+    return tuple(_Step(s.tool, dict(s.arguments)) for s in plan.steps)
 
 
+@lru_cache(maxsize=_MEMO_SIZE)
 def _inputs(text: str) -> dict[str, Any]:
     from pytest_resilibench.prompts import parse_task_inputs
 
@@ -207,16 +233,18 @@ def _input_bound(spec: ToolSpec, inputs: Mapping[str, Any]) -> set[str]:
 
 def _memo(function: Callable[[str, ToolRegistry], _T]) -> Callable[[str, ToolRegistry], _T]:
     """Memoise a pure function of (prompt text, registry) per registry object (registries
-    hold dicts, so they cannot be hashed; episodes ask the same thing every turn)."""
-    cache: dict[tuple[str, int], _T] = {}
+    hold dicts, so they cannot be hashed; episodes ask the same thing every turn). Entries
+    keep their registry, so that a recycled id never answers for another registry."""
+    cache: dict[tuple[str, int], tuple[ToolRegistry, _T]] = {}
 
     def wrapper(text: str, registry: ToolRegistry) -> _T:
         key = (text, id(registry))
-        if key not in cache:
+        entry = cache.get(key)
+        if entry is None or entry[0] is not registry:
             if len(cache) >= _MEMO_SIZE:
                 cache.clear()
-            cache[key] = function(text, registry)
-        return cache[key]
+            entry = cache[key] = (registry, function(text, registry))
+        return entry[1]
 
     return wrapper
 
@@ -246,7 +274,6 @@ def _described_tools(description: str, registry: ToolRegistry) -> tuple[str, ...
 @_memo
 def _mentions(description: str, registry: ToolRegistry) -> dict[str, int]:
     """Clearly described tools -> where the text first mentions them (character offset)."""
-    matcher = _matcher(registry)
     found: dict[str, int] = {}
     cursor = 0
     for clause in _CLAUSE.split(description):
@@ -254,18 +281,28 @@ def _mentions(description: str, registry: ToolRegistry) -> dict[str, int]:
         cursor = max(cursor, at)
         if len(clause.split()) < 2:
             continue
-        ranked = matcher.rank(clause, top=2)
-        best, score = ranked[0]
-        runner_up = ranked[1][1] if len(ranked) > 1 else 0.0
-        if score >= _STRONG_MATCH and score - runner_up >= _MATCH_MARGIN:
+        best = _clause_tool(clause, registry)
+        if best is not None:
             found.setdefault(best, at)
     return found
 
 
-def _derived_plan(text: str, registry: ToolRegistry) -> list[_Step]:
+@_memo
+def _clause_tool(clause: str, registry: ToolRegistry) -> str | None:
+    """The tool a clause clearly names, or None (memoised: task texts are written from
+    templates, so clauses recur across tasks)."""
+    ranked = _matcher(registry).rank(clause, top=2)
+    best, score = ranked[0]
+    runner_up = ranked[1][1] if len(ranked) > 1 else 0.0
+    return best if score >= _STRONG_MATCH and score - runner_up >= _MATCH_MARGIN else None
+
+
+@_memo
+def _derived_plan(text: str, registry: ToolRegistry) -> tuple[_Step, ...]:
     """A plan for a prompt without one: the described tools, ordered by their dependencies."""
     tools = _described_tools(_description(text), registry)
-    return [_Step(t, {}) for t in _dependency_order(list(registry.closure(tools)), registry)]
+    return tuple(_Step(t, {}) for t in _dependency_order(list(registry.closure(tools)),
+                                                         registry))
 
 
 def _dependency_order(tools: list[str], registry: ToolRegistry) -> list[str]:
@@ -313,10 +350,9 @@ class FollowerAgent(BuiltinAgent):
     def decide(
         self, request: ModelRequest, view: _View
     ) -> tuple[str, Mapping[str, Any]] | None:
-        steps = _plan_steps(view.text)
-        literal = steps is not None
-        if steps is None:
-            steps = _derived_plan(view.text, self.registry)
+        shown = _plan_steps(view.text)
+        literal = shown is not None
+        steps = shown if shown is not None else _derived_plan(view.text, self.registry)
         index, _ = _next_step(steps, view.history)
         if index >= len(steps):
             return None
@@ -388,7 +424,7 @@ class AdaptiveAgent(BuiltinAgent):
         self, request: ModelRequest, view: _View
     ) -> tuple[str, Mapping[str, Any]] | None:
         inputs = _inputs(view.text)
-        steps = _repaired_plan(view.text, inputs, self.registry)
+        steps = _repaired_plan(view.text, self.registry)
         index, tries = _next_step(steps, view.history)
         if index >= len(steps):
             return None
@@ -402,7 +438,7 @@ class AdaptiveAgent(BuiltinAgent):
 
 
 @_memo
-def _repaired_plan_cached(text: str, registry: ToolRegistry) -> tuple[_Step, ...]:
+def _repaired_plan(text: str, registry: ToolRegistry) -> tuple[_Step, ...]:
     inputs = _inputs(text)
     shown = _plan_steps(text)
     description = _description(text)
@@ -485,10 +521,6 @@ def _insert(
     last = registry.get(steps[-1].tool) if steps else None
     steps.insert(len(steps) - 1 if last is not None and last.produces_output else len(steps),
                  step)
-
-
-def _repaired_plan(text: str, inputs: Mapping[str, Any], registry: ToolRegistry) -> list[_Step]:
-    return list(_repaired_plan_cached(text, registry))
 
 
 def _replacement(
