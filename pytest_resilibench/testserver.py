@@ -309,9 +309,13 @@ class OpenAITestServer:
                                      repeat=repeat, task_id=task_id, context={"request": params})
         try:
             reply = await _ask(policy, model_request)
-        except Exception as exc:  # a policy bug is the server's 500, not a crash
-            log.exception("policy for %r raised", model)
-            return _error(500, f"policy raised {type(exc).__name__}: {exc}", "server_error")
+        except Exception as exc:
+            # Scripted policies are deterministic: asking again cannot help, so a 400 (not
+            # retried) rather than a 500; the message says why (e.g. the oracle over HTTP has
+            # no task in its context).
+            log.debug("policy for %r raised", model, exc_info=True)
+            return _error(400, f"policy for {model!r} raised {type(exc).__name__}: {exc}",
+                          "invalid_request_error", code="policy_error")
         payload = completion_json(reply, model=model, request_id=identity,
                                   messages=body["messages"])
         if fault == "malformed":
@@ -402,5 +406,5 @@ def _builtin_policy(model: str) -> Policy:
     make_agent = getattr(importlib.import_module("pytest_resilibench.agents"), "make_agent", None)
     if make_agent is None:
         raise KeyError("the built-in agents are not available")
-    agent: Agent = make_agent(model, base_url=None)
+    agent: Agent = make_agent(model)
     return agent

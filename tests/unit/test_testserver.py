@@ -113,13 +113,13 @@ def test_async_callable_policy_and_policy_errors() -> None:
         return ModelReply(content="async")
 
     def broken(request: ModelRequest) -> ModelReply:
-        raise RuntimeError("scripted policy bug")
+        raise RuntimeError("scripted policy bug")  # deterministic: a 400, not retried
 
     with OpenAITestServer({"a": async_policy, "b": broken}) as running:
         c = client(running)
         assert c.chat.completions.create(model="a", messages=MESSAGES).choices[0].message.content \
             == "async"
-        with pytest.raises(openai.InternalServerError, match="scripted policy bug"):
+        with pytest.raises(openai.BadRequestError, match="scripted policy bug"):
             c.chat.completions.create(model="b", messages=MESSAGES)
 
 
@@ -310,3 +310,14 @@ def test_cli_rejects_unknown_fault_kinds(capsys: pytest.CaptureFixture[str]) -> 
 
     assert main(["serve-openai", "--fault-rate", "0.1", "--faults", "429,gremlins"]) == 2
     assert "gremlins" in capsys.readouterr().err
+
+
+def test_builtin_agents_are_served_by_name() -> None:
+    with OpenAITestServer() as running:
+        c = client(running)
+        reply = c.chat.completions.create(model="builtin:random", messages=MESSAGES)
+        assert reply.choices[0].message.content  # the random agent always says something
+        with pytest.raises(openai.NotFoundError, match="builtin:genius"):
+            c.chat.completions.create(model="builtin:genius", messages=MESSAGES)
+        with pytest.raises(openai.BadRequestError, match="needs the task"):  # no context
+            c.chat.completions.create(model="builtin:oracle", messages=MESSAGES)

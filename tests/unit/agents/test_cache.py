@@ -1,0 +1,206 @@
+"""The model-call cache: keys, explainable misses, replay without the network, interrupted runs,
+several processes writing at once, and no API key on disk."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_resilibench.agents.base import InfrastructureError, ModelReply, ModelRequest, ToolCall
+from pytest_resilibench.agents.cache import CallKey, ModelCallCache, public_url
+from pytest_resilibench.agents.openai_provider import OpenAIAgent
+from pytest_resilibench.testserver import FaultConfig, OpenAITestServer
+
+SECRET = "sk-test-CACHE-SECRET-0987654321"
+MESSAGES = [{"role": "system", "content": "You call tools."},
+            {"role": "user", "content": "Read /data/a.csv, then summarise it."}]
+TOOLS = [{"type": "function", "function": {"name": "read_file", "parameters": {}}}]
+REPLY = ModelReply(content=None, tool_calls=(ToolCall("c1", "read_file", '{"path": "a"}'),),
+                   usage={"prompt_tokens": 12, "completion_tokens": 4}, raw={"id": "x"})
+
+
+def key(**changes: Any) -> CallKey:
+    fields: dict[str, Any] = {"model": "m", "base_url": "http://127.0.0.1:8000/v1",
+                              "messages": MESSAGES, "tools": TOOLS,
+                              "params": {"temperature": 0.0}, "repeat": 0, "task_id": "t0001"}
+    fields.update(changes)
+    return CallKey(**fields)
+
+
+@pytest.fixture
+def cache(tmp_path: Path) -> ModelCallCache:
+    return ModelCallCache(tmp_path / "calls.sqlite")
+
+
+def test_put_get_round_trip_and_counters(cache: ModelCallCache) -> None:
+    assert cache.get(key()) is None
+    cache.put(key(), REPLY)
+    assert cache.get(key()) == REPLY
+    assert (cache.hits, cache.misses, len(cache)) == (1, 1, 1)
+    assert key() in cache and key(repeat=1) not in cache
+
+
+def test_every_component_is_in_the_key_but_the_task_id() -> None:
+    base = key().digest
+    changed = [key(model="m2"), key(base_url="http://127.0.0.1:8001/v1"),
+               key(messages=[*MESSAGES, {"role": "assistant", "content": "ok"}]),
+               key(tools=None), key(params={"temperature": 0.5}), key(repeat=1)]
+    digests = {k.digest for k in changed}
+    assert base not in digests and len(digests) == len(changed)
+    assert key(task_id="t9999").digest == base  # stored to explain misses only
+    assert key(messages=json.loads(json.dumps(MESSAGES))).digest == base  # by value
+    assert key(params={"temperature": 0.0}).digest == base
+
+
+def test_base_url_credentials_stay_out() -> None:
+    assert public_url("https://user:pw@host.example:8443/v1/?key=abc#x") == \
+        "https://host.example:8443/v1"
+    assert key(base_url="http://u:pw@127.0.0.1:8000/v1/").digest == key().digest
+
+
+def test_explain_miss_names_what_differs(cache: ModelCallCache) -> None:
+    later = [*MESSAGES, {"role": "assistant", "content": "calling"},
+             {"role": "tool", "content": "ok"}]
+    cache.put(key(), REPLY)
+    cache.put(key(messages=later), REPLY)
+    assert cache.explain_miss(key()) == "hit: the call is stored"
+
+    edited = [MESSAGES[0], {"role": "user", "content": "Read /data/b.csv"}]
+    assert "messages differ from message 1 on" in cache.explain_miss(key(messages=edited))
+    assert "(a later turn)" in cache.explain_miss(
+        key(messages=[*later, {"role": "assistant", "content": "more"}]))
+    message = cache.explain_miss(key(params={"temperature": 0.7}))
+    assert "params differ" in message and '"temperature":0.7' in message
+    assert "messages" not in message  # the closest entry has the same messages
+    assert cache.explain_miss(key(tools=None)).endswith("tools differ")
+    assert "base_url differs" in cache.explain_miss(key(base_url="http://127.0.0.1:9/v1"))
+    two = cache.explain_miss(key(tools=None, params={"seed": 1}))
+    assert "tools differ" in two and "params differ" in two
+
+    assert "stored repeats: 0" in cache.explain_miss(key(repeat=3))
+    assert "other models only ('m')" in cache.explain_miss(key(model="o3"))
+    assert "nothing stored" in cache.explain_miss(key(task_id="t0002", repeat=5))
+
+
+def test_only_the_first_reply_of_a_key_is_kept(cache: ModelCallCache) -> None:
+    cache.put(key(), REPLY)
+    cache.put(key(), ModelReply(content="other"))
+    assert cache.get(key()) == REPLY and len(cache) == 1
+
+
+def test_several_processes_write_at_once(tmp_path: Path) -> None:
+    path = tmp_path / "shared.sqlite"
+    ModelCallCache(path).close()
+    writer = textwrap.dedent(f"""
+        import sys
+        from pytest_resilibench.agents.base import ModelReply
+        from pytest_resilibench.agents.cache import CallKey, ModelCallCache
+        cache = ModelCallCache({str(path)!r})
+        worker = int(sys.argv[1])
+        for i in range(60):
+            messages = [{{"role": "user", "content": f"{{worker}}-{{i}}"}}]
+            key = CallKey(model="m", base_url="", messages=messages, tools=None, params={{}},
+                          repeat=i, task_id=f"t{{worker}}")
+            cache.put(key, ModelReply(content=f"{{worker}}-{{i}}"))
+            assert cache.get(key).content == f"{{worker}}-{{i}}"
+    """)
+    workers = [subprocess.Popen([sys.executable, "-c", writer, str(w)]) for w in range(4)]
+    assert [w.wait(timeout=120) for w in workers] == [0, 0, 0, 0]
+    assert len(ModelCallCache(path)) == 240
+
+
+# --- with the provider --------------------------------------------------------------------
+
+
+def scripted(request: ModelRequest) -> ModelReply:
+    return ModelReply(content=f"reply to {request.messages[-1]['content']} #{request.repeat}")
+
+
+def batch(n: int) -> list[ModelRequest]:
+    return [ModelRequest(messages=[*MESSAGES, {"role": "user", "content": f"step {i}"}],
+                         tools=TOOLS, task_id="t0001", repeat=i % 3) for i in range(n)]
+
+
+def agent_for(base_url: str, cache: ModelCallCache, **options: Any) -> OpenAIAgent:
+    return OpenAIAgent("scripted", base_url=base_url, api_key=SECRET, cache=cache,
+                       timeout_s=2.0, backoff_base_s=0.001, backoff_max_s=0.01, **options)
+
+
+async def ask_all(agent: OpenAIAgent, requests: list[ModelRequest]) -> list[ModelReply]:
+    try:
+        return list(await asyncio.gather(*(agent.complete(r) for r in requests)))
+    finally:
+        await agent.aclose()
+
+
+def test_a_rerun_replays_without_the_network(cache: ModelCallCache) -> None:
+    with OpenAITestServer(scripted) as server:
+        base_url = server.base_url
+        first = asyncio.run(ask_all(agent_for(base_url, cache), batch(12)))
+        assert server.stats.requests == 12
+    # the server is gone: only the cache can answer now
+    replay_agent = agent_for(base_url, cache, max_retries=0)
+    again = asyncio.run(ask_all(replay_agent, batch(12)))
+    assert again == first
+    assert replay_agent.stats.api_calls == 0 and replay_agent.stats.cache_hits == 12
+    changed = ModelRequest(messages=MESSAGES, task_id="t0001", repeat=0)
+    assert "messages differ" in replay_agent.explain_miss(changed)
+    other_params = agent_for(base_url, cache, temperature=0.5)
+    assert "params differ" in other_params.explain_miss(batch(1)[0])
+
+
+def test_an_interrupted_run_asks_again_only_what_was_not_answered(
+        cache: ModelCallCache) -> None:
+    requests = batch(30)
+    with OpenAITestServer(scripted, latency_ms=30) as server:
+        async def interrupted() -> None:
+            agent = agent_for(server.base_url, cache, max_concurrency=4)
+            tasks = [asyncio.ensure_future(agent.complete(r)) for r in requests]
+            while len(cache) < 10:
+                await asyncio.sleep(0.005)
+            for task in tasks:  # the run is killed with requests in flight
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            await agent.aclose()
+
+        asyncio.run(interrupted())
+        answered = len(cache)
+        before = server.stats.requests
+        assert 10 <= answered < 30
+        resumed = agent_for(server.base_url, cache)
+        replies = asyncio.run(ask_all(resumed, requests))
+        assert server.stats.requests - before == 30 - answered
+    assert resumed.stats.cache_hits == answered
+    assert [r.content for r in replies] == [scripted(r).content for r in requests]
+
+
+def test_infrastructure_errors_are_not_cached(cache: ModelCallCache) -> None:
+    faults = FaultConfig(rate=1.0, kinds=("500",))
+    with OpenAITestServer(scripted, faults=faults) as server, pytest.raises(InfrastructureError):
+        asyncio.run(ask_all(agent_for(server.base_url, cache, max_retries=1), batch(1)))
+    assert len(cache) == 0
+    with OpenAITestServer(scripted) as server:
+        agent = agent_for(server.base_url, cache)
+        asyncio.run(ask_all(agent, batch(1)))
+    assert agent.stats.api_calls == 1 and len(cache) == 1
+
+
+def test_the_api_key_is_never_written(tmp_path: Path) -> None:
+    path = tmp_path / "calls.sqlite"
+    cache = ModelCallCache(path)
+    with OpenAITestServer(scripted) as server:
+        asyncio.run(ask_all(agent_for(server.base_url, cache), batch(5)))
+    for _ in ("open", "closed"):  # with the WAL and shared-memory files, then checkpointed
+        files = list(tmp_path.iterdir())
+        assert path in files
+        for file in files:
+            assert SECRET.encode() not in file.read_bytes()
+        cache.close()
+    assert len(ModelCallCache(path)) == 5

@@ -1,0 +1,323 @@
+"""OpenAIAgent: the real `openai` client against the loopback test server (never mocked)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+import pytest
+
+from pytest_resilibench.agents.base import (
+    Agent,
+    InfrastructureError,
+    ModelReply,
+    ModelRequest,
+    ToolCall,
+)
+from pytest_resilibench.agents.openai_provider import (
+    PLACEHOLDER_KEY,
+    MalformedReply,
+    OpenAIAgent,
+    _retry_after_s,
+    parse_completion,
+)
+from pytest_resilibench.testserver import FAULT_KINDS, FaultConfig, OpenAITestServer
+
+SECRET = "sk-test-DO-NOT-LEAK-1234567890"
+_T = TypeVar("_T")
+
+
+def scripted(request: ModelRequest) -> ModelReply:
+    """A deterministic policy: every few turns text, otherwise a tool call, both depending on
+    the whole conversation."""
+    turn = len(request.messages)
+    digest = sum(len(json.dumps(m)) for m in request.messages)
+    if turn % 3 == 0:
+        return ModelReply(content=f"thinking {digest} TASK_COMPLETED")
+    return ModelReply(content=None, tool_calls=(ToolCall(
+        id=f"call_{turn}", name="read_file",
+        arguments=json.dumps({"path": f"/data/{digest}.csv", "task": request.task_id})),))
+
+
+def requests(n: int) -> list[ModelRequest]:
+    return [ModelRequest(messages=[{"role": "system", "content": "You call tools."},
+                                   {"role": "user", "content": f"task {i}"}]
+                         + [{"role": "assistant", "content": "ok"}] * (i % 3),
+                         task_id=f"t{i:04d}", repeat=i % 2)
+            for i in range(n)]
+
+
+def run(coro: Awaitable[_T]) -> _T:
+    async def main() -> _T:
+        return await coro
+    return asyncio.run(main())
+
+
+async def ask_all(agent: OpenAIAgent, batch: list[ModelRequest]) -> list[ModelReply]:
+    try:
+        return list(await asyncio.gather(*(agent.complete(r) for r in batch)))
+    finally:
+        await agent.aclose()
+
+
+def fast_agent(server: OpenAITestServer, **options: Any) -> OpenAIAgent:
+    settings: dict[str, Any] = {"api_key": SECRET, "timeout_s": 2.0, "backoff_base_s": 0.005,
+                                "backoff_max_s": 0.02}
+    settings.update(options)
+    return OpenAIAgent("scripted", base_url=server.base_url, **settings)
+
+
+def visible(reply: ModelReply) -> tuple[Any, ...]:
+    return reply.content, reply.tool_calls, dict(reply.usage)
+
+
+def test_is_an_agent_and_round_trips_text_and_tool_calls() -> None:
+    with OpenAITestServer(scripted) as server:
+        agent = fast_agent(server)
+        assert isinstance(agent, Agent)
+        batch = requests(6)
+        replies = run(ask_all(agent, batch))
+    for request, reply in zip(batch, replies, strict=True):
+        expected = scripted(request)
+        assert (reply.content, reply.tool_calls) == (expected.content, expected.tool_calls)
+        assert reply.usage["prompt_tokens"] > 0 and reply.usage["completion_tokens"] > 0
+        assert reply.raw is not None and reply.raw["object"] == "chat.completion"
+    assert agent.stats.requests == agent.stats.api_calls == 6 and agent.stats.retries == 0
+
+
+def test_with_20_percent_faults_every_request_gets_the_fault_free_reply() -> None:
+    """Nothing is lost, nothing changes: the same replies as without faults, retries counted."""
+    batch = requests(60)
+    with OpenAITestServer(scripted) as clean:
+        baseline = run(ask_all(fast_agent(clean), batch))
+    faults = FaultConfig(rate=0.2, kinds=FAULT_KINDS, retry_after_s=0.01, hold_s=1.0)
+    with OpenAITestServer(scripted, faults=faults, seed=5) as faulty:
+        agent = fast_agent(faulty, timeout_s=0.4, max_retries=8)
+        replies = run(ask_all(agent, batch))
+        injected = sum(faulty.stats.faults.values())
+    assert [visible(r) for r in replies] == [visible(r) for r in baseline]
+    assert [r.raw for r in replies] == [r.raw for r in baseline]  # byte-identical bodies
+    assert injected >= 5  # 20% of >= 60 attempts
+    assert agent.stats.retries == injected == sum(agent.stats.faults.values())
+    assert agent.stats.api_calls == 60 + injected and agent.stats.infra_errors == 0
+    assert set(agent.stats.faults) <= {"rate_limit", "server_error", "timeout", "connection",
+                                       "malformed"}
+
+
+def test_exhausted_retries_raise_infrastructure_error() -> None:
+    faults = FaultConfig(rate=1.0, kinds=("503", "reset", "malformed"))
+    with OpenAITestServer(scripted, faults=faults) as server:
+        agent = fast_agent(server, max_retries=3)
+        with pytest.raises(InfrastructureError, match="after 4 attempts"):
+            run(ask_all(agent, requests(1)))
+    assert agent.stats.api_calls == 4 and agent.stats.retries == 3
+    assert agent.stats.infra_errors == 1 and sum(agent.stats.faults.values()) == 4
+
+
+def test_refusals_are_not_retried() -> None:
+    with OpenAITestServer({"other": scripted}) as server:  # "scripted" is an unknown model
+        agent = fast_agent(server, max_retries=5)
+        with pytest.raises(InfrastructureError, match=r"HTTP 404.*does not exist"):
+            run(ask_all(agent, requests(1)))
+    assert agent.stats.api_calls == 1 and agent.stats.faults == {"refused": 1}
+
+
+def test_timeouts_are_retried_and_counted() -> None:
+    faults = FaultConfig(rate=1.0, kinds=("timeout",), hold_s=1.0)
+    with OpenAITestServer(scripted, faults=faults) as server:
+        agent = fast_agent(server, timeout_s=0.2, max_retries=1)
+        with pytest.raises(InfrastructureError, match="timed out"):
+            run(ask_all(agent, requests(1)))
+    assert agent.stats.faults == {"timeout": 2}
+
+
+def test_retry_after_is_honoured() -> None:
+    faults = FaultConfig(rate=1.0, kinds=("429",), retry_after_s=0.3)
+    with OpenAITestServer(scripted, faults=faults) as server:
+        agent = fast_agent(server, max_retries=1)
+        start = time.perf_counter()
+        with pytest.raises(InfrastructureError, match="429"):
+            run(ask_all(agent, requests(1)))
+        assert time.perf_counter() - start >= 0.3  # backoff alone would wait < 0.02 s
+    assert agent.stats.faults == {"rate_limit": 2}
+
+
+def test_retry_after_headers() -> None:
+    assert _retry_after_s({"retry-after-ms": "250", "retry-after": "9"}) == 0.25
+    assert _retry_after_s({"retry-after": "1.5"}) == 1.5
+    assert _retry_after_s({"retry-after": "Wed, 21 Oct 2015 07:28:00 GMT"}) == 0.0  # past
+    assert _retry_after_s({"retry-after": "soon"}) is None
+    assert _retry_after_s({}) is None
+
+
+def test_backoff_is_exponential_capped_jittered_and_deterministic() -> None:
+    agent = OpenAIAgent("m", base_url="http://127.0.0.1:9/v1", backoff_base_s=0.5,
+                        backoff_max_s=4.0)
+    delays = [agent._backoff_s(attempt, 42, None) for attempt in range(6)]
+    assert delays == [agent._backoff_s(attempt, 42, None) for attempt in range(6)]
+    for attempt, delay in enumerate(delays):
+        ceiling = min(4.0, 0.5 * 2**attempt)
+        assert ceiling / 2 <= delay <= ceiling
+    assert delays != [agent._backoff_s(attempt, 43, None) for attempt in range(6)]
+    assert agent._backoff_s(0, 42, retry_after_s=3.0) == 3.0
+
+
+def test_concurrency_is_bounded_and_used() -> None:
+    in_flight = peak = 0
+
+    async def slow(request: ModelRequest) -> ModelReply:
+        nonlocal in_flight, peak
+        in_flight += 1
+        peak = max(peak, in_flight)
+        await asyncio.sleep(0.05)
+        in_flight -= 1
+        return ModelReply(content="done")
+
+    with OpenAITestServer(slow) as server:
+        agent = fast_agent(server, max_concurrency=8)
+        start = time.perf_counter()
+        run(ask_all(agent, requests(40)))
+        elapsed = time.perf_counter() - start
+    assert peak == 8
+    assert elapsed < 40 * 0.05 / 2  # far from one at a time
+
+
+def test_generation_parameters_are_sent() -> None:
+    seen: list[dict[str, Any]] = []
+
+    def record(request: ModelRequest) -> ModelReply:
+        seen.append(dict(request.context["request"]))
+        return ModelReply(content="x")
+
+    with OpenAITestServer(record) as server:
+        run(ask_all(fast_agent(server, temperature=0.7, seed=11), requests(1)))
+        run(ask_all(fast_agent(server, temperature=None), requests(1)))
+    assert seen == [{"model": "scripted", "temperature": 0.7, "seed": 11},
+                    {"model": "scripted"}]
+
+
+def test_odd_tool_arguments_pass_through_raw() -> None:
+    def odd(request: ModelRequest) -> ModelReply:
+        return ModelReply(content=None, tool_calls=(
+            ToolCall(id="", name="read_file", arguments="{'path': not json"),))
+
+    with OpenAITestServer(odd) as server:
+        (reply,) = run(ask_all(fast_agent(server), requests(1)))
+    assert reply.tool_calls == (ToolCall(id="call_0", name="read_file",
+                                         arguments="{'path': not json"),)
+
+
+def test_parse_completion_tolerates_what_real_servers_send() -> None:
+    reply = parse_completion({"choices": [{"message": {
+        "content": None,
+        "tool_calls": [{"function": {"name": "a", "arguments": {"x": 1}}},
+                       {"id": "c2", "function": {"name": "b", "arguments": None}},
+                       "garbage", {"id": "c3"}]}}]})
+    assert reply.content is None
+    assert reply.tool_calls == (ToolCall("call_0", "a", '{"x": 1}'), ToolCall("c2", "b", ""))
+    assert reply.usage == {"prompt_tokens": 0, "completion_tokens": 0}  # missing usage
+
+    legacy = parse_completion({"choices": [{"message": {
+        "content": [{"type": "text", "text": "part one, "}, {"type": "text", "text": "two"}],
+        "function_call": {"name": "f", "arguments": "{}"}}}],
+        "usage": {"prompt_tokens": "many", "completion_tokens": 5}})
+    assert legacy.content == "part one, two"
+    assert legacy.tool_calls == (ToolCall("call_0", "f", "{}"),)
+    assert legacy.usage == {"prompt_tokens": 0, "completion_tokens": 5}
+
+    for bad in ([], {"choices": []}, {"choices": ["x"]}, {"choices": [{"message": None}]}):
+        with pytest.raises(MalformedReply):
+            parse_completion(bad)
+
+
+def test_the_key_never_leaks() -> None:
+    faults = FaultConfig(rate=1.0, kinds=("500",))
+    with OpenAITestServer(scripted, faults=faults) as server:
+        agent = fast_agent(server, max_retries=1)
+        with pytest.raises(InfrastructureError) as info:
+            run(ask_all(agent, requests(1)))
+    for text in (str(info.value), repr(info.value), repr(agent), json.dumps(agent.stats.to_json()),
+                 repr(vars(agent).get("params"))):
+        assert SECRET not in text
+
+
+def test_key_sources(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    local = OpenAIAgent("m", base_url="http://127.0.0.1:8000/v1")
+    assert local._client.api_key == PLACEHOLDER_KEY
+    with pytest.raises(ValueError, match="OPENAI_API_KEY is not set"):
+        OpenAIAgent("o3")
+    monkeypatch.setenv("OPENAI_API_KEY", SECRET)
+    assert OpenAIAgent("o3")._client.api_key == SECRET
+    assert OpenAIAgent("openai:gpt-4o", api_key="explicit")._client.api_key == "explicit"
+
+
+def test_model_names_and_bad_options() -> None:
+    agent = OpenAIAgent("openai:gpt-4o", base_url="http://127.0.0.1:8000/v1")
+    assert (agent.model, agent.name) == ("gpt-4o", "gpt-4o")
+    assert OpenAIAgent("m", base_url="http://x/v1", name="mine").name == "mine"
+    bad: list[Callable[[], object]] = [
+        lambda: OpenAIAgent("openai:", base_url="http://x/v1"),
+        lambda: OpenAIAgent("m", base_url="http://x/v1", max_concurrency=0),
+        lambda: OpenAIAgent("m", base_url="http://x/v1", timeout_s=0),
+        lambda: OpenAIAgent("m", base_url="http://x/v1", backoff_base_s=-1),
+    ]
+    for make in bad:
+        with pytest.raises(ValueError):
+            make()
+
+
+def test_unreachable_endpoint_is_an_infrastructure_error() -> None:
+    with OpenAITestServer(scripted) as server:
+        base_url = server.base_url
+    agent = OpenAIAgent("m", base_url=base_url, max_retries=1, backoff_base_s=0.001)
+    with pytest.raises(InfrastructureError, match="connection error"):
+        run(ask_all(agent, requests(1)))
+    assert agent.stats.faults == {"connection": 2}
+
+
+
+def test_episodes_through_the_server_are_identical_with_and_without_faults() -> None:
+    """The built-in agents served over HTTP play the same episodes whether or not 20% of the
+    provider's responses fail: nothing is lost, only retries are added, counted apart."""
+    from pytest_resilibench.episode import run_episode
+    from pytest_resilibench.prompts import Variant
+    from pytest_resilibench.tasks import load_tasks
+
+    all_tasks = list(load_tasks())
+    tasks = all_tasks[:: len(all_tasks) // 8][:8]
+    variants = [Variant("optimal"), Variant("flawed", flaw="missing_step", severity="medium")]
+    players = [("builtin:follower", "text"), ("builtin:adaptive", "native"),
+               ("builtin:random", "text")]
+    episodes = [(t, v, m, mode) for t in tasks for v in variants for m, mode in players]
+
+    def play(faults: FaultConfig) -> tuple[list[dict[str, Any]], int]:
+        with OpenAITestServer(faults=faults, seed=9) as server:
+            agents = {m: OpenAIAgent(m, base_url=server.base_url, timeout_s=0.5,
+                                     max_retries=10, backoff_base_s=0.002, backoff_max_s=0.01,
+                                     max_concurrency=16)
+                      for m, _ in players}
+
+            async def all_episodes() -> list[Any]:
+                try:
+                    return list(await asyncio.gather(*(
+                        run_episode(t, v, agents[m], seed=3, repeat=1, tool_mode=mode)
+                        for t, v, m, mode in episodes)))
+                finally:
+                    for agent in agents.values():
+                        await agent.aclose()
+
+            records = asyncio.run(all_episodes())
+        assert sum(a.stats.infra_errors for a in agents.values()) == 0
+        rows = [{k: v for k, v in r.to_json().items() if k != "wall_time_s"} for r in records]
+        return rows, sum(a.stats.retries for a in agents.values())
+
+    clean, clean_retries = play(FaultConfig())
+    faulty, faulty_retries = play(FaultConfig(rate=0.2, hold_s=1.0, retry_after_s=0.005))
+    outcomes = [row["outcome"] for row in clean]
+    assert "error" not in outcomes and "full" in outcomes
+    assert clean == faulty
+    assert clean_retries == 0 and faulty_retries >= 10
