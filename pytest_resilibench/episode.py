@@ -32,6 +32,7 @@ import asyncio
 import json
 import time
 import traceback
+import weakref
 from collections.abc import AsyncIterator, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -329,13 +330,30 @@ def _score(
     record.sim_time_s = float(record.calls[-1]["clock_s"]) if record.calls else 0.0
     plan = getattr(prompt, "plan", None)
     if plan is not None:
-        reference = [
-            {"tool": s.tool, "arguments": {**task.step_arguments.get(s.tool, {}),
-                                           **s.arguments}}
-            for s in task.reference_workflow().steps
-        ]
-        record.deviation = deviation(record.calls, [s.to_json() for s in plan.steps],
-                                     reference)
+        shown = [{"tool": s.tool, "arguments": s.arguments} for s in plan.steps]
+        record.deviation = deviation(record.calls, shown, _reference(task))
+
+
+# Reference steps per task object: a run scores each task under every variant. Tasks are
+# frozen but hold dicts (no hash): entries are found by id, and a weak reference tells a
+# recycled id from the task itself.
+_REFERENCES: dict[int, tuple[weakref.ref[Task], list[dict[str, Any]]]] = {}
+_REFERENCES_SIZE = 8192
+
+
+def _reference(task: Task) -> list[dict[str, Any]]:
+    """The task's reference steps with their full arguments, for `deviation` (read only)."""
+    found = _REFERENCES.get(id(task))
+    if found is not None and found[0]() is task:
+        return found[1]
+    reference = [
+        {"tool": s.tool, "arguments": {**task.step_arguments.get(s.tool, {}), **s.arguments}}
+        for s in task.reference_workflow().steps
+    ]
+    if len(_REFERENCES) >= _REFERENCES_SIZE:
+        _REFERENCES.clear()
+    _REFERENCES[id(task)] = (weakref.ref(task), reference)
+    return reference
 
 
 # --- many episodes at once ------------------------------------------------------------------

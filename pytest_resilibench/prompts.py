@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import re
+import weakref
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
@@ -109,12 +110,42 @@ def plan_for(
     registry = registry or default_registry()
     if variant.kind in ("baseline", "cot"):
         return None, None
-    parent = with_purposes(task.reference_workflow(), registry)
+    derived = _derived(task, registry)
     if variant.kind == "optimal":
-        return _as_shown(parent), None
+        return derived.optimal, None
     assert variant.flaw is not None and variant.severity is not None
-    flawed, record = inject_flaw(variant.flaw, variant.severity, parent, task, registry)
+    flawed, record = inject_flaw(variant.flaw, variant.severity, derived.parent, task, registry)
     return _as_shown(flawed), record
+
+
+@dataclass(frozen=True)
+class _Derived:
+    """What the prompts of a task derive from the task alone, whatever the variant."""
+
+    task: weakref.ref[Task]
+    registry: ToolRegistry
+    header: str  # the user message's lines before the plan
+    parent: Workflow  # the reference plan with purposes, which flaws are injected into
+    optimal: Workflow  # the parent as shown
+
+
+_DERIVED: dict[int, _Derived] = {}
+_DERIVED_SIZE = 8192
+
+
+def _derived(task: Task, registry: ToolRegistry) -> _Derived:
+    """Memoised per task object (tasks are frozen; a run renders each under every variant).
+    Tasks hold dicts, so they cannot be hashed: entries are found by id and hold a weak
+    reference that tells a recycled id from the task itself."""
+    found = _DERIVED.get(id(task))
+    if found is not None and found.task() is task and found.registry is registry:
+        return found
+    parent = with_purposes(task.reference_workflow(), registry)
+    derived = _Derived(weakref.ref(task), registry, _header(task), parent, _as_shown(parent))
+    if len(_DERIVED) >= _DERIVED_SIZE:
+        _DERIVED.clear()
+    _DERIVED[id(task)] = derived
+    return derived
 
 
 def _as_shown(workflow: Workflow) -> Workflow:
@@ -237,7 +268,7 @@ def _render_system(tool_mode: str, registry: ToolRegistry) -> str:
     return _RULES + _TEXT_CALLS + _FINISH + "\nAvailable tools:\n" + tools
 
 
-def _user_message(task: Task, variant: Variant, plan: Workflow | None) -> str:
+def _header(task: Task) -> str:
     parts = [
         f"Task: {_one_line(task.description)}",
         f"{INPUTS_LABEL}{_json(dict(task.inputs))}",
@@ -245,6 +276,13 @@ def _user_message(task: Task, variant: Variant, plan: Workflow | None) -> str:
     ]
     if task.constraints:
         parts.append("Constraints:\n" + "\n".join(f"- {c}" for c in task.constraints))
+    return "\n".join(parts)
+
+
+def _user_message(
+    task: Task, variant: Variant, plan: Workflow | None, registry: ToolRegistry | None = None
+) -> str:
+    parts = [_derived(task, registry or default_registry()).header]
     if plan is not None:
         parts.append("\n" + render_plan(plan))
     if variant.kind == "cot":
@@ -267,7 +305,7 @@ def render_prompt(
     plan, record = plan_for(task, variant, registry)
     messages = [
         {"role": "system", "content": system},
-        {"role": "user", "content": _user_message(task, variant, plan)},
+        {"role": "user", "content": _user_message(task, variant, plan, registry)},
     ]
     tools = registry.to_openai() if tool_mode == "native" else None
     return Prompt(messages=messages, tools=tools, plan=plan, flaw_record=record)

@@ -87,21 +87,34 @@ def lcs_length(a: Sequence[str], b: Sequence[str]) -> int:
 
 
 def coverage_ratio(calls: Sequence[Call], required: Sequence[str]) -> float:
-    if not required:
-        return 1.0
-    return len(first_success_order(calls, required)) / len(set(required))
+    return _coverage(first_success_order(calls, required), required)
 
 
 def order_adherence(calls: Sequence[Call], required: Sequence[str]) -> float:
     """LCS of the first-success order against the required order, over the required count."""
-    if not required:
-        return 1.0
-    return lcs_length(first_success_order(calls, required), list(required)) / len(required)
+    return _adherence(first_success_order(calls, required), required)
 
 
 def conditions(calls: Sequence[Call], required: Sequence[str], *, completed: bool) -> Conditions:
-    done = first_success_order(calls, required)
-    in_required_order = [t for t in required if t in set(done)]
+    return _conditions(first_success_order(calls, required), required, completed=completed)
+
+
+# The metrics from the first-success order, which `score_calls` computes once for all.
+def _coverage(done: list[str], required: Sequence[str]) -> float:
+    if not required:
+        return 1.0
+    return len(done) / len(set(required))
+
+
+def _adherence(done: list[str], required: Sequence[str]) -> float:
+    if not required:
+        return 1.0
+    return lcs_length(done, list(required)) / len(required)
+
+
+def _conditions(done: list[str], required: Sequence[str], *, completed: bool) -> Conditions:
+    done_set = set(done)
+    in_required_order = [t for t in required if t in done_set]
     return Conditions(
         coverage=len(done) == len(set(required)),
         order=bool(done) and done == in_required_order,
@@ -167,13 +180,14 @@ def score_calls(
     completed: bool,
     registry: ToolRegistry | None = None,
 ) -> Score:
-    conds = conditions(calls, required, completed=completed)
+    done = first_success_order(calls, required)
+    conds = _conditions(done, required, completed=completed)
     met, recovered = errors_met_and_recovered(calls, registry=registry)
     return Score(
         outcome=outcome(conds),
         conditions=conds,
-        coverage=coverage_ratio(calls, required),
-        order_adherence=order_adherence(calls, required),
+        coverage=_coverage(done, required),
+        order_adherence=_adherence(done, required),
         errors_met=met,
         errors_recovered=recovered,
     )
