@@ -33,6 +33,53 @@ def _add_tools(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(handler=_cmd_tools)
 
 
+def _cmd_solve(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from pytest_resilibench.tasks import FIXTURES_DIR, load_tasks
+    from solver.solve import solve_all
+
+    if args.updates < 1 or not 0.0 < args.base_success <= 1.0 or args.max_turns < 1:
+        raise ValueError("need --updates >= 1, 0 < --base-success <= 1, --max-turns >= 1")
+    fixtures = Path(args.fixtures) if args.fixtures else FIXTURES_DIR
+    tasks = list(load_tasks(fixtures))
+    config = None
+    if not args.exact:
+        try:
+            from solver.ppo import PpoConfig
+        except ImportError as exc:  # torch is the `solver` extra
+            raise ValueError(f"PPO needs the solver extra ({exc}); use --exact") from exc
+        config = PpoConfig(updates=args.updates, seed=args.seed, threads=args.threads,
+                           precision=args.precision, checkpoint_dir=args.checkpoint_dir)
+    report = solve_all(tasks, Path(args.out) if args.out else fixtures,
+                       base_success=args.base_success, max_turns=args.max_turns, ppo=config,
+                       progress=not args.no_progress,
+                       log=lambda line: print(line, file=sys.stderr))
+    keys = ("dp_mean", "naive_mean", "share_optimal_differs_from_naive",
+            "mean_gain_over_naive", "ppo_to_dp_ratio", "timings", "peak_memory_mb")
+    json.dump({k: report[k] for k in keys}, sys.stdout, indent=2)
+    sys.stdout.write("\n")
+    return 0
+
+
+def _add_solve(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("solve", help="optimal workflows and bounds for every task (DP, PPO)")
+    p.add_argument("--exact", action="store_true",
+                   help="exact dynamic programming only (no torch, seconds)")
+    p.add_argument("--fixtures", help="directory of tasks.jsonl.gz (default: the package's)")
+    p.add_argument("--out", help="where to write workflows.jsonl.gz and solver_report.json "
+                                 "(default: the fixtures directory)")
+    p.add_argument("--base-success", type=float, default=0.8)
+    p.add_argument("--max-turns", type=int, default=10)
+    p.add_argument("--updates", type=int, default=60, help="PPO updates (2048 steps each)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--threads", type=int, default=None, help="torch CPU threads")
+    p.add_argument("--precision", choices=("auto", "fp32", "bf16", "fp16"), default="auto")
+    p.add_argument("--checkpoint-dir", help="save PPO checkpoints here")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.set_defaults(handler=_cmd_solve)
+
+
 def _cmd_serve_mcp(args: argparse.Namespace) -> int:
     from pytest_resilibench import mcp_server
 
@@ -289,6 +336,7 @@ _SUBCOMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [
     _add_serve_mcp,
     _add_serve_live,
     _add_report,
+    _add_solve,
 ]
 
 
