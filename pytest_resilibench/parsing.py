@@ -89,7 +89,7 @@ def parse_text(text: Any) -> ParsedReply:
     calls, problem = _text_calls(text)
     if calls:
         return ParsedReply(calls=tuple(calls))
-    if problem is None and _SIGNAL.search(text):
+    if problem is None and COMPLETION_SIGNAL in text and _SIGNAL.search(text):
         return ParsedReply(completed=True)
     return ParsedReply(problem=problem or _NO_CALL)
 
@@ -119,7 +119,8 @@ def parse_native(tool_calls: Sequence[ToolCall], content: Any = None) -> ParsedR
 
 def mentions_completion(text: Any) -> bool:
     """Whether a text carries the completion signal (as a word)."""
-    return isinstance(text, str) and len(text) <= MAX_REPLY_CHARS and bool(_SIGNAL.search(text))
+    return (isinstance(text, str) and len(text) <= MAX_REPLY_CHARS
+            and COMPLETION_SIGNAL in text and bool(_SIGNAL.search(text)))
 
 
 _NO_CALL = (
@@ -207,10 +208,18 @@ def _as_call(value: Any) -> ParsedCall | None:
     function = value.get("function")
     if isinstance(function, Mapping) and isinstance(function.get("name"), str):
         value = function
-    name = next((value[k] for k in _NAME_KEYS if isinstance(value.get(k), str)), None)
+    name = None
+    for key in _NAME_KEYS:
+        if isinstance(value.get(key), str):
+            name = value[key]
+            break
     if name is None or not name.strip():
         return None
-    raw: Any = next((value[k] for k in _ARGUMENT_KEYS if k in value), {})
+    raw: Any = {}
+    for key in _ARGUMENT_KEYS:
+        if key in value:
+            raw = value[key]
+            break
     arguments, problem = _decode_arguments(raw)
     # Undecodable string arguments go to the environment as they are: it answers with
     # INVALID_INPUT and the model learns what was wrong.

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, TypeVar
@@ -35,6 +35,7 @@ __all__ = ["BUILTIN_AGENTS", "BuiltinAgent", "make_builtin"]
 
 _FLOW_PARAMS = ("source", "format")
 _MEMO_SIZE = 8192
+_K = TypeVar("_K", bound=Hashable)
 _T = TypeVar("_T")
 # The follower and the adaptive agent give up on a step after this many failures in a row
 # and move on (a model would, too, rather than burn the whole budget on one tool).
@@ -52,13 +53,15 @@ class _Observed:
 
 @dataclass(frozen=True)
 class _View:
-    """What a model sees: the task text, the observations so far, the reply mode."""
+    """What a model sees: the task text, the observations so far, the reply mode (and the
+    conversation's length in characters, for the token estimate)."""
 
     text: str
     history: tuple[_Observed, ...]
     native: bool
     replies: int
     budget_spent: bool
+    chars: int
 
     @property
     def successes(self) -> list[_Observed]:
@@ -69,22 +72,27 @@ def _view(request: ModelRequest) -> _View:
     text: str | None = None
     history = []
     budget_spent = False
-    replies = 0
+    replies = chars = 0
     for message in request.messages:
         role = message.get("role")
+        content = message.get("content")
+        if isinstance(content, str):
+            chars += len(content)
+        elif content:
+            chars += len(str(content))
         if role == "assistant":
             replies += 1
             continue
         if role == "user" and text is None:
-            text = str(message.get("content") or "")
-        content = message.get("content")
+            text = str(content or "")
         if role not in ("user", "tool") or not isinstance(content, str):
             continue
         observed = _observed(role, content)
         if observed is not None:
             seen, budget_spent = observed
             history.append(seen)
-    return _View(text or "", tuple(history), request.tools is not None, replies, budget_spent)
+    return _View(text or "", tuple(history), request.tools is not None, replies, budget_spent,
+                 chars)
 
 
 @lru_cache(maxsize=_MEMO_SIZE)
@@ -106,27 +114,23 @@ def _observed(role: str, content: str) -> tuple[_Observed, bool] | None:
     return seen, "budget" in payload
 
 
-def _usage(request: ModelRequest, reply_text: str) -> dict[str, int]:
+def _usage(view: _View, reply_text: str) -> dict[str, int]:
     """A deterministic token estimate (4 characters a token) so token reports have figures."""
-    prompt = sum(len(c) if isinstance(c := m.get("content") or "", str) else len(str(c))
-                 for m in request.messages)
-    return {"prompt_tokens": prompt // 4 + 1, "completion_tokens": len(reply_text) // 4 + 1}
+    return {"prompt_tokens": view.chars // 4 + 1, "completion_tokens": len(reply_text) // 4 + 1}
 
 
-def _call(
-    request: ModelRequest, view: _View, tool: str, arguments: Mapping[str, Any]
-) -> ModelReply:
+def _call(view: _View, tool: str, arguments: Mapping[str, Any]) -> ModelReply:
     body = _SORTED_JSON.encode({"name": tool, "arguments": dict(arguments)})
     if view.native:
         call = ToolCall(id=f"call_{view.replies + 1}", name=tool,
                         arguments=_SORTED_JSON.encode(dict(arguments)))
-        return ModelReply(content=None, tool_calls=(call,), usage=_usage(request, body))
+        return ModelReply(content=None, tool_calls=(call,), usage=_usage(view, body))
     text = f"<tool_call>{body}</tool_call>"
-    return ModelReply(content=text, usage=_usage(request, text))
+    return ModelReply(content=text, usage=_usage(view, text))
 
 
-def _done(request: ModelRequest) -> ModelReply:
-    return ModelReply(content=COMPLETION_SIGNAL, usage=_usage(request, COMPLETION_SIGNAL))
+def _done(view: _View) -> ModelReply:
+    return ModelReply(content=COMPLETION_SIGNAL, usage=_usage(view, COMPLETION_SIGNAL))
 
 
 class BuiltinAgent:
@@ -142,11 +146,11 @@ class BuiltinAgent:
     async def complete(self, request: ModelRequest) -> ModelReply:
         view = _view(request)
         if view.budget_spent:
-            return _done(request)
+            return _done(view)
         decision = self.decide(request, view)
         if decision is None:
-            return _done(request)
-        return _call(request, view, *decision)
+            return _done(view)
+        return _call(view, *decision)
 
     def decide(
         self, request: ModelRequest, view: _View
@@ -222,22 +226,23 @@ _CLAUSE = re.compile(r"[.;]|,\s*|\bthen\b|\band\b|\bfinally\b")
 _STRONG_MATCH, _MATCH_MARGIN = 6.0, 1.0
 
 
-def _fits(spec: ToolSpec, inputs: Mapping[str, Any]) -> bool:
-    """Whether the task's inputs supply every required value of the tool."""
+def _fits(spec: ToolSpec, inputs: Collection[str]) -> bool:
+    """Whether the task's inputs (their names) supply every required value of the tool."""
     return all(p in _FLOW_PARAMS or p in inputs for p in spec.required_parameters)
 
 
-def _input_bound(spec: ToolSpec, inputs: Mapping[str, Any]) -> set[str]:
+def _input_bound(spec: ToolSpec, inputs: Collection[str]) -> set[str]:
     return {p for p in spec.required_parameters if p not in _FLOW_PARAMS and p in inputs}
 
 
-def _memo(function: Callable[[str, ToolRegistry], _T]) -> Callable[[str, ToolRegistry], _T]:
-    """Memoise a pure function of (prompt text, registry) per registry object (registries
-    hold dicts, so they cannot be hashed; episodes ask the same thing every turn). Entries
-    keep their registry, so that a recycled id never answers for another registry."""
-    cache: dict[tuple[str, int], tuple[ToolRegistry, _T]] = {}
+def _memo(function: Callable[[_K, ToolRegistry], _T]) -> Callable[[_K, ToolRegistry], _T]:
+    """Memoise a pure function of (prompt text or another immutable value, registry) per
+    registry object (registries hold dicts, so they cannot be hashed; episodes ask the same
+    thing every turn). Entries keep their registry, so that a recycled id never answers for
+    another registry. What is returned is shared: callers only read it."""
+    cache: dict[tuple[_K, int], tuple[ToolRegistry, _T]] = {}
 
-    def wrapper(text: str, registry: ToolRegistry) -> _T:
+    def wrapper(text: _K, registry: ToolRegistry) -> _T:
         key = (text, id(registry))
         entry = cache.get(key)
         if entry is None or entry[0] is not registry:
@@ -301,11 +306,11 @@ def _clause_tool(clause: str, registry: ToolRegistry) -> str | None:
 def _derived_plan(text: str, registry: ToolRegistry) -> tuple[_Step, ...]:
     """A plan for a prompt without one: the described tools, ordered by their dependencies."""
     tools = _described_tools(_description(text), registry)
-    return tuple(_Step(t, {}) for t in _dependency_order(list(registry.closure(tools)),
-                                                         registry))
+    return tuple(_Step(t, {}) for t in _dependency_order(registry.closure(tools), registry))
 
 
-def _dependency_order(tools: list[str], registry: ToolRegistry) -> list[str]:
+@_memo
+def _dependency_order(tools: tuple[str, ...], registry: ToolRegistry) -> tuple[str, ...]:
     """A stable topological order: each tool after what it depends on among `tools`, else in
     the given order. Role dependencies are taken among the task's own steps, not the
     prerequisites a step pulls in (as the simulator does), so that a monitor run for a
@@ -319,7 +324,7 @@ def _dependency_order(tools: list[str], registry: ToolRegistry) -> list[str]:
         ready = next((t for t in pending if deps[t] <= set(ordered)), pending[0])
         ordered.append(ready)
         pending.remove(ready)
-    return ordered
+    return tuple(ordered)
 
 
 # --- running a plan ---------------------------------------------------------------------------
@@ -465,7 +470,7 @@ def _repaired_plan(text: str, registry: ToolRegistry) -> tuple[_Step, ...]:
     mentioned = sorted((steps[i] for i in slots), key=lambda s: at[s.tool] or 0)
     for i, step in zip(slots, mentioned, strict=True):
         steps[i] = step
-    order = _dependency_order(list(registry.closure([s.tool for s in steps])), registry)
+    order = _dependency_order(registry.closure([s.tool for s in steps]), registry)
     by_tool = {s.tool: s for s in steps}
     return tuple(by_tool.get(t, _Step(t, {})) for t in order)
 
@@ -479,10 +484,10 @@ def _missing_tools(
     a tool that takes no task value (a parser, a validator, a compressor)."""
     missing: list[str] = []
     used_inputs = set().union(*(_input_bound(registry[t], inputs) for t in have))
-    for spec in registry:
-        unused = _input_bound(spec, inputs) - used_inputs
-        if unused and _fits(spec, inputs) and spec.name not in have:
-            missing.append(spec.name)
+    for name, bound in _value_takers(frozenset(inputs), registry):
+        unused = bound - used_inputs
+        if unused and name not in have:
+            missing.append(name)
             used_inputs |= unused
     for tool in described:
         found = registry.get(tool)
@@ -490,6 +495,16 @@ def _missing_tools(
                 and _fits(found, inputs) and not _input_bound(found, inputs)):
             missing.append(tool)
     return missing
+
+
+@_memo
+def _value_takers(
+    inputs: frozenset[str], registry: ToolRegistry
+) -> tuple[tuple[str, frozenset[str]], ...]:
+    """The tools that take some task value and need none the task lacks, in registry order,
+    with the values each takes (a function of the input names alone: tasks share them)."""
+    return tuple((spec.name, frozenset(_input_bound(spec, inputs))) for spec in registry
+                 if _input_bound(spec, inputs) and _fits(spec, inputs))
 
 
 def _mention_at(
