@@ -88,11 +88,14 @@ class ServerStats:
 
     requests: int = 0
     replies: int = 0
+    in_flight: int = 0
+    peak_in_flight: int = 0
     faults: Counter[str] = field(default_factory=Counter)
     models: Counter[str] = field(default_factory=Counter)
 
     def to_json(self) -> dict[str, Any]:
         return {"requests": self.requests, "replies": self.replies,
+                "peak_in_flight": self.peak_in_flight,
                 "faults": dict(sorted(self.faults.items())), "models": dict(self.models)}
 
 
@@ -270,6 +273,15 @@ class OpenAITestServer:
         return JSONResponse({"object": "list", "data": data})
 
     async def _chat_completions(self, request: Request) -> Response:
+        stats = self.stats
+        stats.in_flight += 1
+        stats.peak_in_flight = max(stats.peak_in_flight, stats.in_flight)
+        try:
+            return await self._answer(request)
+        finally:
+            stats.in_flight -= 1
+
+    async def _answer(self, request: Request) -> Response:
         self.stats.requests += 1
         try:
             body = json.loads(await request.body())
