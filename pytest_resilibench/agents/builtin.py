@@ -35,6 +35,9 @@ __all__ = ["BUILTIN_AGENTS", "BuiltinAgent", "make_builtin"]
 
 _FLOW_PARAMS = ("source", "format")
 _MEMO_SIZE = 8192
+# Memos of what one episode re-reads every turn (its task text, its observations) need only
+# hold the episodes in flight; a miss merely recomputes.
+_EPISODE_MEMO_SIZE = 4096
 _K = TypeVar("_K", bound=Hashable)
 _T = TypeVar("_T")
 # The follower and the adaptive agent give up on a step after this many failures in a row
@@ -95,7 +98,7 @@ def _view(request: ModelRequest) -> _View:
                  chars)
 
 
-@lru_cache(maxsize=_MEMO_SIZE)
+@lru_cache(maxsize=_EPISODE_MEMO_SIZE)
 def _observed(role: str, content: str) -> tuple[_Observed, bool] | None:
     """An observation message read back, and whether it says the turn budget is spent; None
     for other messages and calls that were not executed. Memoised on the message itself: the
@@ -198,7 +201,7 @@ class _Step:
 
 # The prompt readers below are memoised on the task text, which every turn of an episode
 # shows again; what they return is shared between calls and never modified.
-@lru_cache(maxsize=_MEMO_SIZE)
+@lru_cache(maxsize=_EPISODE_MEMO_SIZE)
 def _plan_steps(text: str) -> tuple[_Step, ...] | None:
     from pytest_resilibench.prompts import parse_plan
 
@@ -208,7 +211,7 @@ def _plan_steps(text: str) -> tuple[_Step, ...] | None:
     return tuple(_Step(s.tool, dict(s.arguments)) for s in plan.steps)
 
 
-@lru_cache(maxsize=_MEMO_SIZE)
+@lru_cache(maxsize=_EPISODE_MEMO_SIZE)
 def _inputs(text: str) -> dict[str, Any]:
     from pytest_resilibench.prompts import parse_task_inputs
 
