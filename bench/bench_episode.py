@@ -2,6 +2,7 @@
 `--resili-model=builtin:...` run; target: follower and adaptive <= 0.5 ms on typical tasks).
 
     python bench/bench_episode.py [--tasks 300] [--agents follower,adaptive,random,oracle]
+                                  [--tool-mode text|native]
 
 Episodes run one after another on one asyncio loop, prompt rendering and scoring included, on
 tasks spread over the types and difficulties (each agent its own tasks); the `flawed` row
@@ -36,12 +37,14 @@ def variants_for(kind: str, count: int) -> list[Variant]:
     return [Variant(kind)] * count
 
 
-async def seconds_per_episode(agent_spec: str, tasks: list[Task], kind: str) -> float:
+async def seconds_per_episode(
+    agent_spec: str, tasks: list[Task], kind: str, tool_mode: str
+) -> float:
     agent = make_agent(agent_spec)
     variants = variants_for(kind, len(tasks))
     start = time.process_time()
     for task, variant in zip(tasks, variants, strict=True):
-        await run_episode(task, variant, agent, seed=0)
+        await run_episode(task, variant, agent, seed=0, tool_mode=tool_mode)
     return (time.process_time() - start) / len(tasks)
 
 
@@ -49,6 +52,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--tasks", type=int, default=300)
     parser.add_argument("--agents", default=",".join(AGENTS))
+    parser.add_argument("--tool-mode", choices=("text", "native"), default="text")
     opts = parser.parse_args()
     every = list(load_tasks())
     names = [n.strip() for n in opts.agents.split(",")]
@@ -59,9 +63,9 @@ def main() -> None:
     for name, measured in zip(names, slices[1:], strict=True):
         spec = f"builtin:{name}"
         for kind in KINDS:
-            asyncio.run(seconds_per_episode(spec, slices[0][:30], kind))
+            asyncio.run(seconds_per_episode(spec, slices[0][:30], kind, opts.tool_mode))
         for kind in KINDS:
-            seconds = asyncio.run(seconds_per_episode(spec, measured, kind))
+            seconds = asyncio.run(seconds_per_episode(spec, measured, kind, opts.tool_mode))
             print(f"{spec:18s} {kind:8s} {seconds * 1000:10.3f} {1 / seconds:10,.0f}")
 
 

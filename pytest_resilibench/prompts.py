@@ -257,6 +257,13 @@ def _default_system(tool_mode: str) -> str:
     return _render_system(tool_mode, default_registry())
 
 
+@lru_cache(maxsize=1)
+def _default_tools() -> tuple[dict[str, Any], ...]:
+    """The native `tools` of the default registry, built once (0.5 ms a time): every prompt
+    gets its own list of the same entries, which no one modifies."""
+    return tuple(default_registry().to_openai())
+
+
 def _render_system(tool_mode: str, registry: ToolRegistry) -> str:
     if tool_mode == "native":
         return _RULES + _NATIVE_CALLS + _FINISH
@@ -307,5 +314,8 @@ def render_prompt(
         {"role": "system", "content": system},
         {"role": "user", "content": _user_message(task, variant, plan, registry)},
     ]
-    tools = registry.to_openai() if tool_mode == "native" else None
+    tools = None
+    if tool_mode == "native":
+        tools = (list(_default_tools()) if registry is default_registry()
+                 else registry.to_openai())
     return Prompt(messages=messages, tools=tools, plan=plan, flaw_record=record)
