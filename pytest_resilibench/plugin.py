@@ -57,7 +57,7 @@ def pytest_configure(config: pytest.Config) -> None:
 def pytest_unconfigure(config: pytest.Config) -> None:
     session = config.stash.get(SESSION_KEY, None)
     if session is not None:
-        session.stop()
+        session.close()
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
@@ -198,6 +198,8 @@ class _Gatherer:
             return
         node = getattr(report, "node", None)
         self.session.add_episode(payload, node.gateway.id if node is not None else None)
+        # pytest keeps every report to the end; the episode now lives in the store.
+        del report.resili_episode
 
 
 class _XdistController:

@@ -15,11 +15,11 @@ import platform
 import subprocess
 import sys
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-__all__ = ["REPORT_SCHEMA", "TIMING_FIELDS", "build_report", "fixture_hash", "write_atomic"]
+__all__ = ["REPORT_SCHEMA", "TIMING_FIELDS", "envelope", "fixture_hash", "write_report"]
 
 REPORT_SCHEMA = "resilibench.report/1"
 TIMING_FIELDS = ("wall_time_s",)
@@ -42,14 +42,14 @@ def _git_commit(cwd: Path) -> str | None:
     return out.stdout.strip() or None
 
 
-def build_report(
+def envelope(
     *,
     config: Mapping[str, Any],
-    episodes: Sequence[Mapping[str, Any]],
     summary: Mapping[str, Any],
     rootdir: Path,
     extra: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
+    """Everything in a report but the episodes."""
     return {
         "schema": REPORT_SCHEMA,
         "config": dict(config),
@@ -61,21 +61,25 @@ def build_report(
             "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
             **(extra or {}),
         },
-        "episodes": sorted(episodes, key=lambda ep: ep["id"]),
         "summary": dict(summary),
     }
 
 
-def write_atomic(path: Path, data: Any) -> None:
-    """Write JSON to a temporary file beside `path`, then rename it over: a reader never sees
-    a half-written report, and an interrupted write leaves the old one intact."""
+def write_report(path: Path, head: Mapping[str, Any], episode_lines: Iterable[str]) -> None:
+    """Write `head` plus `"episodes": [...]`, each episode one JSON text as given, streamed
+    (a run's episodes need not fit in memory as objects) and atomically: to a temporary file
+    beside `path`, then renamed over it, so a reader never sees half a report and an
+    interrupted write leaves the old one intact."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump(data, fh, indent=1, sort_keys=True)
-            fh.write("\n")
+            text = json.dumps(dict(head), indent=1, sort_keys=True)
+            fh.write(text[: text.rindex("}")].rstrip() + ',\n "episodes": [')
+            for i, line in enumerate(episode_lines):
+                fh.write(("\n  " if i == 0 else ",\n  ") + line)
+            fh.write("\n ]\n}\n")
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

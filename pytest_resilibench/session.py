@@ -7,7 +7,6 @@ reports, the summary, the JSON report and the gate.
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import replace
@@ -22,6 +21,7 @@ from pytest_resilibench.options import RunConfig
 from pytest_resilibench.record import EpisodeRecord
 from pytest_resilibench.registry import ToolRegistry, default_registry
 from pytest_resilibench.runner import EpisodeRunner
+from pytest_resilibench.store import EpisodeStore
 
 __all__ = ["ResiliSession"]
 
@@ -31,7 +31,7 @@ class ResiliSession:
         self.config = config
         self.rootdir = rootdir
         self.runner: EpisodeRunner | None = None
-        self.episodes: list[dict[str, Any]] = []
+        self.store = EpisodeStore()
         self.received_by_worker: Counter[str] = Counter()
         self.lost: list[str] = []
         self.gate_results: list[GateResult] = []
@@ -78,6 +78,7 @@ class ResiliSession:
             self.runner = EpisodeRunner(
                 self.config, self.registry, agent_factory=self._make_agent,
                 environment_factory=self._environment if self.config.env == "live" else None,
+                inline=self._is_cpu_bound,
             )
         return self.runner
 
@@ -96,6 +97,15 @@ class ResiliSession:
         if self._live is not None:
             self._live.stop()
             self._live = None
+
+    def close(self) -> None:
+        """At the very end: stop everything and drop the spool."""
+        self.stop()
+        self.store.close()
+
+    def _is_cpu_bound(self, case: Case) -> bool:
+        """A scripted agent on the simulator does no I/O: nothing to overlap."""
+        return self.config.env == "sim" and case.model.startswith("builtin:")
 
     def _make_agent(self, spec: str) -> Agent:
         from pytest_resilibench.agents import make_agent
@@ -128,16 +138,20 @@ class ResiliSession:
                                            repeat=case.repeat, registry=self.registry)
 
     # --- gathering results (controller) ---------------------------------------------------------
+    @property
+    def episodes(self) -> list[dict[str, Any]]:
+        """The gathered episodes' scalar fields (`store.SLIM_FIELDS`)."""
+        return self.store.rows
+
     def add_episode(self, payload: str, worker: str | None) -> None:
-        self.episodes.append(json.loads(payload))
+        self.store.add(payload)
         self.received_by_worker[worker or "main"] += 1
 
     def finish(self) -> None:
         """Summarise, check the gate; called once on the controller at session end."""
         from pytest_resilibench.analysis import summary
 
-        # Arrival order depends on the workers; everything downstream sees id order.
-        self.episodes.sort(key=lambda ep: ep["id"])
+        self.store.sort()
         self.summary = summary(self.episodes)
         if self.config.fail_under is not None:
             self.gate_results += fail_under(self.episodes, self.config.fail_under)
@@ -160,15 +174,14 @@ class ResiliSession:
                 "fixture_hash": fixture_hash(self.task_set.manifest)}
 
     def write_report(self) -> None:
-        from pytest_resilibench.report import build_report, write_atomic
+        from pytest_resilibench.report import envelope, write_report
 
         assert self.config.report is not None and self.summary is not None
-        report = build_report(
-            config=self.report_config(), episodes=self.episodes, summary=self.summary,
-            rootdir=self.rootdir,
+        head = envelope(
+            config=self.report_config(), summary=self.summary, rootdir=self.rootdir,
             extra={"gate": [r.line for r in self.gate_results], "lost": self.lost},
         )
-        write_atomic(self.config.report, report)
+        write_report(self.config.report, head, self.store.full_lines())
 
     @property
     def gate_failed(self) -> bool:

@@ -1,4 +1,4 @@
-"""The JSON report envelope and its atomic write."""
+"""The JSON report: its envelope and the streamed, atomic write."""
 
 from __future__ import annotations
 
@@ -7,15 +7,14 @@ from pathlib import Path
 
 import pytest
 
-from pytest_resilibench.report import build_report, fixture_hash, write_atomic
+from pytest_resilibench.report import envelope, fixture_hash, write_report
 
 
-def test_envelope_sorts_episodes(tmp_path: Path) -> None:
-    report = build_report(config={"seed": 1}, episodes=[{"id": "b"}, {"id": "a"}],
-                          summary={"n": 2}, rootdir=tmp_path)
-    assert report["schema"] == "resilibench.report/1"
-    assert [e["id"] for e in report["episodes"]] == ["a", "b"]
-    assert set(report["environment"]) >= {"python", "platform", "commit", "created"}
+def test_envelope_holds_config_environment_and_summary(tmp_path: Path) -> None:
+    head = envelope(config={"seed": 1}, summary={"n": 2}, rootdir=tmp_path)
+    assert head["schema"] == "resilibench.report/1"
+    assert head["config"] == {"seed": 1} and head["summary"] == {"n": 2}
+    assert set(head["environment"]) >= {"python", "platform", "commit", "created"}
 
 
 def test_fixture_hash_tracks_the_manifest() -> None:
@@ -23,11 +22,25 @@ def test_fixture_hash_tracks_the_manifest() -> None:
     assert fixture_hash({"a": 1}) == fixture_hash({"a": 1}) != fixture_hash({"a": 2})
 
 
-def test_atomic_write_leaves_no_temp_files_and_keeps_old_on_failure(tmp_path: Path) -> None:
+@pytest.mark.parametrize("count", [0, 1, 3])
+def test_streamed_report_is_valid_json(tmp_path: Path, count: int) -> None:
     path = tmp_path / "sub" / "r.json"
-    write_atomic(path, {"x": 1})
-    assert json.loads(path.read_text()) == {"x": 1}
-    with pytest.raises(TypeError):
-        write_atomic(path, {"x": object()})
-    assert json.loads(path.read_text()) == {"x": 1}
-    assert [p.name for p in path.parent.iterdir()] == ["r.json"]
+    lines = [json.dumps({"id": f"e{i}", "outcome": "full"}) for i in range(count)]
+    write_report(path, {"schema": "s", "summary": {"x": [1, 2]}}, iter(lines))
+    data = json.loads(path.read_text())
+    assert data["episodes"] == [{"id": f"e{i}", "outcome": "full"} for i in range(count)]
+    assert data["summary"] == {"x": [1, 2]}
+
+
+def test_failed_write_keeps_the_old_report_and_leaves_no_temp_files(tmp_path: Path) -> None:
+    path = tmp_path / "r.json"
+    write_report(path, {"schema": "s"}, iter(['{"id": "a"}']))
+
+    def broken() -> object:
+        yield '{"id": "b"}'
+        raise RuntimeError("interrupted")
+
+    with pytest.raises(RuntimeError):
+        write_report(path, {"schema": "s"}, broken())  # type: ignore[arg-type]
+    assert json.loads(path.read_text())["episodes"] == [{"id": "a"}]
+    assert [p.name for p in tmp_path.iterdir()] == ["r.json"]

@@ -1,0 +1,61 @@
+"""The episodes a run gathers: whole records spooled to a temporary file, slim rows in memory.
+
+A parsed episode record is ~10 KB of Python objects; 50,400 of them would outweigh pytest's own
+items five times over. The summary and the gate need only the scalar fields (`SLIM_FIELDS`),
+so only those stay in memory (strings interned: a run repeats the same few models, variants
+and task types); the JSON report streams the whole records back from the spool.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import tempfile
+from collections.abc import Iterator
+from typing import IO, Any
+
+__all__ = ["SLIM_FIELDS", "EpisodeStore"]
+
+SLIM_FIELDS = (
+    "id", "model", "variant", "flaw", "severity", "task_id", "task_type", "difficulty",
+    "repeat", "seed", "base_success", "tool_mode", "outcome", "coverage", "order_adherence",
+    "turns", "tool_calls", "errors_met", "errors_recovered", "tokens", "infra_error",
+    "stop_reason",
+)
+
+
+class EpisodeStore:
+    def __init__(self) -> None:
+        # Lives as long as the run; closed by `close()` (a with-block cannot span hooks).
+        self._spool: IO[str] = tempfile.TemporaryFile(  # noqa: SIM115
+            "w+", encoding="utf-8", prefix="resili-episodes-")
+        self._offsets: dict[str, int] = {}
+        self.rows: list[dict[str, Any]] = []
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def add(self, payload: str) -> None:
+        """One episode as the JSON text a report carried."""
+        episode = json.loads(payload)
+        self._spool.seek(0, 2)
+        self._offsets[episode["id"]] = self._spool.tell()
+        self._spool.write(payload.replace("\n", " ") + "\n")  # one record, one line
+        self.rows.append({
+            key: sys.intern(value) if isinstance(value, str) else value
+            for key in SLIM_FIELDS if (value := episode.get(key)) is not None or key in episode
+        })
+
+    def sort(self) -> None:
+        """Id order: arrival order depends on the workers; everything downstream must not."""
+        self.rows.sort(key=lambda row: row["id"])
+
+    def full_lines(self) -> Iterator[str]:
+        """The whole records as JSON lines, in the order of `rows`."""
+        self._spool.flush()
+        for row in self.rows:
+            self._spool.seek(self._offsets[row["id"]])
+            yield self._spool.readline().rstrip("\n")
+
+    def close(self) -> None:
+        self._spool.close()
