@@ -5,6 +5,10 @@ its items (all of them without xdist, its round-robin share with it), the runner
 episodes in item order, `concurrency` at a time, and each item just waits for its own result.
 Run-ahead is bounded by a window so finished-but-unclaimed records never pile up in memory.
 A case that was not announced (an xdist re-schedule after a worker crash) runs on demand.
+
+Cases that do no I/O at all (a scripted agent on the simulator: `inline(case)`) gain nothing
+from running ahead, and a second CPU-bound thread would make pytest's thread wait for the GIL
+(up to the 5 ms switch interval) on every item; they run in the item's own thread instead.
 """
 
 from __future__ import annotations
@@ -36,24 +40,28 @@ class EpisodeRunner:
         *,
         agent_factory: AgentFactory,
         environment_factory: EnvironmentFactory | None = None,
+        inline: Callable[[Case], bool] | None = None,
         window: int | None = None,
     ) -> None:
         self.config = config
         self.registry = registry
         self._agent_factory = agent_factory
         self._environment_factory = environment_factory
+        self._inline = inline or (lambda case: False)
         self._window = window or max(64, 4 * config.concurrency)
         self._agents: dict[str, Agent] = {}
         self._futures: dict[str, concurrent.futures.Future[EpisodeRecord]] = {}
         # Who started each case: the feeder (holds a window slot) or an item on demand.
         self._started_by: dict[str, str] = {}
         self._lock = threading.Lock()
+        self._local_loop: asyncio.AbstractEventLoop | None = None  # inline cases, item thread
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="resili-episodes",
                                         daemon=True)
         self._thread.start()
         self._feeder: concurrent.futures.Future[None] | None = None
-        self._claimed: asyncio.Semaphore | None = None
+        self._claimed: asyncio.Semaphore | None = None  # window: unclaimed results ahead
+        self._slots: asyncio.Semaphore | None = None  # concurrency: episodes in flight
         self.peak_in_flight = 0
         self._in_flight = 0
 
@@ -63,7 +71,7 @@ class EpisodeRunner:
         fresh = []
         with self._lock:
             for case in cases:
-                if case.id not in self._futures:
+                if not self._inline(case) and case.id not in self._futures:
                     self._futures[case.id] = concurrent.futures.Future()
                     fresh.append(case)
         if fresh:
@@ -72,13 +80,17 @@ class EpisodeRunner:
     def result(self, case: Case) -> EpisodeRecord:
         """The record of `case`, waiting for it. A case that was never announced, or whose
         turn the feeder has not reached (items run out of the announced order), runs now."""
+        if self._inline(case):
+            if self._local_loop is None:
+                self._local_loop = asyncio.new_event_loop()
+            return self._local_loop.run_until_complete(self._episode(case))
         with self._lock:
             future = self._futures.get(case.id)
             started_by = self._started_by.setdefault(case.id, "item")
         if future is None or started_by == "item":
             with self._lock:
                 self._futures.pop(case.id, None)
-            return asyncio.run_coroutine_threadsafe(self._episode(case), self._loop).result()
+            return asyncio.run_coroutine_threadsafe(self._in_slot(case), self._loop).result()
         try:
             return future.result()
         finally:
@@ -94,6 +106,9 @@ class EpisodeRunner:
             return
         if self._feeder is not None:
             self._feeder.cancel()
+        if self._local_loop is not None:
+            self._local_loop.close()
+            self._local_loop = None
         asyncio.run_coroutine_threadsafe(self._aclose(), self._loop).result(timeout=30)
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(timeout=30)
@@ -103,8 +118,7 @@ class EpisodeRunner:
     async def _feed(self, cases: Sequence[Case]) -> None:
         if self._claimed is None:
             self._claimed = asyncio.Semaphore(self._window)
-        claimed = self._claimed
-        slots = asyncio.Semaphore(self.config.concurrency)
+        claimed, slots = self._claimed, self._slots_semaphore()
         pending: set[asyncio.Task[None]] = set()
         try:
             for case in cases:
@@ -124,6 +138,17 @@ class EpisodeRunner:
             for task in pending:
                 task.cancel()
             raise
+
+    def _slots_semaphore(self) -> asyncio.Semaphore:
+        if self._slots is None:  # created on the loop it serves
+            self._slots = asyncio.Semaphore(self.config.concurrency)
+        return self._slots
+
+    async def _in_slot(self, case: Case) -> EpisodeRecord:
+        """An on-demand case: it skips the window (its item is waiting for it now) but not
+        the concurrency bound."""
+        async with self._slots_semaphore():
+            return await self._episode(case)
 
     async def _settle(self, case: Case, slots: asyncio.Semaphore) -> None:
         with self._lock:
@@ -145,9 +170,10 @@ class EpisodeRunner:
             slots.release()
 
     def _agent(self, model: str) -> Agent:
-        agent = self._agents.get(model)
-        if agent is None:
-            agent = self._agents[model] = self._agent_factory(model)
+        with self._lock:  # the item thread (inline cases) and the loop thread both ask
+            agent = self._agents.get(model)
+            if agent is None:
+                agent = self._agents[model] = self._agent_factory(model)
         return agent
 
     async def _episode(self, case: Case) -> EpisodeRecord:

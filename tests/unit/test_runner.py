@@ -148,3 +148,27 @@ def _records(concurrency: int) -> list[dict[str, object]]:
 
 def test_results_do_not_depend_on_concurrency() -> None:
     assert _records(1) == _records(8)
+
+
+def test_cpu_bound_cases_run_inline_in_the_item_thread() -> None:
+    import threading
+
+    threads: list[str] = []
+
+    class ThreadNoting(CountingAgent):
+        async def complete(self, request: ModelRequest) -> ModelReply:
+            threads.append(threading.current_thread().name)
+            return await super().complete(request)
+
+    agent = ThreadNoting(delay=0.0)
+    r = EpisodeRunner(CONFIG, default_registry(), agent_factory=lambda _: agent,
+                      inline=lambda case: True)
+    try:
+        todo = cases()
+        r.start(todo)  # nothing runs ahead
+        assert threads == []
+        records = [r.result(c) for c in todo]
+    finally:
+        r.close()
+    assert [rec.id for rec in records] == [c.id for c in todo]
+    assert set(threads) == {threading.current_thread().name}
