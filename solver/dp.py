@@ -170,8 +170,9 @@ def workflow_of(policy: Policy, task: Task | None = None) -> Workflow:
     while (tool := policy.action(state)) is not None:
         spec = registry[tool]
         if tool in mdp.required:
-            i = mdp.required.index(tool)
-            purpose = f"step {i + 1} of {mdp.n}: {_first_sentence(spec.description)}"
+            # No step numbers: a reordered or shortened (flawed) copy of this plan must not
+            # give itself away by its labels.
+            purpose = _first_sentence(spec.description)
         else:
             users = [t.name for t in mdp.tools
                      if tool in registry.dependencies(t.name, mdp.task_tools)]
@@ -185,6 +186,8 @@ def workflow_of(policy: Policy, task: Task | None = None) -> Workflow:
 
 
 def _advice(mdp: TaskMDP) -> str:
+    """General advice, naming no tool: flawed plans keep the optimal plan's advice, which must
+    not point at a step the flaw moved, dropped or replaced."""
     extra = [t.name for t in mdp.tools if t.required_index < 0]
     parts = [
         f"You have {mdp.max_turns} turns, one tool call each; tools fail at random, and a "
@@ -195,9 +198,9 @@ def _advice(mdp: TaskMDP) -> str:
         "succeeded.",
     ]
     if extra:
-        parts.append(f"{', '.join(extra)} is not a task step but a prerequisite: run it first "
-                     "and re-run it if it fails.")
-    parts.append(f"Reply TASK_COMPLETED as soon as {mdp.required[-1]} has succeeded.")
+        parts.append("Steps marked as prerequisites are not task steps, but the steps that "
+                     "need them fail far more often without them: re-run them if they fail.")
+    parts.append("Reply TASK_COMPLETED as soon as the last step has succeeded.")
     return " ".join(parts)
 
 
