@@ -10,7 +10,7 @@ itself broke): such episodes are kept out of the success rates and reported apar
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 __all__ = ["EPISODE_SCHEMA", "SUMMARY_EXCLUDES", "EpisodeRecord", "episode_id"]
@@ -69,14 +69,14 @@ class EpisodeRecord:
         return self.outcome == "error"
 
     def to_json(self) -> dict[str, Any]:
-        return {"schema": EPISODE_SCHEMA, **asdict(self)}
+        """The record as JSON-able data. Shallow: nested values are the record's own (a deep
+        copy of the trajectory cost more than the episode itself), so serialise, don't edit."""
+        return {"schema": EPISODE_SCHEMA, **{f.name: getattr(self, f.name) for f in _FIELDS}}
 
     def summary_json(self) -> dict[str, Any]:
-        """The record without the trajectory (what reports keep by default)."""
-        data = self.to_json()
-        for key in SUMMARY_EXCLUDES:
-            data.pop(key)
-        return data
+        """The record without the trajectory (what reports keep by default); shallow too."""
+        return {"schema": EPISODE_SCHEMA, **{f.name: getattr(self, f.name) for f in _FIELDS
+                                             if f.name not in SUMMARY_EXCLUDES}}
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> EpisodeRecord:
@@ -85,3 +85,6 @@ class EpisodeRecord:
             raise ValueError(f"not an episode record of schema {EPISODE_SCHEMA}: {schema!r}")
         names = {f.name for f in fields(cls)}
         return cls(**{k: v for k, v in data.items() if k in names})
+
+
+_FIELDS = fields(EpisodeRecord)
