@@ -16,7 +16,6 @@ from typing import Any
 
 from pytest_resilibench.agents.base import Agent
 from pytest_resilibench.cases import Case, build_cases
-from pytest_resilibench.gate import GateResult, compare_with_baseline, fail_under
 from pytest_resilibench.options import RunConfig
 from pytest_resilibench.record import EpisodeRecord
 from pytest_resilibench.registry import ToolRegistry, default_registry
@@ -34,7 +33,7 @@ class ResiliSession:
         self.store = EpisodeStore()
         self.received_by_worker: Counter[str] = Counter()
         self.lost: list[str] = []
-        self.gate_results: list[GateResult] = []
+        self.gate_results: list[Any] = []  # gate.GateResult
         self.summary: dict[str, Any] | None = None
         self.attached = 0  # episodes this process put on its reports
         self._live: Any = None  # the loopback live services, when this process started them
@@ -149,7 +148,9 @@ class ResiliSession:
 
     def finish(self) -> None:
         """Summarise, check the gate; called once on the controller at session end."""
+        # Imported here: analysis needs scipy, which every pytest run would pay for otherwise.
         from pytest_resilibench.analysis import summary
+        from pytest_resilibench.gate import GateResult, compare_with_baseline, fail_under
 
         self.store.sort()
         self.summary = summary(self.episodes)
