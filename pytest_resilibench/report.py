@@ -74,6 +74,7 @@ def write_report(path: Path, head: Mapping[str, Any], episode_lines: Iterable[st
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
+        os.fchmod(fd, 0o644)  # mkstemp's 0600 would hide the report from CI artifact readers
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             text = json.dumps(dict(head), indent=1, sort_keys=True)
             fh.write(text[: text.rindex("}")].rstrip() + ',\n "episodes": [')
