@@ -16,6 +16,7 @@ from pytest_resilibench.tasks import Task
 from solver.dp import evaluate, naive_policy, optimal_policy, solve, solve_task, workflow_of
 from solver.mdp import TaskMDP
 from solver.rollout import simulate
+from tests.solver.sample_tasks import POSTING, QUEUEING
 
 REGISTRY = default_registry()
 TINY = [
@@ -93,29 +94,6 @@ def test_evaluate_reproduces_the_optimum_and_every_value_is_a_probability() -> N
     assert (np.diff(best.values[:, :-1], axis=0) >= -1e-12).all()
 
 
-POSTING = Task(
-    id="t9001", type="simple_task", difficulty="easy", description="fetch, validate, post",
-    inputs={"url": "https://api.example.com/a", "target_url": "https://hook.example.com/b",
-            "service": "crm", "format": "json"},
-    expected_outputs={}, required_tools=("network_fetcher", "data_processing_validator",
-                                         "network_poster"),
-    step_arguments={"network_fetcher": {"url": "https://api.example.com/a"},
-                    "data_processing_validator": {},
-                    "network_poster": {"target_url": "https://hook.example.com/b"},
-                    "integration_authenticator": {"service": "crm"}},
-)
-QUEUEING = Task(
-    id="t9002", type="basic_task", difficulty="medium", description="read, parse, enqueue",
-    inputs={"path": "/data/a.csv", "format": "csv", "queue_name": "jobs", "endpoint": "db",
-            "service": "crm"},
-    expected_outputs={}, required_tools=("file_operations_reader", "data_processing_parser",
-                                         "integration_queue"),
-    step_arguments={"file_operations_reader": {"path": "/data/a.csv"},
-                    "data_processing_parser": {"format": "csv"},
-                    "integration_queue": {"queue_name": "jobs"},
-                    "integration_connector": {"endpoint": "db"},
-                    "integration_authenticator": {"service": "crm"}},
-)
 
 
 @pytest.mark.parametrize(("task", "base", "turns"), [(POSTING, 0.6, 6), (QUEUEING, 0.6, 8)])

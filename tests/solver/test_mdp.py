@@ -12,32 +12,10 @@ from pytest_resilibench.simulator import EpisodeKey
 from pytest_resilibench.tasks import Task
 from solver.mdp import OUTSIDE, TaskMDP
 from solver.rollout import simulator_for
+from tests.solver.sample_tasks import POSTING, QUEUEING
 
 REGISTRY = default_registry()
 
-POSTING = Task(
-    id="t9001", type="simple_task", difficulty="easy", description="fetch and post",
-    inputs={"url": "https://api.example.com/a", "target_url": "https://hook.example.com/b",
-            "service": "crm", "format": "json"},
-    expected_outputs={}, required_tools=("network_fetcher", "data_processing_validator",
-                                         "network_poster"),
-    step_arguments={"network_fetcher": {"url": "https://api.example.com/a"},
-                    "data_processing_validator": {},
-                    "network_poster": {"target_url": "https://hook.example.com/b"},
-                    "integration_authenticator": {"service": "crm"}},
-)
-QUEUEING = Task(
-    id="t9002", type="basic_task", difficulty="medium", description="read, parse, enqueue",
-    inputs={"path": "/data/a.csv", "format": "csv", "queue_name": "jobs", "endpoint": "db",
-            "service": "crm"},
-    expected_outputs={}, required_tools=("file_operations_reader", "data_processing_parser",
-                                         "integration_queue"),
-    step_arguments={"file_operations_reader": {"path": "/data/a.csv"},
-                    "data_processing_parser": {"format": "csv"},
-                    "integration_queue": {"queue_name": "jobs"},
-                    "integration_connector": {"endpoint": "db"},
-                    "integration_authenticator": {"service": "crm"}},
-)
 OUTSIDE_TOOLS = {"utility_logger": {"message": "hi"}, "utility_tracker": {"event": "e"}}
 
 
