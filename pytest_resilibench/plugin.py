@@ -48,6 +48,11 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "resilibench: an episode of the ResiliBench benchmark (added automatically)")
     session = ResiliSession(read_config(config), rootdir=config.rootpath)
+    if not hasattr(config, "workerinput"):  # the controller checks once for everyone
+        try:
+            session.check_models()
+        except ValueError as exc:
+            raise pytest.UsageError(str(exc)) from None
     config.stash[SESSION_KEY] = session
     config.pluginmanager.register(_Gatherer(config, session), "resilibench-gatherer")
     if config.pluginmanager.hasplugin("xdist") and not hasattr(config, "workerinput"):

@@ -102,6 +102,18 @@ class ResiliSession:
         self.stop()
         self.store.close()
 
+    def check_models(self) -> None:
+        """Build each model's agent once, so a bad spec (an unknown built-in, a missing API
+        key) stops the run at start-up with its message instead of failing every item."""
+        import asyncio
+
+        for spec in self.config.models:
+            try:
+                agent = self._make_agent(spec)
+            except (ValueError, TypeError, OSError) as exc:
+                raise ValueError(f"--resili-model {spec}: {exc}") from None
+            asyncio.run(agent.aclose())
+
     def _is_cpu_bound(self, case: Case) -> bool:
         """A scripted agent on the simulator does no I/O: nothing to overlap."""
         return self.config.env == "sim" and case.model.startswith("builtin:")

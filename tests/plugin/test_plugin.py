@@ -186,3 +186,15 @@ def test_sample_all_takes_every_task_of_the_cell(suite: pytest.Pytester) -> None
                              "--resili-difficulties=easy")
     ids = [line for line in result.outlines if "::test_resilibench[" in line]
     assert len(ids) == 336
+
+
+def test_bad_models_stop_the_run_at_start(suite: pytest.Pytester,
+                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    for model, message in [
+        ("builtin:nope", "*--resili-model builtin:nope: unknown built-in agent 'nope'*"),
+        ("gpt-test", "*--resili-model gpt-test: OPENAI_API_KEY is not set*"),
+    ]:
+        result = suite.runpytest(f"--resili-model={model}")
+        assert result.ret == pytest.ExitCode.USAGE_ERROR
+        result.stderr.fnmatch_lines([message])
