@@ -8,13 +8,12 @@ own coherence, so a harness bug fails loudly here instead of skewing the numbers
 
 from __future__ import annotations
 
-from pytest_resilibench.options import RunConfig
 from pytest_resilibench.record import EpisodeRecord
 
 
-def test_resilibench(resili_episode: EpisodeRecord, resili_config: RunConfig) -> None:
+def test_resilibench(resili_episode: EpisodeRecord) -> None:
     ep = resili_episode
     met = sum(ep.conditions.values())
     assert ep.outcome == ("full" if met == 4 else "partial" if met >= 2 else "failed")
-    assert 0 <= ep.turns <= resili_config.max_turns
+    assert 0 <= ep.turns <= ep.max_turns
     assert 0.0 <= ep.coverage <= 1.0
