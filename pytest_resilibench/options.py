@@ -255,9 +255,11 @@ def add_options(parser: pytest.Parser) -> None:
                         type=_argparse_type(parse, name),
                         help=f"{help_text} (default: {default})" if default else help_text)
         parser.addini(dest, help_text, default=default)
+    live_help = "with --resili-env=live: reach SERVICE at URL instead of loopback"
     group.addoption("--resili-live-base-url", dest="resili_live_base_url", action="append",
-                    default=[], metavar="SERVICE=URL",
-                    help="with --resili-env=live: reach SERVICE at URL instead of loopback")
+                    default=[], metavar="SERVICE=URL", help=f"{live_help} (repeatable)")
+    parser.addini("resili_live_base_url", f"{live_help} (one SERVICE=URL a line)",
+                  type="linelist", default=[])
 
 
 def _argparse_type(parse: Callable[[str], _T], name: str) -> Callable[[str], _T]:
@@ -289,10 +291,12 @@ def read_config(config: pytest.Config) -> RunConfig:
                 except ValueError as exc:
                     raise pytest.UsageError(f"ini option {dest}: {exc}") from None
         values[name] = value
+    given = config.getoption("resili_live_base_url")
     try:
-        live = _live_urls(config.getoption("resili_live_base_url") or [])
+        live = _live_urls(given or config.getini("resili_live_base_url"))
     except ValueError as exc:
-        raise pytest.UsageError(f"--resili-live-base-url: {exc}") from None
+        where = "--resili-live-base-url" if given else "ini option resili_live_base_url"
+        raise pytest.UsageError(f"{where}: {exc}") from None
     return RunConfig(
         models=values["model"],
         base_url=values["base-url"],

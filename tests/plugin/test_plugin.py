@@ -198,3 +198,11 @@ def test_bad_models_stop_the_run_at_start(suite: pytest.Pytester,
         result = suite.runpytest(f"--resili-model={model}")
         assert result.ret == pytest.ExitCode.USAGE_ERROR
         result.stderr.fnmatch_lines([message])
+
+
+def test_live_base_urls_from_the_ini_are_checked(suite: pytest.Pytester) -> None:
+    suite.makeini("[pytest]\nresili_live_base_url =\n    random_joke=http://127.0.0.1:1\n"
+                  "    broken\n")
+    result = suite.runpytest("--collect-only", "-q")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*ini option resili_live_base_url: 'broken' is not SERVICE=URL*"])
