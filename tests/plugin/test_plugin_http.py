@@ -61,3 +61,19 @@ def test_exhausted_retries_are_infrastructure_errors_kept_out_of_rates(
     assert {ep["outcome"] for ep in data["episodes"]} == {"error"}
     assert all("500" in (ep["infra_error"] or "") for ep in data["episodes"])
     assert "-- " in result.stdout.str()  # the summary is still printed
+
+
+def test_cache_replays_a_run_without_the_server(suite: pytest.Pytester) -> None:
+    """`--resili-cache`: the second run reaches no server (its URL is dead) and still gives
+    the same episodes, because every model call is answered from the cache."""
+    cache, first, second = (suite.path / n for n in ("calls.sqlite", "a.json", "b.json"))
+    with OpenAITestServer(latency_ms=1) as server:
+        url = server.base_url
+        suite.runpytest(*ARGS, "--resili-model=openai:builtin:adaptive", f"--resili-base-url={url}",
+                        f"--resili-cache={cache}", f"--resili-report={first}")
+    result = suite.runpytest(*ARGS, "--resili-model=openai:builtin:adaptive",
+                             f"--resili-base-url={url}", "--resili-retries=0",
+                             f"--resili-cache={cache}", f"--resili-report={second}")
+    assert result.ret == 0, result.stdout.str()[-2000:]
+    assert episodes(second) == episodes(first)
+    assert all(ep["outcome"] != "error" for ep in load(second)["episodes"])
