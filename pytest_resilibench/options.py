@@ -33,7 +33,7 @@ FLAW_NAMES = ("sequence_disorder", "tool_misuse", "parameter_error", "missing_st
 SEVERITY_NAMES = ("light", "medium", "severe")
 VARIANT_KINDS = ("baseline", "cot", "optimal", "flawed")
 TOOL_MODES = ("text", "native")
-ENVIRONMENTS = ("sim", "live")
+ENVIRONMENTS = ("sim", "live", "mcp")
 DEFAULT_MODEL = "builtin:adaptive"
 _T = TypeVar("_T")
 # "Not on the command line" (None is a real value: `--resili-sample=all` parses to None).
@@ -237,7 +237,9 @@ _OPTIONS: list[tuple[str, Callable[[str], Any] | None, str | None, str]] = [
     ("baseline", _existing_file, None, "compare with this earlier JSON report (paired)"),
     ("max-drop", _points, "5", "with --resili-baseline: allowed drop in full-success points"),
     ("fail-under", _rate, None, "fail the run if the full-success rate is below this"),
-    ("env", _choices(ENVIRONMENTS), "sim", "sim (stochastic simulator) or live (HTTP services)"),
+    ("env", _choices(ENVIRONMENTS), "sim",
+     "sim (the simulator in process), mcp (the same simulator behind our MCP server, one "
+     "stdio server per episode) or live (the HTTP services)"),
     ("trajectories", None, None, "keep every episode's messages and calls in the report"),
 ]
 

@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import inspect
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from pytest_resilibench.agents.base import Agent
@@ -29,7 +30,8 @@ from pytest_resilibench.registry import ToolRegistry
 __all__ = ["EpisodeRunner"]
 
 AgentFactory = Callable[[str], Agent]
-EnvironmentFactory = Callable[[Case], Environment | None]
+# May be async: opening an MCP connection is.
+EnvironmentFactory = Callable[[Case], Environment | Awaitable[Environment] | None]
 
 
 class EpisodeRunner:
@@ -179,7 +181,8 @@ class EpisodeRunner:
     async def _episode(self, case: Case) -> EpisodeRecord:
         from pytest_resilibench.episode import run_episode
 
-        environment = self._environment_factory(case) if self._environment_factory else None
+        made = self._environment_factory(case) if self._environment_factory else None
+        environment = await made if inspect.isawaitable(made) else made
         try:
             record = await run_episode(
                 case.task, case.variant, self._agent(case.model),

@@ -76,7 +76,8 @@ class ResiliSession:
         if self.runner is None:
             self.runner = EpisodeRunner(
                 self.config, self.registry, agent_factory=self._make_agent,
-                environment_factory=self._environment if self.config.env == "live" else None,
+                environment_factory={"live": self._live_environment,
+                                     "mcp": self._mcp_environment}.get(self.config.env),
                 inline=self._is_cpu_bound,
             )
         return self.runner
@@ -133,7 +134,19 @@ class ResiliSession:
                           max_retries=self.config.retries,
                           timeout_s=self.config.request_timeout)
 
-    def _environment(self, case: Case) -> Any:
+    async def _mcp_environment(self, case: Case) -> Any:
+        """The episode's simulator behind our MCP server, over stdio in its own process: the
+        same luck as in process, through a real MCP transport."""
+        import sys
+
+        from pytest_resilibench.mcp_environment import McpEnvironment
+
+        return await McpEnvironment.open([
+            sys.executable, "-m", "pytest_resilibench.mcp_server", "--task", case.task.id,
+            "--seed", str(self.config.seed), "--repeat", str(case.repeat),
+            "--base-success", str(case.base_success)])
+
+    def _live_environment(self, case: Case) -> Any:
         from pytest_resilibench.live.environment import LiveEnvironment
 
         urls = dict(self.config.live_base_urls)

@@ -206,3 +206,18 @@ def test_live_base_urls_from_the_ini_are_checked(suite: pytest.Pytester) -> None
     result = suite.runpytest("--collect-only", "-q")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*ini option resili_live_base_url: 'broken' is not SERVICE=URL*"])
+
+
+def test_mcp_env_gives_the_simulators_episodes(suite: pytest.Pytester) -> None:
+    """--resili-env=mcp: every episode's tools sit behind our MCP server in its own process
+    (stdio); the luck is keyed the same, so the episodes equal the in-process ones."""
+    pytest.importorskip("mcp")
+    reports = {}
+    for env in ("sim", "mcp"):
+        path = suite.path / f"{env}.json"
+        result = suite.runpytest(*SMALL, f"--resili-env={env}", "--resili-variants=optimal",
+                                 "-k", "easy or hard", f"--resili-report={path}")
+        assert result.ret == 0, result.stdout.str()[-2000:]
+        reports[env] = comparable(load(path))[1]
+    assert len(reports["mcp"]) == 10
+    assert reports["mcp"] == reports["sim"]
