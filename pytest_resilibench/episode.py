@@ -145,17 +145,6 @@ def _call_key(name: str, arguments: Any) -> str:
         return name + repr(arguments)
 
 
-def _assistant_message(reply: ModelReply) -> dict[str, Any]:
-    message: dict[str, Any] = {"role": "assistant", "content": reply.content}
-    if reply.tool_calls:
-        message["tool_calls"] = [
-            {"id": c.id, "type": "function",
-             "function": {"name": c.name, "arguments": c.arguments}}
-            for c in reply.tool_calls
-        ]
-    return message
-
-
 def _observation_messages(
     reply: ModelReply, payload: Mapping[str, Any], *, native: bool
 ) -> list[dict[str, Any]]:
@@ -266,7 +255,7 @@ async def _turn_loop(
                                task_id=task.id, context=context)
         reply = await agent.complete(request)
         _count_tokens(record, reply)
-        messages.append(_assistant_message(reply))
+        messages.append(reply.to_message())
         parsed = (parse_native(reply.tool_calls, reply.content) if reply.tool_calls
                   else parse_text(reply.content))
         if parsed.completed:

@@ -113,13 +113,7 @@ def completion_json(reply: ModelReply, *, model: str, request_id: str,
                     messages: Sequence[Mapping[str, Any]] = ()) -> dict[str, Any]:
     """A `chat.completion` object for a reply, as the OpenAI API returns it. Usage the policy did
     not report is estimated from the text."""
-    message: dict[str, Any] = {"role": "assistant", "content": reply.content}
-    if reply.tool_calls:
-        message["tool_calls"] = [
-            {"id": call.id, "type": "function",
-             "function": {"name": call.name, "arguments": call.arguments}}
-            for call in reply.tool_calls
-        ]
+    message = reply.to_message()
     prompt = int(reply.usage.get("prompt_tokens", 0)) or _rough_tokens(list(messages))
     completion = int(reply.usage.get("completion_tokens", 0)) or _rough_tokens(
         (reply.content or "") + "".join(c.name + c.arguments for c in reply.tool_calls))

@@ -43,6 +43,17 @@ class ModelReply:
     usage: Mapping[str, int] = field(default_factory=dict)
     raw: Mapping[str, Any] | None = None
 
+    def to_message(self) -> dict[str, Any]:
+        """The OpenAI chat `assistant` message of this reply."""
+        message: dict[str, Any] = {"role": "assistant", "content": self.content}
+        if self.tool_calls:
+            message["tool_calls"] = [
+                {"id": c.id, "type": "function",
+                 "function": {"name": c.name, "arguments": c.arguments}}
+                for c in self.tool_calls
+            ]
+        return message
+
 
 @runtime_checkable
 class Agent(Protocol):
