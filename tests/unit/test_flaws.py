@@ -23,6 +23,7 @@ from pytest_resilibench.registry import DATA_FORMATS, default_registry
 from pytest_resilibench.simulator import EpisodeKey, Simulator
 from pytest_resilibench.tasks import Task
 from pytest_resilibench.workflow import PlanStep, Workflow
+from tests.unit.sample_tasks import SALES
 
 REGISTRY = default_registry()
 PROPERTY = settings(max_examples=60, deadline=None)
@@ -270,25 +271,6 @@ def test_logical_inconsistency_consumes_what_no_predecessor_produces(
 
 
 # --- examples and bad input -----------------------------------------------------------------
-SALES = Task(
-    id="t9001", type="data_pipeline", difficulty="easy",
-    description="Read the sales file, parse it, normalise it, sum it and post the report.",
-    inputs={"format": "csv", "path": "data/sales_2025.csv", "operation": "normalize",
-            "function": "sum", "target_url": "https://api.example.com/v1/reports"},
-    expected_outputs={"report": "posted"},
-    required_tools=("file_operations_reader", "data_processing_parser",
-                    "data_processing_transformer", "data_processing_aggregator",
-                    "network_poster"),
-    step_arguments={
-        "file_operations_reader": {"path": "data/sales_2025.csv"},
-        "data_processing_parser": {"format": "csv"},
-        "data_processing_transformer": {"operation": "normalize"},
-        "data_processing_aggregator": {"function": "sum"},
-        "network_poster": {"target_url": "https://api.example.com/v1/reports"},
-    },
-)
-
-
 def test_a_lighter_flaw_is_the_start_of_a_heavier_one() -> None:
     for flaw in ("sequence_disorder", "tool_misuse", "parameter_error", "missing_step",
                  "redundant_operations", "logical_inconsistency"):

@@ -25,27 +25,10 @@ from pytest_resilibench.registry import default_registry
 from pytest_resilibench.simulator import EpisodeKey, Simulator
 from pytest_resilibench.tasks import Task, load_tasks
 from pytest_resilibench.workflow import PlanStep, Workflow
+from tests.unit.sample_tasks import SALES
 
 REGISTRY = default_registry()
 
-SALES = Task(
-    id="t9001", type="data_pipeline", difficulty="easy",
-    description="Read the sales file, parse it, normalise it, sum it and post the report.",
-    inputs={"format": "csv", "path": "data/sales_2025.csv", "operation": "normalize",
-            "function": "sum", "target_url": "https://api.example.com/v1/reports"},
-    expected_outputs={"report": "posted"},
-    required_tools=("file_operations_reader", "data_processing_parser",
-                    "data_processing_transformer", "data_processing_aggregator",
-                    "network_poster"),
-    constraints=("Post the report only once.",),
-    step_arguments={
-        "file_operations_reader": {"path": "data/sales_2025.csv"},
-        "data_processing_parser": {"format": "csv"},
-        "data_processing_transformer": {"operation": "normalize"},
-        "data_processing_aggregator": {"function": "sum"},
-        "network_poster": {"target_url": "https://api.example.com/v1/reports"},
-    },
-)
 FORECAST = Task(
     id="t9002", type="simple_task", difficulty="hard",
     description="Our ops lead wants next quarter's outlook in her inbox.",
