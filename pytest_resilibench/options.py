@@ -60,6 +60,7 @@ class RunConfig:
     concurrency: int = 16
     retries: int = 6
     request_timeout: float = 60.0
+    temperature: float | None = 0.0
     cache: Path | None = None
     report: Path | None = None
     baseline: Path | None = None
@@ -84,6 +85,7 @@ class RunConfig:
             "base_success": list(self.base_success),
             "max_turns": self.max_turns,
             "tool_mode": self.tool_mode,
+            "temperature": self.temperature,
             "env": self.env,
         }
 
@@ -179,6 +181,18 @@ def _seconds(text: str) -> float:
     return value
 
 
+def _temperature(text: str) -> float | None:
+    if text.strip().lower() == "default":
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        raise ValueError(f"{text!r} is not a temperature (a number, or 'default')") from None
+    if not 0.0 <= value <= 2.0:
+        raise ValueError(f"{value} is not between 0 and 2")
+    return value
+
+
 def _existing_file(text: str) -> Path:
     path = Path(text).expanduser()
     if not path.is_file():
@@ -232,6 +246,8 @@ _OPTIONS: list[tuple[str, Callable[[str], Any] | None, str | None, str]] = [
      "retries of a failed model request (429, 5xx, timeouts) before it counts as an "
      "infrastructure error"),
     ("request-timeout", _seconds, "60", "seconds to wait for one model reply"),
+    ("temperature", _temperature, "0",
+     "sampling temperature sent to real models, or 'default' for the server's own"),
     ("cache", _path, None, "model-call cache file (sqlite); re-runs replay from it"),
     ("report", _path, None, "write the JSON report (resilibench.report/1) here"),
     ("baseline", _existing_file, None, "compare with this earlier JSON report (paired)"),
@@ -316,6 +332,7 @@ def read_config(config: pytest.Config) -> RunConfig:
         concurrency=values["concurrency"],
         retries=values["retries"],
         request_timeout=values["request-timeout"],
+        temperature=values["temperature"],
         cache=values["cache"],
         report=values["report"],
         baseline=values["baseline"],

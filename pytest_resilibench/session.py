@@ -132,7 +132,8 @@ class ResiliSession:
         return make_agent(spec, base_url=self.config.base_url, seed=self.config.seed,
                           cache=cache, max_concurrency=self.config.concurrency,
                           max_retries=self.config.retries,
-                          timeout_s=self.config.request_timeout)
+                          timeout_s=self.config.request_timeout,
+                          temperature=self.config.temperature)
 
     async def _mcp_environment(self, case: Case) -> Any:
         """The episode's simulator behind our MCP server, over stdio in its own process: the
@@ -151,11 +152,9 @@ class ResiliSession:
 
         urls = dict(self.config.live_base_urls)
         if self._live is None and len(urls) < len(self.registry):
-            from pytest_resilibench.live.server import LiveServer
+            from pytest_resilibench.live.server import start_live_server
 
-            # Quiet: its designed hangs are cut at shutdown, which uvicorn reports as errors.
-            self._live = LiveServer(seed=self.config.seed, log_level="critical")
-            self._live.start()
+            self._live = start_live_server(seed=self.config.seed)
         if self._live is not None:
             urls = {**self._live.base_urls, **urls}
         return LiveEnvironment.for_episode(case.task, urls, seed=self.config.seed,

@@ -46,3 +46,9 @@ def test_live_urls_and_url() -> None:
 def test_config_json_is_plain() -> None:
     data = o.RunConfig(sample=None).to_json()
     assert data["sample"] == "all" and data["models"] == [o.DEFAULT_MODEL]
+
+
+def test_temperature() -> None:
+    assert o._temperature("0.7") == 0.7 and o._temperature("default") is None
+    with pytest.raises(ValueError, match="between 0 and 2"):
+        o._temperature("3")
