@@ -8,6 +8,7 @@ episode runs. Parsers are plain functions so the ini path and the command line s
 from __future__ import annotations
 
 import argparse
+import math
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -134,16 +135,21 @@ def _int_at_least(lo: int) -> Callable[[str], int]:
     return parse
 
 
+def _number(text: str, what: str, lo: float, hi: float = math.inf, *,
+            lo_open: bool = False) -> float:
+    """A float in [lo, hi] (or (lo, hi] with `lo_open`); the message names what it is."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise ValueError(f"{text.strip()!r} is not {what}") from None
+    if value > hi or value < lo or (lo_open and value == lo):
+        low = f"({lo:g}" if lo_open else f"[{lo:g}"
+        raise ValueError(f"{value:g} is not {what} in {low}, {hi:g}]")
+    return value
+
+
 def _rates(text: str) -> tuple[float, ...]:
-    values = []
-    for part in _split(text):
-        try:
-            value = float(part)
-        except ValueError:
-            raise ValueError(f"{part!r} is not a number") from None
-        if not 0.0 < value <= 1.0:
-            raise ValueError(f"{value} is not a probability in (0, 1]")
-        values.append(value)
+    values = [_number(part, "a probability", 0.0, 1.0, lo_open=True) for part in _split(text)]
     if not values:
         raise ValueError("give at least one rate")
     return tuple(dict.fromkeys(values))
@@ -152,45 +158,23 @@ def _rates(text: str) -> tuple[float, ...]:
 def _rate(text: str) -> float:
     """A rate as 0.55 or 55%."""
     text = text.strip()
-    try:
-        value = float(text[:-1]) / 100 if text.endswith("%") else float(text)
-    except ValueError:
-        raise ValueError(f"{text!r} is not a rate (0.55 or 55%)") from None
-    if not 0.0 <= value <= 1.0:
-        raise ValueError(f"{text} is not between 0 and 1 (or 0% and 100%)")
-    return value
+    if text.endswith("%"):
+        return _number(text[:-1], "a percentage", 0.0, 100.0) / 100
+    return _number(text, "a rate (0.55 or 55%)", 0.0, 1.0)
 
 
 def _points(text: str) -> float:
-    try:
-        value = float(text.strip().removesuffix("pp"))
-    except ValueError:
-        raise ValueError(f"{text!r} is not a number of percentage points") from None
-    if not 0.0 <= value <= 100.0:
-        raise ValueError(f"{value} is not between 0 and 100 points")
-    return value
+    return _number(text.strip().removesuffix("pp"), "a number of percentage points", 0.0, 100.0)
 
 
 def _seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise ValueError(f"{text!r} is not a number of seconds") from None
-    if value <= 0:
-        raise ValueError(f"{value} is not a positive number of seconds")
-    return value
+    return _number(text, "a number of seconds", 0.0, lo_open=True)
 
 
 def _temperature(text: str) -> float | None:
     if text.strip().lower() == "default":
         return None
-    try:
-        value = float(text)
-    except ValueError:
-        raise ValueError(f"{text!r} is not a temperature (a number, or 'default')") from None
-    if not 0.0 <= value <= 2.0:
-        raise ValueError(f"{value} is not between 0 and 2")
-    return value
+    return _number(text, "a temperature (a number, or 'default')", 0.0, 2.0)
 
 
 def _existing_file(text: str) -> Path:

@@ -20,7 +20,7 @@ def test_rate(text: str, value: float) -> None:
     assert o._rate(text) == pytest.approx(value)
 
 
-@pytest.mark.parametrize("text", ["1.5", "abc", "-1%"])
+@pytest.mark.parametrize("text", ["1.5", "abc", "-1%", "101%", "x%"])
 def test_bad_rate(text: str) -> None:
     with pytest.raises(ValueError):
         o._rate(text)
@@ -50,5 +50,5 @@ def test_config_json_is_plain() -> None:
 
 def test_temperature() -> None:
     assert o._temperature("0.7") == 0.7 and o._temperature("default") is None
-    with pytest.raises(ValueError, match="between 0 and 2"):
+    with pytest.raises(ValueError, match=r"temperature .* in \[0, 2\]"):
         o._temperature("3")
