@@ -1,10 +1,13 @@
 """The plugin at full size: 50,400 items against bare pytest running 50,400 trivial tests.
 
-    python bench/bench_plugin.py [--model builtin:follower] [--workers 0] [--sample all]
+    python bench/bench_plugin.py [--model builtin:follower] [--workers 0,2] [--sample all]
 
-Prints, for both, the collection time (`--collect-only`) and the full run's wall time, their
-ratios (targets: run <= 1.5x, collection <= 2x) and each run's peak resident memory (the target
-for a process with all 5040 tasks loaded: <= 500 MB). Every figure is one measured run.
+Prints, for both, the collection time (`--collect-only`) and, for each `-n` of `--workers`,
+the full run's wall time, their ratios (targets: run <= 1.5x, collection <= 2x) and each run's
+peak resident memory (the target for a process with all 5040 tasks loaded: <= 500 MB). The
+bare and the suite run of one `-n` follow each other, so that both meet about the same load;
+the ratios of every `-n` come out of one invocation. Every figure is one measured run (wall
+time: on a shared machine, run it when the machine is quiet, and read it with that in mind).
 """
 
 from __future__ import annotations
@@ -46,9 +49,10 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--model", default="builtin:follower")
     parser.add_argument("--sample", default="all")
-    parser.add_argument("--workers", default="0")
+    parser.add_argument("--workers", default="0,2", help="comma-separated -n values")
     opts = parser.parse_args()
-    common = ["-q", "-p", "no:cacheprovider", "-n", opts.workers]
+    workers = [w.strip() for w in opts.workers.split(",") if w.strip()]
+    common = ["-q", "-p", "no:cacheprovider"]
     suite = ["suites", f"--resili-model={opts.model}", f"--resili-sample={opts.sample}"]
     with tempfile.TemporaryDirectory() as tmp:
         probe = subprocess.run(
@@ -57,21 +61,22 @@ def main() -> None:
         n = sum("::test_resilibench[" in line for line in probe.stdout.splitlines())
         Path(tmp, "test_trivial.py").write_text(TRIVIAL.format(n=n))
         Path(tmp, "pytest.ini").write_text("[pytest]\n")
-        rows = []
-        for label, args, cwd in [
-            ("bare collect", ["--collect-only", *common], Path(tmp)),
-            ("suite collect", ["--collect-only", *suite, *common], ROOT),
-            ("bare run", common, Path(tmp)),
-            ("suite run", [*suite, *common], ROOT),
-        ]:
+        runs = [("bare collect", ["--collect-only", *common], Path(tmp)),
+                ("suite collect", ["--collect-only", *suite, *common], ROOT)]
+        for n_workers in workers:
+            runs += [(f"bare run -n {n_workers}", [*common, "-n", n_workers], Path(tmp)),
+                     (f"suite run -n {n_workers}", [*suite, *common, "-n", n_workers], ROOT)]
+        walls = {}
+        for label, args, cwd in runs:
             wall, peak, last = measure(args, cwd)
-            rows.append((label, wall, peak))
-            print(f"{label:14s} {wall:8.1f} s  peak {peak:7.0f} MB  | {last}", flush=True)
-    walls = {label: wall for label, wall, _ in rows}
-    print(f"items: {n}, workers: {opts.workers}")
+            walls[label] = wall
+            print(f"{label:16s} {wall:8.1f} s  peak {peak:7.0f} MB  | {last}", flush=True)
+    print(f"items: {n}, model: {opts.model}, cores: {len(os.sched_getaffinity(0))}")
     print(f"collection ratio {walls['suite collect'] / walls['bare collect']:.2f}x "
-          f"(target <= 2x); run ratio {walls['suite run'] / walls['bare run']:.2f}x "
-          f"(target <= 1.5x)")
+          f"(target <= 2x)")
+    for n_workers in workers:
+        ratio = walls[f"suite run -n {n_workers}"] / walls[f"bare run -n {n_workers}"]
+        print(f"run ratio -n {n_workers}: {ratio:.2f}x (target <= 1.5x)")
 
 
 if __name__ == "__main__":

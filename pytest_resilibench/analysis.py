@@ -9,7 +9,7 @@ base success), hence the same tool luck — are compared pair by pair (`stats.py
 from __future__ import annotations
 
 import json
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,6 +19,7 @@ import numpy as np
 from tabulate import tabulate
 
 from pytest_resilibench import stats
+from pytest_resilibench.agents.base import error_cause
 from pytest_resilibench.flaws import FLAWS, SEVERITIES
 from pytest_resilibench.report import REPORT_SCHEMA
 from pytest_resilibench.tasks import DIFFICULTIES, TASK_TYPES
@@ -295,6 +296,8 @@ def summary(
         "counts": {"episodes": len(eps), "scored": sum(1 for ep in eps if _is_scored(ep)),
                    "errors": sum(errors.values()), "models": models, "variants": variants},
         "errors_by_model": dict(sorted(errors.items())),
+        "infra_causes": _infra_causes(eps),
+        "usage": _usage(eps, models),
         "by_model_variant": by_mv,
         "variant_averages": averages,
         "by_task_type": rows("model", "task_type", order=lambda k: (
@@ -316,7 +319,68 @@ def summary(
                 "severity", _severity_x, confidence)
             if len({ep.get("severity") for ep in flawed}) > 1 else [],
         },
+        **_fault_sections(eps, confidence),
     }
+
+
+_TOKEN_KINDS = ("prompt", "cached", "completion", "reasoning", "replayed")
+
+
+def _usage(eps: Sequence[Episode], models: Sequence[str]) -> list[dict[str, Any]]:
+    """Tokens and cost per model (agents/pricing.py): cost is None when no episode of the
+    model had a price. Replayed tokens came from the model-call cache (not spent)."""
+    rows = []
+    for model in models:
+        mine = [ep for ep in eps if str(ep.get("model")) == model]
+        tokens = dict.fromkeys(_TOKEN_KINDS, 0)
+        for ep in mine:
+            counts = ep.get("tokens")
+            if isinstance(counts, Mapping):
+                for kind in _TOKEN_KINDS:
+                    tokens[kind] += int(counts.get(kind) or 0)
+        costs = [float(c) for ep in mine if (c := ep.get("cost_usd")) is not None]
+        rows.append({"model": model, "episodes": len(mine), "tokens": tokens,
+                     "cost_usd": round(sum(costs), 6) if costs else None})
+    return rows
+
+
+def _infra_causes(eps: Sequence[Episode]) -> list[dict[str, Any]]:
+    """Infrastructure errors per model grouped by cause, most frequent first."""
+    counts: Counter[tuple[str, str]] = Counter(
+        (str(ep.get("model")), error_cause(str(ep.get("infra_error") or ep.get("stop_reason"))))
+        for ep in eps if ep.get("outcome") == "error")
+    return [{"model": model, "cause": cause, "count": n}
+            for (model, cause), n in sorted(counts.items(), key=lambda kv: (kv[0][0], -kv[1]))]
+
+
+_EVENT_ORDER = ("outage", "auth_expired", "rate_limited", "silent", "tainted", "none")
+
+
+def _fault_sections(eps: Sequence[Episode], confidence: float) -> dict[str, Any]:
+    """The realistic fault profile's part of the summary (docs/FAULTS.md): the profile, and
+    per model and event kind the episodes that met it, their rates and how often the agent
+    recovered (a call carrying the event later followed by a clean success of its step).
+    Nothing for paper episodes, whose summary stays as it was."""
+    realistic = [ep for ep in eps if ep.get("faults")]
+    if not realistic:
+        return {}
+    groups: dict[tuple[str, str], list[Episode]] = defaultdict(list)
+    calls: dict[tuple[str, str], list[int]] = defaultdict(lambda: [0, 0])
+    for ep in realistic:
+        events = ep.get("events") or {}
+        for kind in events or {"none": None}:
+            key = (str(ep.get("model")), kind)
+            groups[key].append(ep)
+            if kind in events:
+                calls[key][0] += int(events[kind].get("met", 0))
+                calls[key][1] += int(events[kind].get("recovered", 0))
+    rows = []
+    for model, kind in sorted(groups, key=lambda k: (k[0], _rank(k[1], _EVENT_ORDER))):
+        met, recovered = calls[(model, kind)]
+        rows.append({"model": model, "event": kind, "calls": met,
+                     "recovered_share": recovered / met if met else None,
+                     **_rates(groups[(model, kind)], confidence)})
+    return {"faults": sorted({str(ep["faults"]) for ep in realistic}), "by_event": rows}
 
 
 def _rank(value: Any, known: Sequence[str]) -> tuple[int, str]:
@@ -456,8 +520,45 @@ def tables(s: Mapping[str, Any]) -> list[Table]:
               "  ".join(f"{_axis_label(r['axis'], p['x'])}: {_pct(p['full_rate'])}"
                         for p in r["points"]),
               _slope_label(r)] for r in surfaces]))
+    if s.get("by_event"):
+        out.append(Table(
+            f"Success by event kind ({', '.join(s.get('faults', []))} faults)",
+            ["model", "event", "episodes", "full % [95% CI]", "partial %", "event calls",
+             "recovered %"],
+            [[r["model"], r["event"], r["n"], _pct_ci(r["full_rate"], r["full_ci"]),
+              _pct(r["partial_rate"]), r["calls"], _pct(r["recovered_share"], 0)]
+             for r in s["by_event"]],
+            "episodes that met each event at least once (none: met no event); recovered: "
+            "event calls later followed by a clean success of the same step"))
+    usage = [r for r in s.get("usage", []) if any(r["tokens"].values())
+             or r["cost_usd"] is not None]
+    if usage:
+        out.append(Table(
+            "Tokens and cost by model",
+            ["model", "episodes", *_TOKEN_KINDS, "cost USD"],
+            [[r["model"], r["episodes"], *(f"{r['tokens'][k]:,}" for k in _TOKEN_KINDS),
+              "–" if r["cost_usd"] is None else f"{r['cost_usd']:.4f}"] for r in usage],
+            "cached is part of prompt, reasoning part of completion; replayed: answered by "
+            "the model-call cache, not spent; cost: –  where the price is unknown"))
+    providers = s.get("providers", {})
+    if providers:
+        out.append(Table(
+            "Model requests",
+            ["model", "requests", "sent", "retries", "429s", "timeouts", "server errors",
+             "refused", "not sent", "cache hits"],
+            [[m, p.get("requests", 0), p.get("api_calls", 0), p.get("retries", 0),
+              p.get("faults", {}).get("rate_limit", 0), p.get("faults", {}).get("timeout", 0),
+              p.get("faults", {}).get("server_error", 0), p.get("faults", {}).get("refused", 0),
+              p.get("not_sent", 0), p.get("cache_hits", 0)] for m, p in providers.items()],
+            "sent: HTTP requests, retries included"))
+    causes = s.get("infra_causes")
     errors = s.get("errors_by_model", {})
-    if errors:
+    if causes:
+        out.append(Table("Infrastructure errors (outside every rate)",
+                         ["model", "errors", "cause"],
+                         [[r["model"], r["count"], r["cause"]] for r in causes],
+                         "grouped by cause"))
+    elif errors:
         out.append(Table("Infrastructure errors (outside every rate)", ["model", "errors"],
                          [[m, n] for m, n in errors.items()]))
     return out

@@ -83,9 +83,12 @@ def _add_solve(sub: argparse._SubParsersAction) -> None:
 def _cmd_serve_mcp(args: argparse.Namespace) -> int:
     from pytest_resilibench import mcp_server
 
-    task = mcp_server.find_task(args.task, args.fixtures)
-    server = mcp_server.build_server(mcp_server.task_simulator(
-        task, seed=args.seed, repeat=args.repeat, base_success=args.base_success))
+    default = None
+    if args.task is not None:
+        default = mcp_server.task_simulator(
+            mcp_server.find_task(args.task, args.fixtures), seed=args.seed, repeat=args.repeat,
+            base_success=args.base_success, faults=args.faults)
+    server = mcp_server.build_server(default)
     if args.transport == "stdio":
         mcp_server.serve_stdio(server)
     else:
@@ -96,11 +99,16 @@ def _cmd_serve_mcp(args: argparse.Namespace) -> int:
 def _add_serve_mcp(sub: argparse._SubParsersAction) -> None:
     from pytest_resilibench.tasks import FIXTURES_DIR
 
-    p = sub.add_parser("serve-mcp", help="serve one task's simulated tools as an MCP server")
-    p.add_argument("--task", required=True, help="task id, e.g. t0421")
-    p.add_argument("--seed", type=int, default=0, help="run seed (default 0)")
-    p.add_argument("--repeat", type=int, default=0, help="episode/repeat index (default 0)")
-    p.add_argument("--base-success", type=float, default=0.8, help="base success probability")
+    p = sub.add_parser("serve-mcp", help="serve the simulated tools as an MCP server")
+    p.add_argument("--task", help="task id, e.g. t0421: the episode of calls that name none "
+                                  "(without it every call names its episode in _meta, "
+                                  "see pytest_resilibench/mcp_server.py)")
+    p.add_argument("--seed", type=int, default=0, help="run seed of the --task episode (default 0)")
+    p.add_argument("--repeat", type=int, default=0, help="repeat index of the --task episode")
+    p.add_argument("--base-success", type=float, default=0.8,
+                   help="base success probability of the --task episode")
+    p.add_argument("--faults", choices=("paper", "realistic"), default="paper",
+                   help="fault profile of the --task episode (docs/FAULTS.md)")
     p.add_argument("--transport", choices=("stdio", "http"), default="stdio")
     p.add_argument("--port", type=int, default=8000,
                    help="HTTP port on 127.0.0.1 (0: a free one; the URL goes to stderr)")
@@ -246,10 +254,19 @@ def _cmd_serve_openai(args: argparse.Namespace) -> int:
     kinds = FAULT_KINDS if kinds == ("all",) else kinds
     faults = FaultConfig(rate=args.fault_rate, kinds=kinds, retry_after_s=args.retry_after_s,
                          hold_s=args.hold_s)
-    server = OpenAITestServer(seed=args.seed, latency_ms=args.latency_ms, faults=faults,
-                              host=args.host, port=args.port).start()
+    from pytest_resilibench.agents import make_agent
+
+    served = {}
+    for item in args.model:  # NAME=builtin:AGENT: a real model's name played by a built-in
+        name, _, agent = item.partition("=")
+        served[name.strip()] = make_agent(agent.strip() or "builtin:adaptive")
+    server = OpenAITestServer(served, seed=args.seed, latency_ms=args.latency_ms,
+                              faults=faults, host=args.host, port=args.port,
+                              strict=args.strict, api_key=args.api_key).start()
     # The first line names the bound port (port 0 picks a free one); scripts read it.
-    print(f"serving {server.base_url} (models builtin:NAME; latency {args.latency_ms:g} ms, "
+    models = ", ".join(["builtin:NAME", *served])
+    strict = ", strict" if args.strict else ""
+    print(f"serving {server.base_url} (models {models}{strict}; latency {args.latency_ms:g} ms, "
           f"faults {args.fault_rate:g} of {','.join(kinds)}, seed {args.seed})", flush=True)
     try:
         server.serve_forever()
@@ -274,6 +291,12 @@ def _add_serve_openai(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--hold-s", type=float, default=65.0,
                    help="how long a `timeout` fault holds the request (beyond client timeouts)")
     p.add_argument("--seed", type=int, default=0, help="seed of the fault draws")
+    p.add_argument("--model", action="append", default=[], metavar="NAME=builtin:AGENT",
+                   help="serve model NAME (e.g. o3) with a built-in agent (repeatable)")
+    p.add_argument("--strict", action="store_true",
+                   help="refuse what OpenAI refuses (unknown fields, what the model family "
+                        "does not take), as the real API does")
+    p.add_argument("--api-key", default=None, help="accept only this key (others get 401)")
     p.set_defaults(handler=_cmd_serve_openai)
 
 

@@ -47,6 +47,7 @@ from pytest_resilibench.simulator import DEFAULT_BASE_SUCCESS, CallResult, Episo
 from pytest_resilibench.tasks import Task
 
 if TYPE_CHECKING:
+    from pytest_resilibench.faults import TaskFaults
     from pytest_resilibench.prompts import Prompt, Variant
 
 __all__ = [
@@ -193,21 +194,28 @@ async def run_episode(
     environment: Environment | None = None,
     model_name: str | None = None,
     prompt: Prompt | None = None,
+    faults: str = "paper",
 ) -> EpisodeRecord:
     """Play one episode and score it. Never raises for anything the model or the provider
-    does: provider failures and harness bugs become outcome `error`."""
+    does: provider failures and harness bugs become outcome `error`. `faults="realistic"`
+    plays the realistic fault profile (docs/FAULTS.md), whose turn budget replaces
+    `max_turns`."""
     if tool_mode not in TOOL_MODES:
         raise ValueError(f"tool_mode must be one of {TOOL_MODES}, got {tool_mode!r}")
     if max_turns < 1:
         raise ValueError(f"max_turns must be >= 1, got {max_turns}")
     registry = registry or default_registry()
+    profile = None
+    if faults != "paper":
+        profile = _realistic(task, registry, faults)
+        max_turns = profile.max_turns
     record = EpisodeRecord(
         id=episode_id(model=model_name or agent.name, variant=variant.label,
                       severity=variant.severity, task_id=task.id, repeat=repeat, seed=seed),
         model=model_name or agent.name, variant=variant.label, flaw=variant.flaw,
         severity=variant.severity, task_id=task.id, task_type=task.type,
         difficulty=task.difficulty, repeat=repeat, seed=seed, base_success=base_success,
-        tool_mode=tool_mode, max_turns=max_turns,
+        tool_mode=tool_mode, max_turns=max_turns, faults=None if profile is None else faults,
     )
     owned = environment is None
     started = time.perf_counter()
@@ -216,11 +224,14 @@ async def run_episode(
         if prompt is None:
             from pytest_resilibench.prompts import render_prompt
 
-            prompt = render_prompt(task, variant, tool_mode=tool_mode, registry=registry)
+            prompt = (render_prompt(task, variant, tool_mode=tool_mode, registry=registry)
+                      if profile is None else
+                      render_prompt(task, variant, tool_mode=tool_mode, registry=registry,
+                                    faults=faults))
         if environment is None:
             environment = SimulatedEnvironment(Simulator(
                 registry, EpisodeKey(seed, task.id, repeat), task_tools=task.required_tools,
-                inputs=task.inputs, base_success=base_success))
+                inputs=task.inputs, base_success=base_success, faults=profile))
         completed = await _turn_loop(
             record, prompt, agent, environment, task=task, variant=variant, repeat=repeat,
             base_success=base_success, registry=registry)
@@ -234,8 +245,16 @@ async def run_episode(
         if owned and environment is not None:
             await environment.aclose()
         record.wall_time_s = round(time.perf_counter() - started, 6)
-    _score(record, task, prompt, completed=completed, registry=registry)
+    _score(record, task, prompt, completed=completed, registry=registry, profile=profile)
     return record
+
+
+def _realistic(task: Task, registry: ToolRegistry, faults: str) -> TaskFaults:
+    from pytest_resilibench.faults import FAULT_PROFILES, task_faults
+
+    if faults not in FAULT_PROFILES:
+        raise ValueError(f"faults must be one of {FAULT_PROFILES}, got {faults!r}")
+    return task_faults(task, registry)
 
 
 async def _turn_loop(
@@ -249,7 +268,7 @@ async def _turn_loop(
     turns = _Turns(record.max_turns)
     context = {"task": task, "variant": variant, "base_success": base_success,
                "max_turns": record.max_turns, "tool_mode": record.tool_mode,
-               "registry": registry}
+               "registry": registry, "faults": record.faults or "paper"}
     while True:
         request = ModelRequest(messages=list(messages), tools=prompt.tools, repeat=repeat,
                                task_id=task.id, context=context)
@@ -300,15 +319,25 @@ def _count_tokens(record: EpisodeRecord, reply: ModelReply) -> None:
     record.tokens["prompt"] += prompt_tokens
     record.tokens["completion"] += completion_tokens
     record.tokens["total"] += prompt_tokens + completion_tokens
+    # Within prompt / completion (cached, reasoning), or apart from them: a cache replay's
+    # tokens were paid for by an earlier run (agents/openai_provider.py).
+    for name in ("reasoning", "cached", "replayed"):
+        record.tokens[name] = record.tokens.get(name, 0) + int(usage.get(f"{name}_tokens", 0) or 0)
 
 
 def _score(
     record: EpisodeRecord, task: Task, prompt: Prompt | None, *, completed: bool,
-    registry: ToolRegistry,
+    registry: ToolRegistry, profile: TaskFaults | None = None,
 ) -> None:
     """Fill the outcome and metrics from the trajectory (errors keep outcome `error`)."""
+    alternatives = None
+    if profile is not None:
+        from pytest_resilibench.faults import events_met
+
+        alternatives = profile.alternatives
+        record.events = events_met(record.calls, alternatives)
     score = score_calls(record.calls, task.required_tools, completed=completed,
-                        registry=registry)
+                        registry=registry, alternatives=alternatives)
     if record.outcome != "error":
         record.outcome = score.outcome
     record.conditions = score.conditions.to_json()
@@ -357,6 +386,7 @@ class EpisodeSpec:
     base_success: float = DEFAULT_BASE_SUCCESS
     max_turns: int = 10
     tool_mode: str = "text"
+    faults: str = "paper"
 
 
 async def run_episodes(
@@ -381,7 +411,7 @@ async def run_episodes(
         pending.add(asyncio.ensure_future(run_episode(
             spec.task, spec.variant, agent, seed=spec.seed, repeat=spec.repeat,
             base_success=spec.base_success, max_turns=spec.max_turns,
-            tool_mode=spec.tool_mode, registry=registry)))
+            tool_mode=spec.tool_mode, registry=registry, faults=spec.faults)))
     try:
         while pending:
             done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)

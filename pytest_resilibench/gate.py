@@ -49,11 +49,11 @@ def fail_under(episodes: Sequence[Episode], threshold: float) -> list[GateResult
 
 
 def compare_with_baseline(
-    old: Sequence[Episode], new: Sequence[Episode], *, max_drop_pp: float
+    old: Sequence[Episode], new: Sequence[Episode], *, max_drop_pp: float, alpha: float = 0.05
 ) -> GateResult:
     """Pair episodes on common random numbers (`analysis.compare`) and apply the verdict."""
     try:
-        comparison = compare(old, new, max_drop_pp=max_drop_pp)
+        comparison = compare(old, new, max_drop_pp=max_drop_pp, alpha=alpha)
     except ValueError as exc:
         return GateResult(True, "error", f"baseline: {exc}")
     if not comparison["pairs"]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -35,6 +36,9 @@ SEVERITY_NAMES = ("light", "medium", "severe")
 VARIANT_KINDS = ("baseline", "cot", "optimal", "flawed")
 TOOL_MODES = ("text", "native")
 ENVIRONMENTS = ("sim", "live", "mcp")
+FAULT_PROFILES = ("paper", "realistic")  # mirrors faults.FAULT_PROFILES (docs/FAULTS.md)
+GATES = ("fixed", "sequential")
+APIS = ("chat", "responses")  # mirrors agents.openai_provider.APIS
 DEFAULT_MODEL = "builtin:adaptive"
 _T = TypeVar("_T")
 # "Not on the command line" (None is a real value: `--resili-sample=all` parses to None).
@@ -60,14 +64,22 @@ class RunConfig:
     tool_mode: str = "text"
     concurrency: int = 16
     retries: int = 6
-    request_timeout: float = 60.0
-    temperature: float | None = 0.0
+    request_timeout: float = 600.0
+    temperature: float | str | None = "auto"  # auto: the model family's (agents/profiles.py)
+    model_args: dict[str, Any] = field(default_factory=dict)
+    api: str = "chat"
+    max_consecutive_errors: int = 10
+    max_cost: float | None = None
+    prices: Path | None = None
     cache: Path | None = None
     report: Path | None = None
     baseline: Path | None = None
     max_drop: float = 5.0
+    confidence: float = 0.95
+    gate: str = "fixed"
     fail_under: float | None = None
     env: str = "sim"
+    faults: str = "paper"
     live_base_urls: dict[str, str] = field(default_factory=dict)
     trajectories: bool = False
 
@@ -87,7 +99,12 @@ class RunConfig:
             "max_turns": self.max_turns,
             "tool_mode": self.tool_mode,
             "temperature": self.temperature,
+            "model_args": self.model_args,
+            "api": self.api,
             "env": self.env,
+            "faults": self.faults,
+            "gate": self.gate,
+            "confidence": self.confidence,
         }
 
 
@@ -142,6 +159,8 @@ def _number(text: str, what: str, lo: float, hi: float = math.inf, *,
         value = float(text)
     except ValueError:
         raise ValueError(f"{text.strip()!r} is not {what}") from None
+    if math.isnan(value) or (math.isinf(value) and not math.isinf(hi)):
+        raise ValueError(f"{text.strip()!r} is not {what} (a finite number)")
     if value > hi or value < lo or (lo_open and value == lo):
         low = f"({lo:g}" if lo_open else f"[{lo:g}"
         raise ValueError(f"{value:g} is not {what} in {low}, {hi:g}]")
@@ -167,13 +186,22 @@ def _points(text: str) -> float:
     return _number(text.strip().removesuffix("pp"), "a number of percentage points", 0.0, 100.0)
 
 
+def _confidence(text: str) -> float:
+    value = _number(text.strip().removesuffix("%"), "a confidence level", 0.0, 100.0,
+                    lo_open=True)
+    value = value / 100 if text.strip().endswith("%") or value > 1 else value
+    if not 0.5 <= value < 1.0:
+        raise ValueError(f"{text.strip()} is not a confidence level in [0.5, 1) (or 50-99.9%)")
+    return value
+
+
 def _seconds(text: str) -> float:
     return _number(text, "a number of seconds", 0.0, lo_open=True)
 
 
-def _temperature(text: str) -> float | None:
-    if text.strip().lower() == "default":
-        return None
+def _temperature(text: str) -> float | str | None:
+    if text.strip().lower() in ("default", "auto"):
+        return None if text.strip().lower() == "default" else "auto"
     return _number(text, "a temperature (a number, or 'default')", 0.0, 2.0)
 
 
@@ -200,8 +228,40 @@ def _live_urls(values: Sequence[str]) -> dict[str, str]:
     return urls
 
 
+def _json_object(text: str) -> dict[str, Any]:
+    import json
+
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{text!r} is not JSON: {exc}") from None
+    if not isinstance(value, dict):
+        raise ValueError(f"{text!r} is not a JSON object")
+    return value
+
+
+def _dollars(text: str) -> float:
+    return _number(text.strip().lstrip("$"), "an amount in USD", 0.0, lo_open=True)
+
+
 def _path(text: str) -> Path:
     return Path(text).expanduser()
+
+
+def _output_file(text: str) -> Path:
+    """A file the run will write at its end: checked now, so a run never loses its results
+    to a path that could not take them."""
+    path = _path(text)
+    if path.is_dir():
+        raise ValueError(f"{path} is a directory, not a file")
+    parent = path.parent
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    if not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK):
+        raise ValueError(f"cannot write {path}: {parent} is not a writable directory")
+    if path.exists() and not os.access(path, os.W_OK):
+        raise ValueError(f"cannot write {path}: the file is read-only")
+    return path
 
 
 # --- registration -----------------------------------------------------------------------------
@@ -229,17 +289,43 @@ _OPTIONS: list[tuple[str, Callable[[str], Any] | None, str | None, str]] = [
     ("retries", _int_at_least(0), "6",
      "retries of a failed model request (429, 5xx, timeouts) before it counts as an "
      "infrastructure error"),
-    ("request-timeout", _seconds, "60", "seconds to wait for one model reply"),
-    ("temperature", _temperature, "0",
-     "sampling temperature sent to real models, or 'default' for the server's own"),
+    ("request-timeout", _seconds, "600",
+     "seconds to wait for one model reply (the openai client's own default: a long "
+     "reasoning turn is legitimate); a timed-out request is retried, so one request may "
+     "take up to (retries + 1) x this"),
+    ("temperature", _temperature, "auto",
+     "sampling temperature sent to real models: auto (0 for chat models, none for reasoning "
+     "models), a number, or 'default' for the server's own"),
+    ("model-args", _json_object, None,
+     "extra request fields for real models, a JSON object passed through unchanged, e.g. "
+     "'{\"reasoning_effort\": \"low\", \"max_completion_tokens\": 4000}'"),
+    ("api", _choices(APIS), "chat",
+     "chat (chat completions) or responses (OpenAI's Responses API; reasoning carried "
+     "across tool turns)"),
+    ("max-consecutive-errors", _int_at_least(1), "10",
+     "stop sending a model's requests after this many failed in a row (the rest of its "
+     "episodes become infra errors, not sent)"),
+    ("max-cost", _dollars, None,
+     "stop starting new episodes once the run's model spend passes this many USD"),
+    ("prices", _existing_file, None,
+     "JSON file of model prices in USD per 1M tokens, over the built-in table: "
+     "{\"MODEL\": {\"input\": 2.0, \"cached_input\": 0.5, \"output\": 8.0}}"),
     ("cache", _path, None, "model-call cache file (sqlite); re-runs replay from it"),
-    ("report", _path, None, "write the JSON report (resilibench.report/1) here"),
+    ("report", _output_file, None, "write the JSON report (resilibench.report/1) here"),
     ("baseline", _existing_file, None, "compare with this earlier JSON report (paired)"),
     ("max-drop", _points, "5", "with --resili-baseline: allowed drop in full-success points"),
+    ("confidence", _confidence, "0.95",
+     "confidence level of the paired gate's verdicts (0.95, or 95 for percent)"),
+    ("gate", _choices(GATES), "fixed",
+     "with --resili-baseline: fixed (judge after every episode ran) or sequential (episodes in "
+     "a seeded random order; the run stops as soon as the paired evidence decides)"),
     ("fail-under", _rate, None, "fail the run if the full-success rate is below this"),
+    ("faults", _choices(FAULT_PROFILES), "paper",
+     "fault profile: paper (the paper's random failures) or realistic (outages, expired "
+     "credentials, rate limits, silent failures, a task-scaled turn budget; docs/FAULTS.md)"),
     ("env", _choices(ENVIRONMENTS), "sim",
      "sim (the simulator in process), mcp (the same simulator behind our MCP server, one "
-     "stdio server per episode) or live (the HTTP services)"),
+     "stdio server per process for all its episodes) or live (the HTTP services)"),
     ("trajectories", None, None, "keep every episode's messages and calls in the report"),
 ]
 
@@ -299,6 +385,9 @@ def read_config(config: pytest.Config) -> RunConfig:
     except ValueError as exc:
         where = "--resili-live-base-url" if given else "ini option resili_live_base_url"
         raise pytest.UsageError(f"{where}: {exc}") from None
+    if values["faults"][0] != "paper" and values["env"][0] == "live":
+        raise pytest.UsageError("--resili-faults=realistic needs --resili-env=sim or mcp (the "
+                                "realistic events live in the simulator)")
     return RunConfig(
         models=values["model"],
         base_url=values["base-url"],
@@ -317,12 +406,20 @@ def read_config(config: pytest.Config) -> RunConfig:
         retries=values["retries"],
         request_timeout=values["request-timeout"],
         temperature=values["temperature"],
+        model_args=values["model-args"] or {},
+        api=values["api"][0],
+        max_consecutive_errors=values["max-consecutive-errors"],
+        max_cost=values["max-cost"],
+        prices=values["prices"],
         cache=values["cache"],
         report=values["report"],
         baseline=values["baseline"],
         max_drop=values["max-drop"],
+        confidence=values["confidence"],
+        gate=values["gate"][0],
         fail_under=values["fail-under"],
         env=values["env"][0],
+        faults=values["faults"][0],
         live_base_urls=live,
         trajectories=bool(values["trajectories"]),
     )

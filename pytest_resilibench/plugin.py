@@ -12,7 +12,10 @@ writes the JSON report, applies the gate and prints the tables.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import shutil
 from collections.abc import Generator
 from typing import Any
 
@@ -21,7 +24,6 @@ import pytest
 from pytest_resilibench.options import RunConfig, add_options, read_config
 
 SESSION_KEY = pytest.StashKey["Any"]()
-RECORD_KEY = pytest.StashKey["Any"]()
 OUTCOME_STATUS = {
     "full": ("full", ".", ("FULL", {"green": True})),
     "partial": ("partial", "p", ("PARTIAL", {"yellow": True})),
@@ -30,11 +32,17 @@ OUTCOME_STATUS = {
 }
 
 
-class InfrastructureFailure(Exception):
+class _EpisodeFailure(Exception):
+    def __init__(self, message: str, record: Any = None) -> None:
+        super().__init__(message)
+        self.record = record  # the episode, for the report of the failed setup
+
+
+class InfrastructureFailure(_EpisodeFailure):
     """The model could not be reached for this episode (not the agent's failure)."""
 
 
-class HarnessFailure(Exception):
+class HarnessFailure(_EpisodeFailure):
     """The harness itself broke in this episode (a bug to report)."""
 
 
@@ -48,15 +56,29 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "resilibench: an episode of the ResiliBench benchmark (added automatically)")
     session = ResiliSession(read_config(config), rootdir=config.rootpath)
-    if not hasattr(config, "workerinput"):  # the controller checks once for everyone
+    workerinput = getattr(config, "workerinput", None)
+    if workerinput is None:  # the controller checks once for everyone
         try:
-            session.check_models()
+            session.check_models(probe=not (config.option.collectonly or config.option.help))
+            session.prepare_gate()
         except ValueError as exc:
             raise pytest.UsageError(str(exc)) from None
     config.stash[SESSION_KEY] = session
-    config.pluginmanager.register(_Gatherer(config, session), "resilibench-gatherer")
-    if config.pluginmanager.hasplugin("xdist") and not hasattr(config, "workerinput"):
-        config.pluginmanager.register(_XdistController(session), "resilibench-xdist")
+    config.pluginmanager.register(_EpisodeFixture(session), "resilibench-episode")
+    if workerinput is not None:  # the run's cost cap is shared among the workers
+        session.workers = int(workerinput.get("workercount", 1))
+    stopper = None
+    if session.sequential is not None:
+        stopper = _SequentialStop(session, distributed=_is_distributed(config))
+        config.pluginmanager.register(stopper, "resilibench-sequential")
+    elif workerinput is not None and workerinput.get("resili_stop_file"):
+        config.pluginmanager.register(_StopWatcher(workerinput["resili_stop_file"]),
+                                      "resilibench-stop-watcher")
+    gatherer = _Gatherer(config, session, stopper)
+    config.pluginmanager.register(gatherer, "resilibench-gatherer")
+    if config.pluginmanager.hasplugin("xdist") and workerinput is None:
+        config.pluginmanager.register(_XdistController(session, gatherer, stopper),
+                                      "resilibench-xdist")
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
@@ -71,11 +93,20 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         metafunc.parametrize("resili_case", cases, ids=[case.id for case in cases])
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     marker = pytest.mark.resilibench
     for item in items:
         if _case_of(item) is not None:
             item.add_marker(marker)
+    if config.stash[SESSION_KEY].config.gate == "sequential":
+        # Episodes in a seeded random order, so that any prefix is a random sample of the
+        # selection; the user's own tests keep their place in front.
+        from pytest_resilibench.rng import key_int
+
+        seed = config.stash[SESSION_KEY].config.seed
+        ours = [item for item in items if _case_of(item) is not None]
+        ours.sort(key=lambda item: key_int(seed, "sequential-order", _case_of(item).id))
+        items[:] = [item for item in items if _case_of(item) is None] + ours
 
 
 @pytest.hookimpl(wrapper=True)
@@ -101,38 +132,67 @@ def resili_config(request: pytest.FixtureRequest) -> RunConfig:
     return config
 
 
-@pytest.fixture
-def resili_episode(request: pytest.FixtureRequest, resili_case: Any) -> Any:
-    """The `EpisodeRecord` of this item's case (its episode may have run ahead)."""
-    __tracebackhide__ = True
-    record = request.config.stash[SESSION_KEY].result(resili_case)
-    request.node.stash[RECORD_KEY] = record
-    for name in ("outcome", "coverage", "order_adherence", "turns", "tool_calls",
-                 "errors_met", "errors_recovered"):
-        request.node.user_properties.append((f"resili_{name}", getattr(record, name)))
-    if record.outcome == "error":
-        kind = HarnessFailure if record.stop_reason == "harness_error" else InfrastructureFailure
-        raise kind(record.infra_error or record.stop_reason)
-    return record
+class _EpisodeFixture:
+    """The `resili_episode` fixture, bound to this run's session. A module-level fixture
+    would need pytest's `request` to find the session, and pytest (8, 9) builds a fresh
+    definition of `request`, signature inspection included, each time a fixture that takes
+    it is looked up: five times an item (~7% of a bare pytest item's instructions).
+    pytest binds fixtures of plugin instances to the instance (`FixtureManager.parsefactories`
+    looks them up on the instance)."""
+
+    def __init__(self, session: Any) -> None:
+        self.session = session
+
+    @pytest.fixture(name="resili_episode")
+    def resili_episode(self, resili_case: Any) -> Any:
+        """The `EpisodeRecord` of this item's case (its episode may have run ahead)."""
+        __tracebackhide__ = True
+        record = self.session.result(resili_case)
+        if record.outcome == "error":
+            kind = (HarnessFailure if record.stop_reason == "harness_error"
+                    else InfrastructureFailure)
+            raise kind(record.infra_error or record.stop_reason, record)
+        return record
+
+
+_PROPERTIES = ("outcome", "coverage", "order_adherence", "turns", "tool_calls", "errors_met",
+               "errors_recovered")
+
+
+def _record_of(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+    """The episode an item's phase reports: the fixture's value after the call, or the
+    one its failure carries when the fixture raised."""
+    from pytest_resilibench.record import EpisodeRecord
+
+    if call.when == "call":
+        record = (getattr(item, "funcargs", None) or {}).get("resili_episode")
+    elif call.when == "setup" and call.excinfo is not None:
+        record = getattr(call.excinfo.value, "record", None)
+    else:
+        return None
+    return record if isinstance(record, EpisodeRecord) else None
 
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(
     item: pytest.Item, call: pytest.CallInfo[None]
 ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    record = _record_of(item, call)
+    if record is not None:  # before the report is made, so that it carries them (JUnit XML)
+        item.user_properties.extend(
+            (f"resili_{name}", getattr(record, name)) for name in _PROPERTIES)
     report = yield
-    record = item.stash.get(RECORD_KEY, None)
-    attach = (call.when == "call") or (call.when == "setup" and report.failed)
-    if record is not None and attach:
+    if record is not None:
         session = item.config.stash[SESSION_KEY]
         outcome = record.outcome
         if outcome == "error":
             outcome = "harness_error" if record.stop_reason == "harness_error" else "infra_error"
         report.resili_outcome = outcome  # type: ignore[attr-defined]
+        if outcome == "infra_error":  # `-v` shows why
+            report.resili_reason = record.infra_error  # type: ignore[attr-defined]
         payload = record.to_json() if session.config.trajectories else record.summary_json()
         report.resili_episode = json.dumps(payload)  # type: ignore[attr-defined]
         session.attached += 1
-        item.stash[RECORD_KEY] = None
     return report
 
 
@@ -141,6 +201,12 @@ def pytest_report_teststatus(
 ) -> tuple[str, str, Any] | None:
     outcome = getattr(report, "resili_outcome", None)
     if outcome == "infra_error":
+        reason = getattr(report, "resili_reason", None)
+        if reason and config.get_verbosity() > 0:
+            category, letter, (word, markup) = OUTCOME_STATUS[outcome]
+            from pytest_resilibench.agents.base import error_cause
+
+            return category, letter, (f"{word} ({_short(error_cause(reason))})", markup)
         return OUTCOME_STATUS[outcome]
     if outcome in OUTCOME_STATUS and report.when == "call" and report.passed:
         return OUTCOME_STATUS[outcome]
@@ -153,6 +219,7 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     state = config.stash[SESSION_KEY]
     if hasattr(config, "workerinput"):  # the controller checks that nothing was lost
         config.workeroutput["resili_episodes"] = state.attached  # type: ignore[attr-defined]
+        config.workeroutput["resili_providers"] = state.provider_stats  # type: ignore[attr-defined]
         return
     if not state.episodes:
         return
@@ -184,34 +251,157 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
         tr.write_line(f"resilibench gate: {result.line}", **{color: True, "bold": True})
 
 
+def _short(reason: str, limit: int = 160) -> str:
+    return reason if len(reason) <= limit else reason[: limit - 1] + "…"
+
+
 def _case_of(item: pytest.Item) -> Any:
     callspec = getattr(item, "callspec", None)
     return callspec.params.get("resili_case") if callspec is not None else None
 
 
+def _case_id(nodeid: str) -> str | None:
+    """The case id in a benchmark item's node id (`...::test_resilibench[<case id>]`)."""
+    return nodeid[nodeid.rfind("[") + 1:-1] if nodeid.endswith("]") and "[" in nodeid else None
+
+
+def _is_distributed(config: pytest.Config) -> bool:
+    """xdist's own test (its `DSession` registers after this plugin's configure)."""
+    return config.getoption("dist", "no") != "no" and not config.option.collectonly
+
+
 class _Gatherer:
     """Collects episodes from the reports where they land: the controller under xdist, the
-    only process without it."""
+    only process without it. It also learns the run's plan (the benchmark items, in run order)
+    from the collection, so that an episode that never arrives is reported, not forgotten."""
 
-    def __init__(self, config: pytest.Config, session: Any) -> None:
+    def __init__(self, config: pytest.Config, session: Any, stopper: Any) -> None:
         self.is_worker = hasattr(config, "workerinput")
         self.session = session
+        self.stopper = stopper
+
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        if not self.is_worker and not session.config.option.collectonly:
+            self.plan([item.nodeid for item in session.items])
+
+    def plan(self, nodeids: list[str]) -> None:
+        """Once: the planned items (from this process's collection, or xdist's first node's)."""
+        if self.session.planned or self.is_worker:
+            return
+        self.session.plan({cid: nodeid for nodeid in nodeids if (cid := _case_id(nodeid))})
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         payload = getattr(report, "resili_episode", None)
         if payload is None or self.is_worker:
             return
         node = getattr(report, "node", None)
-        self.session.add_episode(payload, node.gateway.id if node is not None else None)
+        decided = self.session.add_episode(
+            payload, node.gateway.id if node is not None else None, _case_id(report.nodeid))
         # pytest keeps every report to the end; the episode now lives in the store.
         del report.resili_episode
+        if decided and self.stopper is not None:
+            self.stopper.stop()
+
+
+class _SequentialStop:
+    """With `--resili-gate=sequential`, on the controller: stops the run once the gate
+    decides. Without xdist it sets `session.shouldstop`, as `-x` does; under xdist each worker
+    sets its own (`_StopWatcher`) when the controller's stop file appears, so no worker starts
+    another episode and xdist ends the run the way it ends a `-x` run. The items left are
+    reported as deselected."""
+
+    def __init__(self, state: Any, *, distributed: bool) -> None:
+        self.state = state
+        self.session: pytest.Session | None = None
+        self.stop_file: str | None = None
+        if distributed:
+            import tempfile
+
+            self.stop_file = os.path.join(tempfile.mkdtemp(prefix="resilibench-"), "stop")
+
+    def pytest_sessionstart(self, session: pytest.Session) -> None:
+        self.session = session
+
+    def stop(self) -> None:
+        reason = self.state.sequential.stop_reason()
+        if self.stop_file is not None:
+            from pathlib import Path
+
+            Path(self.stop_file).write_text(reason, encoding="utf-8")
+        elif self.session is not None:
+            self.session.shouldstop = reason
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtestloop(self, session: pytest.Session) -> Generator[None, object, object]:
+        try:
+            return (yield)
+        except KeyboardInterrupt as exc:  # pytest's and xdist's Interrupted, from our stop
+            if not (self.state.sequential.decided and str(exc).startswith("resilibench:")):
+                raise
+            return True  # the run ended as planned: not an interruption
+        finally:
+            self._report_left_out(session)
+            if self.stop_file is not None:
+                shutil.rmtree(os.path.dirname(self.stop_file), ignore_errors=True)
+
+    def _report_left_out(self, session: pytest.Session) -> None:
+        """The items the decided gate made unnecessary: deselected, not lost."""
+        if not self.state.sequential.decided:
+            return
+        left = self.state.not_arrived()
+        self.state.left_out = set(left)
+        if left:
+            by_id = {item.nodeid: item for item in session.items}
+            session.config.hook.pytest_deselected(
+                items=[by_id.get(nodeid, _LeftOut(nodeid)) for nodeid in left.values()])
+
+
+class _LeftOut:
+    """A benchmark item the controller never held (xdist): enough for `pytest_deselected`."""
+
+    def __init__(self, nodeid: str) -> None:
+        self.nodeid = nodeid
+
+
+class _StopWatcher:
+    """On an xdist worker of a sequential run: stop after the current item once the
+    controller's stop file exists (the worker loop checks `session.shouldstop`)."""
+
+    def __init__(self, stop_file: str) -> None:
+        self.stop_file = stop_file
+        self.session: pytest.Session | None = None
+
+    def pytest_sessionstart(self, session: pytest.Session) -> None:
+        self.session = session
+
+    def pytest_runtest_logfinish(self) -> None:
+        import os
+
+        if self.session is not None and os.path.exists(self.stop_file):
+            with contextlib.suppress(OSError), open(self.stop_file, encoding="utf-8") as why:
+                self.session.shouldstop = why.read()
+            self.session.shouldstop = self.session.shouldstop or "resilibench: gate decided"
 
 
 class _XdistController:
     """xdist hooks, registered only when xdist is present (its hook specs must exist)."""
 
-    def __init__(self, session: Any) -> None:
+    def __init__(self, session: Any, gatherer: _Gatherer, stopper: Any) -> None:
         self.session = session
+        self.gatherer = gatherer
+        self.stopper = stopper
+
+    def pytest_configure_node(self, node: Any) -> None:
+        """Tell each worker whether it gets its items round-robin (`scheduling.py`) and where a
+        sequential gate's stop signal will appear."""
+        from pytest_resilibench.scheduling import ROUND_ROBIN_FLAG
+
+        node.workerinput[ROUND_ROBIN_FLAG] = node.config.getoption("dist") == "load"
+        if self.stopper is not None and self.stopper.stop_file is not None:
+            node.workerinput["resili_stop_file"] = self.stopper.stop_file
+
+    def pytest_xdist_node_collection_finished(self, node: Any, ids: list[str]) -> None:
+        self.gatherer.plan(ids)
 
     def pytest_xdist_make_scheduler(self, config: pytest.Config, log: Any) -> Any:
         if config.getoption("dist") != "load":
@@ -222,6 +412,7 @@ class _XdistController:
 
     def pytest_testnodedown(self, node: Any, error: Any) -> None:
         output = getattr(node, "workeroutput", None) or {}
+        self.session.add_provider_stats(output.get("resili_providers") or {})
         sent = output.get("resili_episodes")
         got = self.session.received_by_worker.get(node.gateway.id, 0)
         if sent is not None and sent != got:

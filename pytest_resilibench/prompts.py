@@ -104,13 +104,15 @@ class Prompt:
 
 # --- plans ---------------------------------------------------------------------------------
 def plan_for(
-    task: Task, variant: Variant, registry: ToolRegistry | None = None
+    task: Task, variant: Variant, registry: ToolRegistry | None = None,
+    faults: str = "paper",
 ) -> tuple[Workflow | None, dict[str, Any] | None]:
-    """The plan a variant shows (None for baseline and cot) and the flaw record."""
+    """The plan a variant shows (None for baseline and cot) and the flaw record. Under the
+    realistic fault profile the plan is that profile's optimal one, with its contingencies."""
     registry = registry or default_registry()
     if variant.kind in ("baseline", "cot"):
         return None, None
-    derived = _derived(task, registry)
+    derived = _derived(task, registry) if faults == "paper" else _realistic(task, registry)
     if variant.kind == "optimal":
         return derived.optimal, None
     assert variant.flaw is not None and variant.severity is not None
@@ -146,6 +148,46 @@ def _derived(task: Task, registry: ToolRegistry) -> _Derived:
         _DERIVED.clear()
     _DERIVED[id(task)] = derived
     return derived
+
+
+_REALISTIC: dict[int, _Derived] = {}
+
+
+def _realistic(task: Task, registry: ToolRegistry) -> _Derived:
+    """`_derived` under the realistic fault profile (docs/FAULTS.md): the header names the
+    profile's turn budget and the stand-ins the task lists; the parent plan is the profile's
+    optimal plan (exact DP of `solver.realistic`), whose steps say what to do on each event."""
+    found = _REALISTIC.get(id(task))
+    if found is not None and found.task() is task and found.registry is registry:
+        return found
+    from pytest_resilibench.faults import stored_plans, task_faults
+    from pytest_resilibench.tasks import FIXTURES_DIR
+
+    faults = task_faults(task, registry)
+    header = _header(task).replace(
+        f"finish within {_PAPER_TURNS} turns", f"finish within {faults.max_turns} turns")
+    if faults.alternatives:
+        header += "\nStand-ins (use one only when its step's tool is unavailable):\n" + \
+            "\n".join(f"- {step}: {alt} with arguments {_json(dict(faults.arguments[alt]))}"
+                      for step, alt in faults.alternatives.items())
+    stored = stored_plans(FIXTURES_DIR).get(task.id) if registry is default_registry() else None
+    plan = Workflow.from_json(stored) if stored is not None else None
+    steps = list(dict.fromkeys(task.required_tools))
+    if plan is None or [t for t in plan.tools if t in steps] != steps or any(
+            dict(s.arguments) != dict(faults.arguments.get(s.tool, {})) for s in plan.steps):
+        # No stored plan, or one for another task of that id (tasks from elsewhere): solve.
+        from solver.realistic import realistic_solution
+
+        plan = realistic_solution(task, registry=registry).workflow
+    parent = with_purposes(plan, registry)
+    derived = _Derived(weakref.ref(task), registry, header, parent, _as_shown(parent))
+    if len(_REALISTIC) >= _DERIVED_SIZE:
+        _REALISTIC.clear()
+    _REALISTIC[id(task)] = derived
+    return derived
+
+
+_PAPER_TURNS = 10  # the budget the task constraints name (the paper profile's)
 
 
 def _as_shown(workflow: Workflow) -> Workflow:
@@ -287,9 +329,12 @@ def _header(task: Task) -> str:
 
 
 def _user_message(
-    task: Task, variant: Variant, plan: Workflow | None, registry: ToolRegistry | None = None
+    task: Task, variant: Variant, plan: Workflow | None, registry: ToolRegistry | None = None,
+    faults: str = "paper",
 ) -> str:
-    parts = [_derived(task, registry or default_registry()).header]
+    registry = registry or default_registry()
+    derived = _derived(task, registry) if faults == "paper" else _realistic(task, registry)
+    parts = [derived.header]
     if plan is not None:
         parts.append("\n" + render_plan(plan))
     if variant.kind == "cot":
@@ -299,9 +344,10 @@ def _user_message(
 
 def render_prompt(
     task: Task, variant: Variant, *, tool_mode: str = "text",
-    registry: ToolRegistry | None = None,
+    registry: ToolRegistry | None = None, faults: str = "paper",
 ) -> Prompt:
-    """The messages (and native tools) a model sees for a task under a variant."""
+    """The messages (and native tools) a model sees for a task under a variant (and a fault
+    profile: `realistic` shows its budget, stand-ins and contingencies, docs/FAULTS.md)."""
     if tool_mode not in TOOL_MODES:
         raise ValueError(f"unknown tool mode {tool_mode!r}; choose from {', '.join(TOOL_MODES)}")
     registry = registry or default_registry()
@@ -309,10 +355,10 @@ def render_prompt(
         system = _default_system(tool_mode)
     else:
         system = _render_system(tool_mode, registry)
-    plan, record = plan_for(task, variant, registry)
+    plan, record = plan_for(task, variant, registry, faults)
     messages = [
         {"role": "system", "content": system},
-        {"role": "user", "content": _user_message(task, variant, plan, registry)},
+        {"role": "user", "content": _user_message(task, variant, plan, registry, faults)},
     ]
     tools = None
     if tool_mode == "native":

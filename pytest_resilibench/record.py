@@ -55,14 +55,22 @@ class EpisodeRecord:
     # counted in errors_met.
     protocol_errors: int = 0
     deviation: dict[str, Any] | None = None
+    # reasoning and cached are parts of completion and prompt; replayed: cache replays,
+    # outside prompt and completion (not spent by this run).
     tokens: dict[str, int] = field(default_factory=lambda: {
-        "prompt": 0, "completion": 0, "total": 0})
+        "prompt": 0, "completion": 0, "total": 0, "reasoning": 0, "cached": 0, "replayed": 0})
+    cost_usd: float | None = None  # at the run's prices (agents/pricing.py); None: unknown
     sim_time_s: float = 0.0
     wall_time_s: float = 0.0
     stop_reason: str = ""
     infra_error: str | None = None
     messages: list[dict[str, Any]] = field(default_factory=list)
     calls: list[dict[str, Any]] = field(default_factory=list)
+    # Realistic fault profile only (docs/FAULTS.md): the profile's name and, per event kind
+    # met, {"met", "recovered"} (`faults.events_met`). Left out of the JSON when None, so
+    # paper records are unchanged.
+    faults: str | None = None
+    events: dict[str, dict[str, int]] | None = None
 
     @property
     def is_error(self) -> bool:
@@ -71,12 +79,13 @@ class EpisodeRecord:
     def to_json(self) -> dict[str, Any]:
         """The record as JSON-able data. Shallow: nested values are the record's own (a deep
         copy of the trajectory cost more than the episode itself), so serialise, don't edit."""
-        return {"schema": EPISODE_SCHEMA, **{f.name: getattr(self, f.name) for f in _FIELDS}}
+        data = {"schema": EPISODE_SCHEMA, **{f.name: getattr(self, f.name) for f in _FIELDS}}
+        return _drop_unset(data)
 
     def summary_json(self) -> dict[str, Any]:
         """The record without the trajectory (what reports keep by default); shallow too."""
-        return {"schema": EPISODE_SCHEMA, **{f.name: getattr(self, f.name) for f in _FIELDS
-                                             if f.name not in SUMMARY_EXCLUDES}}
+        return _drop_unset({"schema": EPISODE_SCHEMA, **{
+            f.name: getattr(self, f.name) for f in _FIELDS if f.name not in SUMMARY_EXCLUDES}})
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> EpisodeRecord:
@@ -88,3 +97,11 @@ class EpisodeRecord:
 
 
 _FIELDS = fields(EpisodeRecord)
+_OPTIONAL = ("faults", "events")
+
+
+def _drop_unset(data: dict[str, Any]) -> dict[str, Any]:
+    for name in _OPTIONAL:
+        if data[name] is None:
+            del data[name]
+    return data

@@ -321,6 +321,8 @@ def _calls(calls: Sequence[Mapping[str, Any]]) -> str:
     for c in calls:
         status = ('<span class="full">ok</span>' if c.get("ok")
                   else f'<span class="failed">{_e(c.get("error_code"))}</span>')
+        if c.get("event"):  # the realistic fault profile's event (docs/FAULTS.md)
+            status += f' <span class="partial">[{_e(c["event"])}]</span>'
         p = c.get("success_probability")
         rows.append(
             f'<tr><td class="num">{_e(c.get("turn"))}</td><td>{_e(c.get("tool"))}</td>'
@@ -379,6 +381,9 @@ def render_html(
     `analysis.summary` of the report's episodes."""
     episodes: list[Mapping[str, Any]] = list(report.get("episodes", []))
     s = summary if summary is not None else analysis.summary(episodes)
+    providers = report.get("summary", {}).get("providers")
+    if providers and "providers" not in s:  # counted at run time, not from the episodes
+        s = {**s, "providers": providers}
     counts = s.get("counts", {})
     parts = [f"<h1>{_e(title)}</h1>",
              f'<p class="meta">{_e(counts.get("episodes", 0))} episodes · '

@@ -8,7 +8,9 @@ A case that was not announced (an xdist re-schedule after a worker crash) runs o
 
 Cases that do no I/O at all (a scripted agent on the simulator: `inline(case)`) gain nothing
 from running ahead, and a second CPU-bound thread would make pytest's thread wait for the GIL
-(up to the 5 ms switch interval) on every item; they run in the item's own thread instead.
+(up to the 5 ms switch interval) on every item; they run in the item's own thread instead,
+or, where cores are idle, ahead in forked helper processes (`ahead.py`). The background loop
+and its thread start only when a case needs them, so that such a fork happens with one thread.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from pytest_resilibench.agents.base import Agent
+from pytest_resilibench.ahead import MIN_CASES, ForkedEpisodes, can_fork, idle_cores
 from pytest_resilibench.cases import Case
 from pytest_resilibench.environment import Environment
 from pytest_resilibench.options import RunConfig
@@ -44,7 +47,11 @@ class EpisodeRunner:
         environment_factory: EnvironmentFactory | None = None,
         inline: Callable[[Case], bool] | None = None,
         window: int | None = None,
+        helpers: int | None = None,
     ) -> None:
+        """`helpers`: processes computing inline cases ahead; None: one per idle core, where
+        forking is safe (`ahead.can_fork`), for runs of at least `ahead.MIN_CASES` such
+        cases."""
         self.config = config
         self.registry = registry
         self._agent_factory = agent_factory
@@ -57,10 +64,11 @@ class EpisodeRunner:
         self._started_by: dict[str, str] = {}
         self._lock = threading.Lock()
         self._local_loop: asyncio.AbstractEventLoop | None = None  # inline cases, item thread
-        self._loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self._loop.run_forever, name="resili-episodes",
-                                        daemon=True)
-        self._thread.start()
+        self._helpers = helpers
+        self._ahead: ForkedEpisodes | None = None
+        self._background: asyncio.AbstractEventLoop | None = None  # see `_loop`
+        self._thread: threading.Thread | None = None
+        self._closed = False
         self._feeder: concurrent.futures.Future[None] | None = None
         self._claimed: asyncio.Semaphore | None = None  # window: unclaimed results ahead
         self._slots: asyncio.Semaphore | None = None  # concurrency: episodes in flight
@@ -70,6 +78,9 @@ class EpisodeRunner:
     # --- called from pytest's thread ----------------------------------------------------------
     def start(self, cases: Sequence[Case]) -> None:
         """Announce the cases this process will run, in the order it will run them."""
+        inline = [case for case in cases if self._inline(case)]
+        if inline and self._ahead is None:
+            self._fork_helpers(inline)  # before the background loop's thread may start
         fresh = []
         with self._lock:
             for case in cases:
@@ -83,6 +94,8 @@ class EpisodeRunner:
         """The record of `case`, waiting for it. A case that was never announced, or whose
         turn the feeder has not reached (items run out of the announced order), runs now."""
         if self._inline(case):
+            if self._ahead is not None and (record := self._ahead.take(case.id)) is not None:
+                return record
             if self._local_loop is None:
                 self._local_loop = asyncio.new_event_loop()
             return self._local_loop.run_until_complete(self._episode(case))
@@ -103,18 +116,52 @@ class EpisodeRunner:
                 self._loop.call_soon_threadsafe(self._claimed.release)
 
     def close(self) -> None:
-        """Stop what is still queued, close the agents, stop the loop."""
-        if self._loop.is_closed():
+        """Stop what is still queued and the helpers, close the agents, stop the loops."""
+        if self._closed:
             return
+        self._closed = True
+        if self._ahead is not None:
+            self._ahead.close()
         if self._feeder is not None:
             self._feeder.cancel()
+        if self._background is not None:
+            loop = self._background
+            asyncio.run_coroutine_threadsafe(self._aclose(), loop).result(timeout=30)
+            loop.call_soon_threadsafe(loop.stop)
+            if self._thread is not None:
+                self._thread.join(timeout=30)
+            loop.close()
+        elif self._agents:  # only inline cases ran: close their agents here
+            closing = self._local_loop or asyncio.new_event_loop()
+            closing.run_until_complete(self._aclose())
+            if closing is not self._local_loop:
+                closing.close()
         if self._local_loop is not None:
             self._local_loop.close()
             self._local_loop = None
-        asyncio.run_coroutine_threadsafe(self._aclose(), self._loop).result(timeout=30)
-        self._loop.call_soon_threadsafe(self._loop.stop)
-        self._thread.join(timeout=30)
-        self._loop.close()
+
+    @property
+    def helper_processes(self) -> int:
+        """How many helper processes compute inline cases ahead (0: none)."""
+        return self._ahead.processes if self._ahead is not None else 0
+
+    def _fork_helpers(self, inline: Sequence[Case]) -> None:
+        if self._helpers is None:  # one per idle core, for enough cases, where safe
+            processes = idle_cores() if len(inline) >= MIN_CASES and can_fork() else 0
+        else:  # the caller's choice (tests)
+            processes = self._helpers
+        if processes > 0:
+            self._ahead = ForkedEpisodes(self._episode, inline, processes)
+
+    @property
+    def _loop(self) -> asyncio.AbstractEventLoop:
+        """The background loop, started on first use in its own (daemon) thread."""
+        if self._background is None:
+            self._background = asyncio.new_event_loop()
+            self._thread = threading.Thread(target=self._background.run_forever,
+                                            name="resili-episodes", daemon=True)
+            self._thread.start()
+        return self._background
 
     # --- on the loop --------------------------------------------------------------------------
     async def _feed(self, cases: Sequence[Case]) -> None:
@@ -189,12 +236,26 @@ class EpisodeRunner:
                 seed=self.config.seed, repeat=case.repeat, base_success=case.base_success,
                 max_turns=self.config.max_turns, tool_mode=self.config.tool_mode,
                 registry=self.registry, environment=environment, model_name=case.model,
+                faults=self.config.faults,
             )
         finally:
             if environment is not None:
                 await environment.aclose()
         record.id = case.id
+        if not case.model.startswith("builtin:"):  # a scripted agent has no price
+            from pytest_resilibench.agents.pricing import cost_usd, load_prices, price_of
+
+            price = price_of(case.model, load_prices(self.config.prices))
+            record.cost_usd = cost_usd(price, record.tokens)
         return record
+
+    def agent_stats(self) -> dict[str, dict[str, Any]]:
+        """Each real model provider's counters (`ProviderStats.to_json()`), by model."""
+        with self._lock:
+            agents = dict(self._agents)
+        return {model: stats.to_json() for model, agent in agents.items()
+                if (stats := getattr(agent, "stats", None)) is not None
+                and hasattr(stats, "to_json")}
 
     async def _aclose(self) -> None:
         errors: list[Any] = []

@@ -6,6 +6,13 @@ episodes of items it does not have yet. `RoundRobinScheduling` (installed throug
 start, in ascending order; the worker computes the same share with `worker_share` and runs
 their episodes ahead. Which worker runs an episode never changes its result (every draw is
 keyed by the case), so a crashed worker's items, re-sent elsewhere, still give the same report.
+
+A crashed worker: xdist's `DSession` removes it (`remove_node` puts its unfinished items back
+in `pending`, the item it was running is reported as crashed) and starts a replacement, whose
+collection calls `schedule()` again; from then on the scheduler is xdist's `LoadScheduling`
+(`check_schedule` hands the pending items out in chunks). Items a worker did not announce run
+their episode on demand, so a replacement (its id lies outside the first partition) announces
+nothing.
 """
 
 from __future__ import annotations
@@ -14,7 +21,9 @@ import re
 from collections.abc import Sequence
 from typing import Any, TypeVar
 
-__all__ = ["make_round_robin_scheduling", "worker_index", "worker_share"]
+__all__ = ["ROUND_ROBIN_FLAG", "make_round_robin_scheduling", "worker_index", "worker_share"]
+
+ROUND_ROBIN_FLAG = "resili_round_robin"  # in workerinput: the controller schedules round-robin
 
 _T = TypeVar("_T")
 _GATEWAY = re.compile(r"^gw(\d+)$")
@@ -26,11 +35,16 @@ def worker_index(workerid: str) -> int | None:
 
 
 def worker_share(items: Sequence[_T], workerinput: dict[str, Any]) -> list[_T]:
-    """The items this xdist worker will be sent (all of them if its id is unusual)."""
+    """The items this xdist worker will be sent up front: none when the controller does not
+    schedule round-robin (`--dist` other than `load`, flag set in `pytest_configure_node`) or
+    for a worker outside the first partition (a replacement of a crashed one): their items
+    run on demand."""
+    if not workerinput.get(ROUND_ROBIN_FLAG):
+        return []
     index = worker_index(str(workerinput.get("workerid", "")))
     count = int(workerinput.get("workercount", 1) or 1)
     if index is None or index >= count:
-        return list(items)
+        return []
     return list(items[index::count])
 
 
@@ -50,6 +64,10 @@ def make_round_robin_scheduling(config: Any, log: Any) -> Any:
                 return
             collection = next(iter(self.node2collection.values()))
             self.collection = collection
+            # xdist's own schedule() sets this; check_schedule needs it once a crashed
+            # worker's items are handed out again.
+            if self.maxschedchunk is None:  # type: ignore[has-type]
+                self.maxschedchunk = len(collection)
             total = len(collection)
             count = len(self.nodes)
             nodes = {worker_index(node.gateway.id): node for node in self.nodes}

@@ -8,6 +8,11 @@ call), in the order made; `arguments` is read for deviations. The four condition
 - output: the task's output step (its last required tool) succeeded;
 - completion: the model sent the explicit completion signal.
 Full success needs all four, partial at least two, anything less is a failure.
+
+Under the `realistic` fault profile (docs/FAULTS.md) `score_calls` takes the task's listed
+`alternatives` (step tool -> stand-in): a stand-in's success counts exactly as the step's, and
+nothing else does; and the output condition needs a success of the output step that is not
+`tainted` (built while a source's latest run was silently empty: a wrong deliverable).
 """
 
 from __future__ import annotations
@@ -112,15 +117,30 @@ def _adherence(done: list[str], required: Sequence[str]) -> float:
     return lcs_length(done, list(required)) / len(required)
 
 
-def _conditions(done: list[str], required: Sequence[str], *, completed: bool) -> Conditions:
+def _conditions(done: list[str], required: Sequence[str], *, completed: bool,
+                delivered: bool | None = None) -> Conditions:
     done_set = set(done)
     in_required_order = [t for t in required if t in done_set]
     return Conditions(
         coverage=len(done) == len(set(required)),
         order=bool(done) and done == in_required_order,
-        output=bool(required) and required[-1] in done,
+        output=bool(required) and required[-1] in done if delivered is None else delivered,
         completion=completed,
     )
+
+
+def _as_steps(calls: Sequence[Call], alternatives: Mapping[str, str]) -> list[Call]:
+    """The calls with each listed stand-in renamed to the step it stands in for."""
+    step_of = {alt: step for step, alt in alternatives.items()}
+    return [{**call, "tool": step_of.get(str(call.get("tool")), call.get("tool"))}
+            for call in calls]
+
+
+def _delivered(steps: Sequence[Call], required: Sequence[str]) -> bool:
+    """Whether the output step succeeded with a sound deliverable (realistic profile)."""
+    return bool(required) and any(
+        c.get("ok") and c.get("tool") == required[-1] and c.get("event") != "tainted"
+        for c in steps)
 
 
 def outcome(conds: Conditions) -> str:
@@ -179,9 +199,16 @@ def score_calls(
     *,
     completed: bool,
     registry: ToolRegistry | None = None,
+    alternatives: Mapping[str, str] | None = None,
 ) -> Score:
-    done = first_success_order(calls, required)
-    conds = _conditions(done, required, completed=completed)
+    """Score an episode; `alternatives` (realistic profile only) as the module says."""
+    delivered = None
+    steps = calls
+    if alternatives is not None:
+        steps = _as_steps(calls, alternatives)
+        delivered = _delivered(steps, required)
+    done = first_success_order(steps, required)
+    conds = _conditions(done, required, completed=completed, delivered=delivered)
     met, recovered = errors_met_and_recovered(calls, registry=registry)
     return Score(
         outcome=outcome(conds),

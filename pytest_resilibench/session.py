@@ -36,7 +36,17 @@ class ResiliSession:
         self.gate_results: list[Any] = []  # gate.GateResult
         self.summary: dict[str, Any] | None = None
         self.attached = 0  # episodes this process put on its reports
+        self.baseline: list[dict[str, Any]] | None = None  # its episodes, read at start-up
+        self.sequential: Any = None  # sequential.SequentialGate, with --resili-gate=sequential
+        self.ran_case_ids: list[str] = []  # the cases whose episodes arrived (controller)
+        self._planned: dict[str, str] = {}  # case id -> node id of every benchmark item
+        self.left_out: set[str] = set()  # planned cases a decided sequential gate never ran
         self._live: Any = None  # the loopback live services, when this process started them
+        self._mcp: Any = None  # mcp_environment.SharedMcpServer, once an mcp episode ran
+        self.workers = 1  # xdist workers sharing the run (the --resili-max-cost share)
+        # What each real model's provider did (requests, retries, faults, tokens, cost), over
+        # this process's runners and, on the controller, every worker's.
+        self.provider_stats: dict[str, dict[str, Any]] = {}
 
     # --- what runs ----------------------------------------------------------------------------
     @cached_property
@@ -91,7 +101,11 @@ class ResiliSession:
         return self._ensure_runner().result(case)
 
     def stop(self) -> None:
+        if self._mcp is not None:  # first: it lives on the runner's loop, which must run
+            self._mcp.close()
+            self._mcp = None
         if self.runner is not None:
+            self.add_provider_stats(self.runner.agent_stats())
             self.runner.close()
             self.runner = None
         if self._live is not None:
@@ -103,17 +117,68 @@ class ResiliSession:
         self.stop()
         self.store.close()
 
-    def check_models(self) -> None:
+    def check_models(self, *, probe: bool = True) -> None:
         """Build each model's agent once, so a bad spec (an unknown built-in, a missing API
-        key) stops the run at start-up with its message instead of failing every item."""
+        key, an option its family refuses) stops the run at start-up with its message instead
+        of failing every item; with `probe`, send each real model one minimal request, so a
+        refused key, model or option does too (`agents/probe.py`)."""
         import asyncio
+
+        from pytest_resilibench.agents.probe import probe_agent
 
         for spec in self.config.models:
             try:
                 agent = self._make_agent(spec)
             except (ValueError, TypeError, OSError) as exc:
                 raise ValueError(f"--resili-model {spec}: {exc}") from None
-            asyncio.run(agent.aclose())
+            asyncio.run(probe_agent(agent, spec, probe=probe))
+
+    def prepare_gate(self) -> None:
+        """Read the baseline at start-up (a bad file stops the run before any episode) and,
+        with `--resili-gate=sequential`, set up the sequential gate. Controller only."""
+        config = self.config
+        if config.gate == "sequential" and config.baseline is None:
+            raise ValueError("--resili-gate=sequential needs --resili-baseline=OLD.json "
+                             "(it decides by pairing episodes with the baseline's)")
+        if config.baseline is None:
+            return
+        from pytest_resilibench.analysis import load_report
+
+        try:
+            self.baseline = load_report(config.baseline)["episodes"]
+        except (OSError, ValueError) as exc:
+            raise ValueError(f"--resili-baseline: {exc}") from None
+        if config.gate == "sequential":
+            from pytest_resilibench.sequential import SequentialGate
+
+            self.sequential = SequentialGate(
+                self.baseline, models=config.models, max_drop_pp=config.max_drop,
+                alpha=1 - config.confidence)
+
+    @property
+    def planned(self) -> bool:
+        return bool(self._planned)
+
+    def plan(self, nodeids: dict[str, str]) -> None:
+        """The run's benchmark items, case id -> node id in run order (once, on the controller,
+        when the collection is known): what the report must hold, and the gate's order."""
+        self._planned = {cid: nodeid for cid, nodeid in nodeids.items()
+                         if cid in self.cases_by_id}
+        if self.sequential is not None:
+            self.sequential.plan((cid, self.pair_fields(self.cases_by_id[cid]))
+                                 for cid in self._planned)
+
+    def not_arrived(self) -> dict[str, str]:
+        """Planned items whose episode has not arrived (case id -> node id)."""
+        arrived = set(self.ran_case_ids)
+        return {cid: nodeid for cid, nodeid in self._planned.items() if cid not in arrived}
+
+    def pair_fields(self, case: Case) -> dict[str, Any]:
+        """The fields its episode record will carry that pair it with a baseline's episode."""
+        variant = case.variant
+        return {"model": case.model, "task_id": case.task.id, "variant": variant.label,
+                "flaw": variant.flaw, "severity": variant.severity, "repeat": case.repeat,
+                "seed": self.config.seed, "base_success": case.base_success}
 
     def _is_cpu_bound(self, case: Case) -> bool:
         """A scripted agent on the simulator does no I/O: nothing to overlap."""
@@ -129,23 +194,31 @@ class ResiliSession:
             from pytest_resilibench.agents.cache import ModelCallCache
 
             cache = ModelCallCache(self.config.cache)
-        return make_agent(spec, base_url=self.config.base_url, seed=self.config.seed,
-                          cache=cache, max_concurrency=self.config.concurrency,
-                          max_retries=self.config.retries,
-                          timeout_s=self.config.request_timeout,
-                          temperature=self.config.temperature)
+        from pytest_resilibench.agents.pricing import load_prices, price_of
+
+        config = self.config
+        max_cost = config.max_cost
+        if max_cost is not None and self.workers > 1:  # each process keeps to its share
+            max_cost /= self.workers
+        return make_agent(spec, base_url=config.base_url, seed=config.seed,
+                          cache=cache, max_concurrency=config.concurrency,
+                          max_retries=config.retries, timeout_s=config.request_timeout,
+                          temperature=config.temperature, model_args=config.model_args,
+                          api=config.api, max_consecutive_errors=config.max_consecutive_errors,
+                          price=price_of(spec, load_prices(config.prices)),
+                          max_cost_usd=max_cost)
 
     async def _mcp_environment(self, case: Case) -> Any:
-        """The episode's simulator behind our MCP server, over stdio in its own process: the
-        same luck as in process, through a real MCP transport."""
-        import sys
+        """The episode's simulator behind our MCP server over stdio: the same luck as in
+        process, through a real MCP transport. One server for this process, started by the
+        first episode and stopped in `stop`; each episode its own simulator there."""
+        if self._mcp is None:
+            from pytest_resilibench.mcp_environment import SharedMcpServer
 
-        from pytest_resilibench.mcp_environment import McpEnvironment
-
-        return await McpEnvironment.open([
-            sys.executable, "-m", "pytest_resilibench.mcp_server", "--task", case.task.id,
-            "--seed", str(self.config.seed), "--repeat", str(case.repeat),
-            "--base-success", str(case.base_success)])
+            self._mcp = SharedMcpServer()
+        return await self._mcp.environment(case.task, seed=self.config.seed,
+                                           repeat=case.repeat, base_success=case.base_success,
+                                           faults=self.config.faults)
 
     def _live_environment(self, case: Case) -> Any:
         from pytest_resilibench.live.environment import LiveEnvironment
@@ -160,15 +233,27 @@ class ResiliSession:
         return LiveEnvironment.for_episode(case.task, urls, seed=self.config.seed,
                                            repeat=case.repeat, registry=self.registry)
 
+    def add_provider_stats(self, stats: dict[str, dict[str, Any]]) -> None:
+        from pytest_resilibench.agents.probe import merge_stats
+
+        for model, counts in stats.items():
+            self.provider_stats[model] = merge_stats(self.provider_stats.get(model), counts)
+
     # --- gathering results (controller) ---------------------------------------------------------
     @property
     def episodes(self) -> list[dict[str, Any]]:
         """The gathered episodes' scalar fields (`store.SLIM_FIELDS`)."""
         return self.store.rows
 
-    def add_episode(self, payload: str, worker: str | None) -> None:
-        self.store.add(payload)
+    def add_episode(self, payload: str, worker: str | None, case_id: str | None = None) -> bool:
+        """Keep an arrived episode; True when it made the sequential gate decide."""
+        row = self.store.add(payload)
         self.received_by_worker[worker or "main"] += 1
+        if case_id is not None:
+            self.ran_case_ids.append(case_id)
+        if self.sequential is None or case_id is None:
+            return False
+        return bool(self.sequential.add(case_id, row))
 
     def finish(self) -> None:
         """Summarise, check the gate; called once on the controller at session end."""
@@ -178,18 +263,24 @@ class ResiliSession:
 
         self.store.sort()
         self.summary = summary(self.episodes)
+        if self.provider_stats:  # real models: what their providers did
+            self.summary["providers"] = dict(sorted(self.provider_stats.items()))
+        missing = [cid for cid in self.not_arrived() if cid not in self.left_out]
+        if missing:
+            self.lost.append(
+                f"resilibench: {len(missing)} of {len(self._planned)} planned episodes never "
+                f"arrived (a crashed worker, an interrupted run?), e.g. {', '.join(missing[:3])}:"
+                " the report is incomplete")
         if self.config.fail_under is not None:
             self.gate_results += fail_under(self.episodes, self.config.fail_under)
-        if self.config.baseline is not None:
-            from pytest_resilibench.analysis import load_report
-
-            try:
-                old = load_report(self.config.baseline)["episodes"]
-            except (OSError, ValueError) as exc:
-                self.gate_results.append(GateResult(True, "error", f"baseline: {exc}"))
-            else:
-                self.gate_results.append(compare_with_baseline(
-                    old, self.episodes, max_drop_pp=self.config.max_drop))
+        if self.sequential is not None:
+            gate = self.sequential
+            self.gate_results.append(GateResult(gate.kind == "regression", gate.kind,
+                                                f"baseline {gate.line()}"))
+        elif self.baseline is not None:
+            self.gate_results.append(compare_with_baseline(
+                self.baseline, self.episodes, max_drop_pp=self.config.max_drop,
+                alpha=1 - self.config.confidence))
 
     def report_config(self) -> dict[str, Any]:
         from pytest_resilibench import __version__
@@ -206,7 +297,29 @@ class ResiliSession:
             config=self.report_config(), summary=self.summary, rootdir=self.rootdir,
             extra={"gate": [r.line for r in self.gate_results], "lost": self.lost},
         )
+        head["complete"] = not self.lost
+        head["expected"] = len(self._planned) - len(self.left_out)
+        head["received"] = len(self.episodes)
+        head["prompt_cache"] = self.prompt_prefix()
+        if self.sequential is not None:  # pairs used against planned, and the evidence
+            head["sequential"] = self.sequential.to_json(episodes_run=len(self.episodes))
         write_report(self.config.report, head, self.store.full_lines())
+
+    def prompt_prefix(self) -> dict[str, Any]:
+        """What providers' prompt caches can reuse across the run's requests
+        (`prompt_cache.shared_prefix`), measured on the first three tasks of every variant."""
+        from pytest_resilibench.prompt_cache import shared_prefix
+        from pytest_resilibench.prompts import render_prompt
+
+        picked: dict[str, list[Case]] = {}
+        for case in self.cases:
+            chosen = picked.setdefault(case.variant.label, [])
+            if len(chosen) < 3 and all(c.task.id != case.task.id for c in chosen):
+                chosen.append(case)
+        prompts = (render_prompt(case.task, case.variant, tool_mode=self.config.tool_mode,
+                                 registry=self.registry, faults=self.config.faults)
+                   for chosen in picked.values() for case in chosen)
+        return shared_prefix((prompt.messages, prompt.tools) for prompt in prompts)
 
     @property
     def gate_failed(self) -> bool:

@@ -11,6 +11,11 @@ have), a `source` ref nothing produced, a `format` the consumed data does not ha
 
 The n-th call of tool t in episode (seed, task, repeat) succeeds iff
 `outcome_draw(key, t, n) < p`; its error code, latency and output are keyed the same way.
+
+With `faults` (a `faults.TaskFaults`), the `realistic` profile's events come first: outages,
+expired credentials and rate limits answer before the success draw, silent failures and their
+empty data shape a success (see `faults.py` and docs/FAULTS.md). Without it (the `paper`
+profile) nothing here differs from the paper's simulator.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from dataclasses import dataclass, field
 from statistics import NormalDist
 from typing import Any
 
+from pytest_resilibench import faults as _faults
 from pytest_resilibench.registry import DATA_FORMATS, Role, ToolRegistry, ToolSpec
 from pytest_resilibench.rng import DrawStream
 
@@ -89,8 +95,15 @@ class CallResult:
     clock_s: float
     success_probability: float | None
     deterministic: bool
+    # The realistic profile's event behind this result (`faults.EVENT_KINDS`), else None.
+    event: str | None = None
 
     def to_json(self) -> dict[str, Any]:
+        if self.event is not None:
+            return {**self._json(), "event": self.event}
+        return self._json()
+
+    def _json(self) -> dict[str, Any]:
         return {
             "tool": self.tool,
             "arguments": self.arguments,
@@ -109,6 +122,9 @@ class CallResult:
         """The part of the result an agent may see."""
         if self.ok:
             return {"status": "success", "output": self.output}
+        if self.event == "rate_limited":
+            return {"status": "error", "error_code": self.error_code, "message": self.message,
+                    "retry_after": _faults.RETRY_AFTER_TURNS}
         return {"status": "error", "error_code": self.error_code, "message": self.message}
 
 
@@ -137,6 +153,8 @@ class Simulator:
     task_tools: tuple[str, ...] = ()
     inputs: Mapping[str, Any] = field(default_factory=dict)
     base_success: float = DEFAULT_BASE_SUCCESS
+    # The realistic profile's view of the task; None: the paper's profile.
+    faults: _faults.TaskFaults | None = None
 
     def __post_init__(self) -> None:
         if not 0.0 < self.base_success <= 1.0:
@@ -152,6 +170,15 @@ class Simulator:
         self._latest_data: _Data | None = None
         self._latest_by_tool: dict[str, _Data] = {}
         self._deps: dict[str, tuple[str, ...]] = {}
+        # Realistic profile: a stand-in's results count for the step it stands in for.
+        self._step_of: dict[str, str] = {}
+        if self.faults is not None:
+            self._step_of = self.faults.step_of
+            self.events = _faults.episode_faults(self.faults, self.key.seed, self.key.task_id,
+                                                 self.key.repeat)
+            self._renewed = False  # an authenticator call succeeded
+            self._blocked: str | None = None  # the tool the previous call was rate limited on
+            self._empty: set[str] = set()  # silent-failure steps whose latest run is empty
 
     # --- the success model ------------------------------------------------------------------
     def dependencies(self, tool: str) -> tuple[str, ...]:
@@ -171,7 +198,11 @@ class Simulator:
         return bool(state and state.succeeded)
 
     def probability(self, tool: str) -> float:
-        """The success probability a call of `tool` would have now."""
+        """The success probability a call of `tool` would have now (a stand-in: that of the
+        step it stands in for, times `faults.ALT_FACTOR`)."""
+        step = self._step_of.get(tool)
+        if step is not None:
+            return _faults.ALT_FACTOR * self.probability(step)
         deps = self.dependencies(tool)
         unmet = failed_latest = 0
         for dep in deps:
@@ -211,6 +242,8 @@ class Simulator:
         outcome, error, latency = draws.random(), draws.random(), draws.random()
         if problem is not None:
             result = self._failure(spec, arguments, latency, n, "INVALID_INPUT", problem, None)
+        elif self.faults is not None:
+            result = self._realistic(spec, arguments, n, outcome, error, latency, draws, consumed)
         else:
             p = self.probability(name)
             if outcome < p:
@@ -218,9 +251,59 @@ class Simulator:
             else:
                 code = _error_code(spec, error)
                 result = self._failure(spec, arguments, latency, n, code, None, p)
+        if self.faults is not None:
+            state = self._state(self._step_of.get(name, name))
+            self._blocked = name if result.event == "rate_limited" else None
+            if result.ok and name == _faults.AUTHENTICATOR:
+                self._renewed = True
         state.succeeded |= result.ok
         state.latest_failed = not result.ok
         self.history.append(result)
+        return result
+
+    def _realistic(
+        self, spec: ToolSpec, arguments: dict[str, Any], n: int, outcome: float, error: float,
+        latency: float, draws: DrawStream, consumed: _Data | None,
+    ) -> CallResult:
+        """A proper call under the realistic profile: its events first, then the paper's
+        success draw; a success may be silent (a data source) or built on empty data."""
+        assert self.faults is not None
+        name = spec.name
+        events = _faults.event_draws(self.key.seed, self.key.task_id, self.key.repeat, name, n)
+        u_rate, u_silent = events.random(), events.random()
+        code = kind = None
+        if name in self.events.down:
+            code, kind = "SERVICE_UNAVAILABLE", "outage"
+        elif (name in self.faults.remote and self.events.credentials_expired
+              and not self._renewed):
+            code, kind = "AUTH_EXPIRED", "auth_expired"
+        elif name in self.faults.rate_limited and (
+                self._blocked == name or u_rate < _faults.RATE_LIMIT_RATE):
+            code, kind = "RATE_LIMITED", "rate_limited"
+        if code is not None:
+            result = self._failure(spec, arguments, latency, n, code, None, None)
+            result.event = kind
+            result.message = f"{code}: " + _event_message(spec, code, arguments)
+            return result
+        p = self.probability(name)
+        if outcome >= p:
+            code = _error_code(spec, error, exclude=_REALISTIC_ONLY)
+            return self._failure(spec, arguments, latency, n, code, None, p)
+        step = self._step_of.get(name, name)
+        if consumed is not None and consumed.records == 0 and not self._empty:
+            # Data made while a source was empty, read after the source was re-run: the
+            # lineage is sound again, so the step sees the source's records.
+            consumed = _Data(consumed.ref, consumed.tool, consumed.format,
+                             draws.randint(40, 5000), consumed.order)
+        if step in self.faults.silent:
+            silent = u_silent < _faults.SILENT_RATE
+            (self._empty.add if silent else self._empty.discard)(step)
+            kind = "silent" if silent else None
+        elif self._empty and spec.role in (Role.PROCESSOR, Role.AGGREGATOR, Role.OUTPUT):
+            kind = "tainted"
+        result = self._success(spec, arguments, latency, draws, n, p, consumed,
+                               empty=kind is not None)
+        result.event = kind
         return result
 
     def _check_arguments(self, spec: ToolSpec, arguments: Any) -> tuple[str | None, _Data | None]:
@@ -281,10 +364,12 @@ class Simulator:
 
     def _success(
         self, spec: ToolSpec, arguments: dict[str, Any], u_latency: float, draws: DrawStream,
-        n: int, p: float, consumed: _Data | None,
+        n: int, p: float, consumed: _Data | None, *, empty: bool = False,
     ) -> CallResult:
         latency = self._advance(spec, u_latency, None)
         output = self._output(spec, arguments, n, draws, consumed)
+        if empty:  # realistic: a silent failure, or data built on one (the tell: no records)
+            output["records"] = 0
         data = _Data(output["ref"], spec.name, output["format"], output["records"], len(self._data))
         self._data[data.ref] = data
         self._latest_by_tool[spec.name] = data
@@ -321,15 +406,22 @@ class Simulator:
         return output
 
 
-def _error_code(spec: ToolSpec, u: float) -> str:
-    """The error code at quantile u of the tool's failure-mode distribution."""
-    total = sum(w for _, w in spec.failure_modes)
+# Codes the realistic profile raises as events of their own, never as random failures (a
+# random RATE_LIMITED without a retry_after would contradict the rate-limit rule).
+_REALISTIC_ONLY = frozenset({"RATE_LIMITED", "AUTH_FAILED"})
+
+
+def _error_code(spec: ToolSpec, u: float, exclude: frozenset[str] = frozenset()) -> str:
+    """The error code at quantile u of the tool's failure-mode distribution (less `exclude`)."""
+    modes = [m for m in spec.failure_modes if m[0] not in exclude] if exclude \
+        else spec.failure_modes
+    total = sum(w for _, w in modes)
     acc = 0.0
-    for code, weight in spec.failure_modes:
+    for code, weight in modes:
         acc += weight / total
         if u < acc:
             return code
-    return spec.failure_modes[-1][0]
+    return modes[-1][0]
 
 
 def _records_after(operation: str, upstream: int, rng: DrawStream) -> int:
@@ -415,6 +507,16 @@ _MESSAGES = {
     "CONNECTION_REFUSED": "{target} refused the connection",
     "RESOURCE_EXHAUSTED": "{what} ran out of memory or quota",
 }
+# The realistic profile's events, said plainly (its own table: the paper's random
+# RATE_LIMITED keeps its message).
+_EVENT_MESSAGES = {
+    "SERVICE_UNAVAILABLE": "{what} is down (outage) and stays down for the rest of this "
+                           "episode; retrying will not help, use the task's stand-in for it",
+    "AUTH_EXPIRED": "the credentials for {target} have expired; renew them with "
+                    "integration_authenticator, then call again",
+    "RATE_LIMITED": "{target} is rate limiting {what}: retry after 1 turn (a call of {what} "
+                    "on the very next turn is refused again)",
+}
 
 
 def _error_message(spec: ToolSpec, code: str, arguments: Any) -> str:
@@ -429,3 +531,10 @@ def _error_message(spec: ToolSpec, code: str, arguments: Any) -> str:
     n = (len(str(args)) * 7) % 97 + 1
     template = _MESSAGES.get(code, "{what} failed")
     return template.format(what=spec.name, target=target, timeout=spec.timeout_s, n=n)
+
+
+def _event_message(spec: ToolSpec, code: str, arguments: Any) -> str:
+    args = arguments if isinstance(arguments, dict) else {}
+    target = next((str(args[k]) for k in ("url", "target_url", "endpoint", "service", "route_to",
+                                          "queue_name") if k in args), "the service")
+    return _EVENT_MESSAGES[code].format(what=spec.name, target=target)

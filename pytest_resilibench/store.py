@@ -19,32 +19,46 @@ __all__ = ["SLIM_FIELDS", "EpisodeStore"]
 SLIM_FIELDS = (
     "id", "model", "variant", "flaw", "severity", "task_id", "task_type", "difficulty",
     "repeat", "seed", "base_success", "tool_mode", "outcome", "coverage", "order_adherence",
-    "turns", "tool_calls", "errors_met", "errors_recovered", "tokens", "infra_error",
+    "turns", "tool_calls", "errors_met", "errors_recovered", "tokens", "cost_usd", "infra_error",
     "stop_reason",
+    "faults", "events",  # realistic fault profile only (absent from paper records)
 )
 
 
 class EpisodeStore:
     def __init__(self) -> None:
         # Lives as long as the run; closed by `close()` (a with-block cannot span hooks).
-        self._spool: IO[str] = tempfile.TemporaryFile(  # noqa: SIM115
-            "w+", encoding="utf-8", prefix="resili-episodes-")
+        # Binary, append-only while episodes arrive: offsets are counted here, as a text
+        # file's seek and tell on every add cost more than the write (they flush and reset
+        # the codec).
+        self._spool: IO[bytes] = tempfile.TemporaryFile(  # noqa: SIM115
+            "w+b", prefix="resili-episodes-")
+        self._end = 0
+        self._reading = False  # the position is somewhere else: seek the end before a write
         self._offsets: dict[str, int] = {}
         self.rows: list[dict[str, Any]] = []
 
     def __len__(self) -> int:
         return len(self.rows)
 
-    def add(self, payload: str) -> None:
-        """One episode as the JSON text a report carried."""
+    def add(self, payload: str) -> dict[str, Any]:
+        """One episode as the JSON text a report carried; returns its slim row."""
         episode = json.loads(payload)
-        self._spool.seek(0, 2)
-        self._offsets[episode["id"]] = self._spool.tell()
-        self._spool.write(payload.replace("\n", " ") + "\n")  # one record, one line
-        self.rows.append({
+        if "\n" in payload:  # one record, one line (JSON text has newlines only between tokens)
+            payload = payload.replace("\n", " ")
+        line = payload.encode() + b"\n"
+        if self._reading:
+            self._spool.seek(self._end)
+            self._reading = False
+        self._offsets[episode["id"]] = self._end
+        self._spool.write(line)
+        self._end += len(line)
+        row = {
             key: sys.intern(value) if isinstance(value, str) else value
             for key in SLIM_FIELDS if (value := episode.get(key)) is not None or key in episode
-        })
+        }
+        self.rows.append(row)
+        return row
 
     def sort(self) -> None:
         """Id order: arrival order depends on the workers; everything downstream must not."""
@@ -53,9 +67,10 @@ class EpisodeStore:
     def full_lines(self) -> Iterator[str]:
         """The whole records as JSON lines, in the order of `rows`."""
         self._spool.flush()
+        self._reading = True
         for row in self.rows:
             self._spool.seek(self._offsets[row["id"]])
-            yield self._spool.readline().rstrip("\n")
+            yield self._spool.readline().rstrip(b"\n").decode()
 
     def close(self) -> None:
         self._spool.close()

@@ -10,6 +10,12 @@ request), drawn through `rng`: a retried request may succeed, and a whole run is
 whatever the timing. The request identity is the canonical body plus the optional
 `x-resilibench-task` / `x-resilibench-repeat` headers the provider sends, so identical first
 turns of different episodes count their attempts apart.
+
+`strict=True` applies OpenAI's documented rules (`testserver_rules.py`): unknown fields and
+what a model family refuses are 400s with the API's own messages; `api_key` makes any other
+key a 401. `/v1/responses` serves the Responses API: reasoning models return an encrypted
+reasoning item per turn, and the server counts those sent back (`ServerStats`). Usage carries
+`prompt_tokens_details.cached_tokens` and `completion_tokens_details.reasoning_tokens`.
 """
 
 from __future__ import annotations
@@ -38,7 +44,9 @@ from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
 from pytest_resilibench import rng
+from pytest_resilibench import testserver_rules as rules
 from pytest_resilibench.agents.base import Agent, ModelReply, ModelRequest
+from pytest_resilibench.agents.profiles import family_of
 
 __all__ = [
     "FAULT_KINDS",
@@ -59,6 +67,7 @@ FAULT_KINDS = ("429", "500", "503", "timeout", "reset", "malformed", "truncated"
 
 TASK_HEADER = "x-resilibench-task"
 REPEAT_HEADER = "x-resilibench-repeat"
+REASONING_TOKENS = 16  # what a reasoning model "thinks" per reply on this server
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -92,11 +101,21 @@ class ServerStats:
     peak_in_flight: int = 0
     faults: Counter[str] = field(default_factory=Counter)
     models: Counter[str] = field(default_factory=Counter)
+    refused: Counter[str] = field(default_factory=Counter)  # by error code (strict, 401)
+    # Responses API: reasoning items issued, sent back in later inputs, and earlier outputs
+    # of a reasoning model that came back without their reasoning item.
+    reasoning_issued: int = 0
+    reasoning_returned: int = 0
+    reasoning_missing: int = 0
 
     def to_json(self) -> dict[str, Any]:
         return {"requests": self.requests, "replies": self.replies,
                 "peak_in_flight": self.peak_in_flight,
-                "faults": dict(sorted(self.faults.items())), "models": dict(self.models)}
+                "faults": dict(sorted(self.faults.items())), "models": dict(self.models),
+                "refused": dict(sorted(self.refused.items())),
+                "reasoning": {"issued": self.reasoning_issued,
+                              "returned": self.reasoning_returned,
+                              "missing": self.reasoning_missing}}
 
 
 def _canonical(obj: object) -> bytes:
@@ -109,14 +128,32 @@ def _rough_tokens(obj: object) -> int:
     return max(1, math.ceil(len(text) / 4))
 
 
+def usage_of(reply: ModelReply, *, model: str,
+             messages: Sequence[Mapping[str, Any]]) -> dict[str, int]:
+    """Token counts of a reply: the policy's, else estimated from the text. A reasoning model
+    adds `REASONING_TOKENS`, billed within the completion tokens
+    (https://platform.openai.com/docs/guides/reasoning). Prompt caching starts at 1024 tokens
+    in 128-token steps (https://platform.openai.com/docs/guides/prompt-caching): a later turn
+    finds the conversation up to its last assistant message cached (a pure function of the
+    request, so a retried request gets the same usage)."""
+    prompt = int(reply.usage.get("prompt_tokens", 0)) or _rough_tokens(list(messages))
+    reasoning = REASONING_TOKENS if family_of(model).reasoning else 0
+    completion = reasoning + (int(reply.usage.get("completion_tokens", 0)) or _rough_tokens(
+        (reply.content or "") + "".join(c.name + c.arguments for c in reply.tool_calls)))
+    last = max((i for i, m in enumerate(messages) if m.get("role") == "assistant"), default=-1)
+    seen = _rough_tokens(list(messages[: last + 1])) if last >= 0 else 0
+    cached = min(prompt, seen // 128 * 128) if seen >= 1024 else 0
+    return {"prompt": prompt, "completion": completion, "cached": cached,
+            "reasoning": reasoning}
+
+
 def completion_json(reply: ModelReply, *, model: str, request_id: str,
                     messages: Sequence[Mapping[str, Any]] = ()) -> dict[str, Any]:
     """A `chat.completion` object for a reply, as the OpenAI API returns it. Usage the policy did
     not report is estimated from the text."""
     message = reply.to_message()
-    prompt = int(reply.usage.get("prompt_tokens", 0)) or _rough_tokens(list(messages))
-    completion = int(reply.usage.get("completion_tokens", 0)) or _rough_tokens(
-        (reply.content or "") + "".join(c.name + c.arguments for c in reply.tool_calls))
+    usage = usage_of(reply, model=model, messages=messages)
+    prompt, completion = usage["prompt"], usage["completion"]
     return {
         "id": f"chatcmpl-{request_id}",
         "object": "chat.completion",
@@ -125,13 +162,15 @@ def completion_json(reply: ModelReply, *, model: str, request_id: str,
         "choices": [{"index": 0, "message": message, "logprobs": None,
                      "finish_reason": "tool_calls" if reply.tool_calls else "stop"}],
         "usage": {"prompt_tokens": prompt, "completion_tokens": completion,
-                  "total_tokens": prompt + completion},
+                  "total_tokens": prompt + completion,
+                  "prompt_tokens_details": {"cached_tokens": usage["cached"]},
+                  "completion_tokens_details": {"reasoning_tokens": usage["reasoning"]}},
     }
 
 
 def _error(status: int, message: str, kind: str, *, code: str | None = None,
-           headers: Mapping[str, str] | None = None) -> JSONResponse:
-    body = {"error": {"message": message, "type": kind, "param": None, "code": code}}
+           headers: Mapping[str, str] | None = None, param: str | None = None) -> JSONResponse:
+    body = {"error": {"message": message, "type": kind, "param": param, "code": code}}
     return JSONResponse(body, status_code=status, headers=dict(headers or {}))
 
 
@@ -154,7 +193,8 @@ class OpenAITestServer:
     ``with OpenAITestServer(policy, latency_ms=5, faults=FaultConfig(rate=0.2)) as server:``
     then point a client at ``server.base_url``. `policies` is one policy serving every model
     name, or a mapping from model names to policies; models not in it are resolved by
-    `resolve_model` (by default the built-in agents, ``builtin:NAME``).
+    `resolve_model` (by default the built-in agents, ``builtin:NAME``). `strict` refuses what
+    OpenAI refuses; `api_key`, when given, is the only key accepted.
     """
 
     def __init__(
@@ -167,6 +207,8 @@ class OpenAITestServer:
         host: str = "127.0.0.1",
         port: int = 0,
         resolve_model: Callable[[str], Policy] | None = None,
+        strict: bool = False,
+        api_key: str | None = None,
     ) -> None:
         if latency_ms < 0:
             raise ValueError(f"latency_ms must be >= 0, got {latency_ms}")
@@ -174,7 +216,11 @@ class OpenAITestServer:
         self.latency_s = latency_ms / 1000.0
         self.faults = faults or FaultConfig()
         self.host = host
+        self.strict = strict
+        self.api_key = api_key
         self.stats = ServerStats()
+        self._issued: dict[str, str] = {}  # reasoning item id -> its encrypted content
+        self._reasoning_of: dict[str, str] = {}  # output item id -> its reasoning item id
         self._catch_all: Policy | None = None
         self._policies: dict[str, Policy] = {}
         if isinstance(policies, Mapping):
@@ -204,6 +250,7 @@ class OpenAITestServer:
             return self
         app = Starlette(routes=[
             Route("/v1/chat/completions", self._chat_completions, methods=["POST"]),
+            Route("/v1/responses", self._responses, methods=["POST"]),
             Route("/v1/models", self._models, methods=["GET"]),
         ])
         config = uvicorn.Config(app, log_level="critical", access_log=False, lifespan="off",
@@ -267,28 +314,106 @@ class OpenAITestServer:
         return JSONResponse({"object": "list", "data": data})
 
     async def _chat_completions(self, request: Request) -> Response:
+        return await self._serve(request, "chat")
+
+    async def _responses(self, request: Request) -> Response:
+        return await self._serve(request, "responses")
+
+    async def _serve(self, request: Request, api: str) -> Response:
         stats = self.stats
         stats.in_flight += 1
         stats.peak_in_flight = max(stats.peak_in_flight, stats.in_flight)
         try:
-            return await self._answer(request)
+            return await self._answer(request, api)
         finally:
             stats.in_flight -= 1
 
-    async def _answer(self, request: Request) -> Response:
+    def _refuse(self, refusal: rules.Refusal) -> Response:
+        self.stats.refused[refusal.code] += 1
+        return _error(refusal.status, refusal.message, "invalid_request_error",
+                      code=refusal.code, param=refusal.param)
+
+    def _check(self, request: Request, body: object, api: str) -> Response | None:
+        """The key, the body's shape and, when strict, OpenAI's rules."""
+        if self.api_key is not None:
+            given = request.headers.get("authorization", "").removeprefix("Bearer ").strip()
+            if given != self.api_key:
+                return self._refuse(rules.wrong_key(given))
+        if api == "chat":
+            if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
+                return _error(400, "request needs a 'messages' list", "invalid_request_error")
+            refusal = rules.check_chat(body) if self.strict else None
+        else:
+            if not isinstance(body, dict) or not isinstance(body.get("input"), (list, str)):
+                return _error(400, "Missing required parameter: 'input'.",
+                              "invalid_request_error", param="input")
+            refusal = rules.check_responses(body) if self.strict else None
+        return self._refuse(refusal) if refusal is not None else None
+
+    def _check_reasoning_sent_back(self, body: Mapping[str, Any], model: str) -> Response | None:
+        """Reasoning items in the input must be ones this server issued, with their encrypted
+        content (nothing is stored); count the earlier outputs that came back without them."""
+        items = [i for i in body["input"] if isinstance(i, Mapping)] \
+            if isinstance(body["input"], list) else []
+        sent = set()
+        for item in items:
+            if item.get("type") != "reasoning":
+                continue
+            rid = str(item.get("id", ""))
+            content = item.get("encrypted_content")
+            if content is None:
+                return _error(404, f"Item with id '{rid}' not found. Items are not persisted "
+                                   f"when `store` is set to false. Try again with `store` set "
+                                   f"to true, or remove this item from your input.",
+                              "invalid_request_error", param="input")
+            if self._issued.get(rid) != content:
+                return _error(400, f"The encrypted content for item {rid} could not be "
+                                   f"verified.", "invalid_request_error",
+                              code="invalid_encrypted_content", param="input")
+            sent.add(rid)
+        self.stats.reasoning_returned += len(sent)
+        if family_of(model).reasoning:
+            outputs = [item for item in items
+                       if item.get("type") == "function_call" or item.get("role") == "assistant"]
+            self.stats.reasoning_missing += sum(
+                1 for item in outputs if self._reasoning_of.get(str(item.get("id"))) not in sent)
+        return None
+
+    def _reasoning_item(self, model: str, body: Mapping[str, Any],
+                        identity: str) -> dict[str, Any] | None:
+        if not family_of(model).reasoning:
+            return None
+        rid = f"rs_{identity}"
+        content = "enc_" + hashlib.sha256(f"{self.seed}/{rid}".encode()).hexdigest()
+        self._issued[rid] = content
+        encrypted = rules.ENCRYPTED in (body.get("include") or [])
+        return {"type": "reasoning", "id": rid, "summary": [],
+                "encrypted_content": content if encrypted else None}
+
+    async def _answer(self, request: Request, api: str) -> Response:
         self.stats.requests += 1
         try:
             body = json.loads(await request.body())
         except (json.JSONDecodeError, UnicodeDecodeError):
             return _error(400, "request body is not valid JSON", "invalid_request_error")
-        if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
-            return _error(400, "request needs a 'messages' list", "invalid_request_error")
+        refused = self._check(request, body, api)
+        if refused is not None:
+            return refused
         model = str(body.get("model", ""))
         policy = self._policy(model)
         if policy is None:
             return _error(404, f"The model '{model}' does not exist on this test server",
                           "invalid_request_error", code="model_not_found")
         self.stats.models[model] += 1
+        if api == "responses":
+            refused = self._check_reasoning_sent_back(body, model)
+            if refused is not None:
+                return refused
+            messages = rules.input_to_messages(body["input"])
+            tools = rules.tools_to_chat(body.get("tools"))
+        else:
+            messages = body["messages"]
+            tools = body.get("tools") if isinstance(body.get("tools"), list) else None
 
         task_id = request.headers.get(TASK_HEADER, "")
         repeat = _int_or_zero(request.headers.get(REPEAT_HEADER))
@@ -307,12 +432,10 @@ class OpenAITestServer:
             self.stats.faults[fault] += 1
             return await self._fault_response(fault, request)
 
-        tools = body.get("tools")
         # The rest of the body (model, temperature, seed ...) is there for policies that care.
-        params = {k: v for k, v in body.items() if k not in ("messages", "tools")}
-        model_request = ModelRequest(messages=body["messages"],
-                                     tools=tools if isinstance(tools, list) else None,
-                                     repeat=repeat, task_id=task_id, context={"request": params})
+        params = {k: v for k, v in body.items() if k not in ("messages", "tools", "input")}
+        model_request = ModelRequest(messages=messages, tools=tools, repeat=repeat,
+                                     task_id=task_id, context={"request": params})
         try:
             reply = await _ask(policy, model_request)
         except Exception as exc:
@@ -322,19 +445,37 @@ class OpenAITestServer:
             log.debug("policy for %r raised", model, exc_info=True)
             return _error(400, f"policy for {model!r} raised {type(exc).__name__}: {exc}",
                           "invalid_request_error", code="policy_error")
-        payload = completion_json(reply, model=model, request_id=identity,
-                                  messages=body["messages"])
+        if api == "responses":
+            payload = rules.response_json(
+                reply, model=model, request_id=identity,
+                reasoning=self._reasoning_item(model, body, identity),
+                usage=usage_of(reply, model=model, messages=messages),
+                store=bool(body.get("store", True)))
+            self._note_outputs(payload["output"])
+        else:
+            payload = completion_json(reply, model=model, request_id=identity,
+                                      messages=messages)
         if fault == "malformed":
             self.stats.faults[fault] += 1
-            # Half the time broken JSON, half the time JSON that is not a chat completion.
+            # Half the time broken JSON, half the time JSON that is not a completion.
             if rng.uniform(self.seed, "malformed-form", identity, attempt) < 0.5:
                 return Response(_canonical(payload)[:-7], media_type="application/json")
-            return JSONResponse({"id": payload["id"], "object": "chat.completion"})
+            return JSONResponse({"id": payload["id"], "object": payload["object"]})
         if fault == "truncated":
             self.stats.faults[fault] += 1
             return _TruncatedResponse(_canonical(payload))
         self.stats.replies += 1
         return Response(_canonical(payload), media_type="application/json")
+
+    def _note_outputs(self, output: Sequence[Mapping[str, Any]]) -> None:
+        """Remember which reasoning item each output item came with."""
+        reasoning = [item["id"] for item in output if item.get("type") == "reasoning"]
+        if not reasoning:
+            return
+        self.stats.reasoning_issued += 1
+        for item in output:
+            if item.get("type") != "reasoning":
+                self._reasoning_of[str(item["id"])] = reasoning[0]
 
     def _fault(self, identity: str, attempt: int) -> str | None:
         if self.faults.rate <= 0.0:

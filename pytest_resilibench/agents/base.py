@@ -2,17 +2,38 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-__all__ = ["Agent", "InfrastructureError", "ModelReply", "ModelRequest", "ToolCall"]
+__all__ = ["Agent", "InfrastructureError", "MalformedReply", "ModelReply", "ModelRequest",
+           "ToolCall", "error_cause"]
 
 
 class InfrastructureError(Exception):
     """The model could not be reached (retries exhausted, 5xx, timeouts, bad bodies).
 
-    Not the agent's failure: the episode's outcome becomes `error`, kept out of the rates."""
+    Not the agent's failure: the episode's outcome becomes `error`, kept out of the rates.
+    `status` is the HTTP status of the last answer, when there was one; `retryable` whether
+    that failure was worth another try (False for a refusal: 400, 401, 404 ...)."""
+
+    def __init__(self, message: str, *, status: int | None = None,
+                 retryable: bool = True) -> None:
+        super().__init__(message)
+        self.status = status
+        self.retryable = retryable
+
+
+def error_cause(message: str) -> str:
+    """An infrastructure error's cause without what differs between episodes: the provider's
+    "model 'o3' at URL: " prefix and its "(after N attempts)" suffix."""
+    cause = re.sub(r"\s*\(after \d+ attempts?\)$", "", message.strip())
+    return re.sub(r"^model '[^']*' at \S+: ", "", cause)
+
+
+class MalformedReply(ValueError):
+    """The endpoint answered 200 with something that is not a completion."""
 
 
 @dataclass(frozen=True)

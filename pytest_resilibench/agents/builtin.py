@@ -179,6 +179,8 @@ class OracleAgent(BuiltinAgent):
         if task is None:
             raise ValueError("builtin:oracle needs the task in request.context")
         registry = request.context.get("registry") or self.registry
+        if request.context.get("faults", "paper") != "paper":
+            return _realistic_oracle(task, registry, request, view)
         solution = solve_task(task, registry=registry,
                               base_success=float(request.context.get("base_success", 0.8)),
                               max_turns=int(request.context.get("max_turns", 10)))
@@ -190,6 +192,34 @@ class OracleAgent(BuiltinAgent):
         if tool is None:
             return None
         return tool, dict(task.step_arguments.get(tool, {}))
+
+
+def _error_code(message: str) -> str | None:
+    code, sep, _ = message.partition(":")
+    return code if sep and code.isupper() else None
+
+
+def _realistic_oracle(
+    task: Any, registry: ToolRegistry, request: ModelRequest, view: _View
+) -> tuple[str, Mapping[str, Any]] | None:
+    """The realistic profile's exact policy (`solver.realistic`), tracking its state from
+    the observations (each event is observable: `faults.observed_event`)."""
+    from pytest_resilibench.faults import observed_event, task_faults
+    from solver.realistic import realistic_solution
+
+    faults = task_faults(task, registry)
+    solution = realistic_solution(task, registry=registry,
+                                  base_success=float(request.context.get("base_success", 0.8)))
+    state = solution.initial_state()
+    for seen in view.history:
+        if seen.tool is not None:
+            event = observed_event(faults, registry, seen.tool, seen.ok,
+                                   _error_code(seen.message), seen.output)
+            state = solution.observe(state, seen.tool, seen.ok, event)
+    tool = solution.action(state)
+    if tool is None:
+        return None
+    return tool, dict(faults.arguments.get(tool, {}))
 
 
 # --- reading the prompt -----------------------------------------------------------------------
@@ -331,15 +361,29 @@ def _dependency_order(tools: tuple[str, ...], registry: ToolRegistry) -> tuple[s
 
 
 # --- running a plan ---------------------------------------------------------------------------
-def _next_step(steps: Sequence[_Step], history: Sequence[_Observed]) -> tuple[int, int]:
+def _next_step(
+    steps: Sequence[_Step], history: Sequence[_Observed],
+    stand_ins: Mapping[str, tuple[str, dict[str, Any]]] | None = None,
+    down: Collection[str | None] = (),
+) -> tuple[int, int]:
     """The index of the step to run (len(steps) when all are done) and its failures so far:
     a step is done when its tool succeeds while it is the current step, or when it failed
-    `_MAX_TRIES` times in a row (given up)."""
+    `_MAX_TRIES` times in a row (given up). With `stand_ins` (realistic profile) a step's
+    listed stand-in does it too, a success with no records does not, and failures of a tool
+    that is `down` are not counted as tries."""
     index = tries = 0
     for seen in history:
         if index >= len(steps):
             break
-        if seen.tool != steps[index].tool:
+        if stand_ins is not None:
+            tool = steps[index].tool
+            if seen.tool != tool and seen.tool != stand_ins.get(tool, ("",))[0]:
+                continue
+            if seen.ok and seen.output.get("records") == 0:
+                continue  # empty data: run it again
+            if not seen.ok and seen.tool in down:
+                continue
+        elif seen.tool != steps[index].tool:
             continue
         if seen.ok:
             index, tries = index + 1, 0
@@ -433,6 +477,9 @@ class AdaptiveAgent(BuiltinAgent):
     ) -> tuple[str, Mapping[str, Any]] | None:
         inputs = _inputs(view.text)
         steps = _repaired_plan(view.text, self.registry)
+        stand_ins = _stand_ins(view.text)
+        if stand_ins or any(_event_seen(o) for o in view.history):
+            return self._realistic(steps, stand_ins, inputs, view)
         index, tries = _next_step(steps, view.history)
         if index >= len(steps):
             return None
@@ -443,6 +490,61 @@ class AdaptiveAgent(BuiltinAgent):
             hint = match.group(1) if match else None
         return step.tool, _arguments(self.registry.get(step.tool), step.arguments, inputs,
                                      view, [s.tool for s in steps], self.registry, hint)
+
+
+    def _realistic(
+        self, steps: Sequence[_Step], stand_ins: Mapping[str, tuple[str, dict[str, Any]]],
+        inputs: Mapping[str, Any], view: _View,
+    ) -> tuple[str, Mapping[str, Any]] | None:
+        """The realistic profile's events, read off the observations (docs/FAULTS.md): a tool
+        that is down is replaced by the step's listed stand-in, expired credentials are
+        renewed, a rate limit is waited out with another call, and a source that returns
+        no records is run again."""
+        down = {o.tool for o in view.history
+                if not o.ok and _error_code(o.message) == "SERVICE_UNAVAILABLE"}
+        index, _ = _next_step(steps, view.history, stand_ins, down)
+        if index >= len(steps):
+            return None
+        step = steps[index]
+        tool, args = step.tool, step.arguments
+        if tool in down and tool in stand_ins:
+            tool, args = stand_ins[tool]
+        last = view.history[-1] if view.history else None
+        if last is not None and not last.ok:
+            code = _error_code(last.message)
+            if code == "AUTH_EXPIRED":
+                service = inputs.get("service") or _host(inputs) or "identity"
+                return "integration_authenticator", {"service": service}
+            if code == "RATE_LIMITED" and last.tool == tool and _RETRY_AFTER in last.message:
+                return "utility_logger", {"message": "waiting for the rate limit to pass"}
+        return tool, _arguments(self.registry.get(tool), args, inputs, view,
+                                [s.tool for s in steps], self.registry)
+
+
+_STAND_IN = re.compile(r"^- (\w+): (\w+) with arguments (\{.*\})$", re.MULTILINE)
+_RETRY_AFTER = "retry after 1 turn"
+_EVENT_CODES = ("SERVICE_UNAVAILABLE", "AUTH_EXPIRED")
+
+
+def _event_seen(seen: _Observed) -> bool:
+    return (not seen.ok and _error_code(seen.message) in _EVENT_CODES) or \
+        _RETRY_AFTER in seen.message or (seen.ok and seen.output.get("records") == 0)
+
+
+@lru_cache(maxsize=_EPISODE_MEMO_SIZE)
+def _stand_ins(text: str) -> dict[str, tuple[str, dict[str, Any]]]:
+    """The stand-ins the task lists (realistic profile): step -> (tool, arguments)."""
+    if "Stand-ins (" not in text:
+        return {}
+    section = text.split("Stand-ins (", 1)[1].split("\n\n", 1)[0]
+    return {m[1]: (m[2], json.loads(m[3])) for m in _STAND_IN.finditer(section)}
+
+
+def _host(inputs: Mapping[str, Any]) -> str | None:
+    from urllib.parse import urlparse
+
+    url = inputs.get("url") or inputs.get("target_url")
+    return urlparse(str(url)).hostname if url else None
 
 
 @_memo

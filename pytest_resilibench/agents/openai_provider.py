@@ -1,11 +1,16 @@
 """The OpenAI-compatible provider: any chat-completions endpoint through the real `openai` client.
 
 `base_url` reaches OpenAI itself, vLLM, Ollama, llama.cpp servers, most vendors and our own
-`testserver`. The retry policy is ours, not the client's (its `max_retries` is 0), so every
-retry is counted: 429 (honouring Retry-After), 408/409/5xx, timeouts, connection errors and
-bodies that are not chat completions are retried with exponential backoff and jitter; when the
+`testserver`. `api="responses"` speaks OpenAI's Responses API instead (`responses.py`), with
+the model's reasoning carried across turns. Which generation fields a model takes is its
+family's (`profiles.py`). The retry policy is ours, not the client's (its `max_retries` is
+0), so every retry is counted: 429 (honouring Retry-After), 408/409/5xx, timeouts, connection
+errors and bodies that are not completions are retried with exponential backoff and jitter; when the
 retries are exhausted, or the endpoint refuses the request outright (401, 404, 400 ...),
 `InfrastructureError` ends the episode as `error`, counted apart from the agent's failures.
+After `max_consecutive_errors` requests given up in a row the model is taken as unusable: the
+requests that follow are not sent but fail at once with that reason; `max_cost_usd` stops
+starting new episodes once this agent's spend (`pricing.py`) passes it.
 
 The jitter is a keyed draw (`rng`) of the request and the attempt, so it desynchronises
 concurrent requests without making anything depend on global random state; timing only ever
@@ -22,7 +27,7 @@ import os
 import time
 from collections import Counter
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -31,43 +36,66 @@ import openai
 from pytest_resilibench import rng
 from pytest_resilibench.agents.base import (
     InfrastructureError,
+    MalformedReply,
     ModelReply,
     ModelRequest,
     ToolCall,
 )
 from pytest_resilibench.agents.cache import CallKey, ModelCallCache
+from pytest_resilibench.agents.pricing import Price, cost_usd
+from pytest_resilibench.agents.profiles import AUTO, family_of, request_params
+from pytest_resilibench.agents.responses import (
+    ReasoningMemo,
+    parse_response,
+    responses_body,
+    usage_counts,
+)
 
-__all__ = ["OpenAIAgent", "ProviderStats", "parse_completion"]
+__all__ = ["APIS", "MalformedReply", "OpenAIAgent", "ProviderStats", "parse_completion"]
+
+APIS = ("chat", "responses")
 
 PLACEHOLDER_KEY = "resilibench-no-key"  # for local servers that want no key at all
 TASK_HEADER = "x-resilibench-task"  # lets the test server count attempts per episode
 REPEAT_HEADER = "x-resilibench-repeat"
 _RETRY_AFTER_CAP_S = 300.0
-
-
-class MalformedReply(ValueError):
-    """The endpoint answered 200 with something that is not a chat completion."""
+PROBE_MESSAGES = ({"role": "user", "content": "Reply with the single word OK."},)
+PROBE_TOKENS = 16  # the Responses API's smallest max_output_tokens
 
 
 @dataclass
 class ProviderStats:
     """What the provider did, for the report's infrastructure section (apart from the agent's
-    results). `faults` counts failed attempts by kind; `infra_errors` the requests given up."""
+    results). `faults` counts failed attempts by kind; `infra_errors` the requests given up;
+    `not_sent` those failed at once after too many errors in a row or past the cost cap;
+    `replayed_tokens` what cache hits would have cost (not spent); `reasoning_items_sent` the
+    reasoning items sent back to the Responses API."""
 
     requests: int = 0
     api_calls: int = 0
     retries: int = 0
     infra_errors: int = 0
+    not_sent: int = 0
     cache_hits: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    reasoning_tokens: int = 0
+    cached_tokens: int = 0
+    replayed_tokens: int = 0
+    reasoning_items_sent: int = 0
+    cost_usd: float | None = None
     faults: Counter[str] = field(default_factory=Counter)
 
     def to_json(self) -> dict[str, Any]:
         return {"requests": self.requests, "api_calls": self.api_calls, "retries": self.retries,
-                "infra_errors": self.infra_errors, "cache_hits": self.cache_hits,
+                "infra_errors": self.infra_errors, "not_sent": self.not_sent,
+                "cache_hits": self.cache_hits,
                 "prompt_tokens": self.prompt_tokens,
                 "completion_tokens": self.completion_tokens,
+                "reasoning_tokens": self.reasoning_tokens,
+                "cached_tokens": self.cached_tokens, "replayed_tokens": self.replayed_tokens,
+                "reasoning_items_sent": self.reasoning_items_sent,
+                "cost_usd": None if self.cost_usd is None else round(self.cost_usd, 6),
                 "faults": dict(sorted(self.faults.items()))}
 
 
@@ -77,14 +105,22 @@ class _Failure:
     message: str
     retryable: bool
     retry_after_s: float | None = None
+    status: int | None = None
 
 
 class OpenAIAgent:
-    """An `Agent` answered by a chat-completions endpoint.
+    """An `Agent` answered by a chat-completions (or Responses) endpoint.
 
     `model` is the API's model name (an ``openai:`` prefix is dropped); `name` defaults to it.
     The key is `api_key`, else ``OPENAI_API_KEY``, else, for a non-OpenAI `base_url` (a local
     server), a placeholder. At most `max_concurrency` requests are in flight at once.
+    `temperature` is `profiles.AUTO` (the model family's default), None (the server's) or a
+    number; `model_args` are extra request fields, passed through. Raises ValueError, naming
+    the option, for a value the model's family refuses.
+
+    The default timeout is the `openai` client's own (10 minutes): a long reasoning turn is
+    legitimate. A timed-out request is retried like any other transient failure, so one
+    request may wait up to (`max_retries` + 1) x `timeout_s` plus the backoff.
     """
 
     def __init__(
@@ -93,14 +129,19 @@ class OpenAIAgent:
         *,
         base_url: str | None = None,
         api_key: str | None = None,
-        temperature: float | None = 0.0,
+        temperature: float | str | None = AUTO,
         seed: int | None = None,
-        timeout_s: float = 60.0,
+        model_args: Mapping[str, Any] | None = None,
+        api: str = "chat",
+        timeout_s: float = 600.0,
         max_retries: int = 6,
         backoff_base_s: float = 0.5,
         backoff_max_s: float = 20.0,
         cache: ModelCallCache | None = None,
         max_concurrency: int = 32,
+        max_consecutive_errors: int | None = 10,
+        price: Price | None = None,
+        max_cost_usd: float | None = None,
         name: str | None = None,
     ) -> None:
         model = model.removeprefix("openai:")
@@ -110,11 +151,24 @@ class OpenAIAgent:
             raise ValueError("need max_retries >= 0, max_concurrency >= 1 and timeout_s > 0")
         if backoff_base_s < 0 or backoff_max_s < 0:
             raise ValueError("backoff times must be >= 0")
+        if api not in APIS:
+            raise ValueError(f"api must be one of {', '.join(APIS)}, got {api!r}")
+        if max_cost_usd is not None and price is None:
+            raise ValueError(f"--resili-max-cost: no price known for {model!r} (give one with "
+                             f"--resili-prices)")
         self.model = model
         self.name = name or model
         self.base_url = base_url
-        self.params: dict[str, Any] = {
-            k: v for k, v in (("temperature", temperature), ("seed", seed)) if v is not None}
+        self.api = api
+        self.params = request_params(model, temperature=temperature, seed=seed,
+                                     model_args=model_args)
+        self.price = price
+        self.max_cost_usd = max_cost_usd
+        self.max_consecutive_errors = max_consecutive_errors
+        self._consecutive_errors = 0
+        self._stopped: str | None = None  # why requests are no longer sent
+        self._memo = ReasoningMemo(max(4096, 64 * max_concurrency)) if api == "responses" \
+            else None
         self.max_retries = max_retries
         self.backoff_base_s = backoff_base_s
         self.backoff_max_s = backoff_max_s
@@ -129,8 +183,10 @@ class OpenAIAgent:
         return f"OpenAIAgent({self.model!r}, base_url={self.base_url!r})"
 
     def call_key(self, request: ModelRequest) -> CallKey:
+        # The API joins the key only when it is not chat, so older caches keep their keys.
+        params = self.params if self.api == "chat" else {**self.params, "api": self.api}
         return CallKey(model=self.model, base_url=self.base_url or "", messages=request.messages,
-                       tools=request.tools, params=self.params, repeat=request.repeat,
+                       tools=request.tools, params=params, repeat=request.repeat,
                        task_id=request.task_id)
 
     def explain_miss(self, request: ModelRequest) -> str:
@@ -145,30 +201,104 @@ class OpenAIAgent:
             cached = self.cache.get(key)
             if cached is not None:
                 self.stats.cache_hits += 1
-                return cached
-        reply = await self._ask_with_retries(request)
-        self.stats.prompt_tokens += reply.usage.get("prompt_tokens", 0)
-        self.stats.completion_tokens += reply.usage.get("completion_tokens", 0)
+                return self._replayed(request, cached)
+        self._check_not_stopped(request)
+        reply = await self._ask_with_retries(request, self.params)
+        self._account(reply)
+        if self._memo is not None:
+            self._memo.remember(request.messages, reply)
         if self.cache is not None and key is not None:
             self.cache.put(key, reply)
         return reply
 
-    async def _ask_with_retries(self, request: ModelRequest) -> ModelReply:
+    async def probe(self) -> None:
+        """One minimal request (no tools, a few tokens) through the same path and options, so
+        a refused key, model or option stops the run before its first episode. Raises
+        `InfrastructureError`; transient failures are retried as usual."""
+        limit = family_of(self.model).token_limit
+        params = {k: v for k, v in self.params.items()
+                  if k not in ("max_tokens", "max_completion_tokens")}
+        params[limit] = PROBE_TOKENS
+        request = ModelRequest(messages=[dict(m) for m in PROBE_MESSAGES],
+                               task_id="resilibench-probe")
+        # Through the cache too: a run replayed from the cache needs no network at all.
+        key = None
+        if self.cache is not None:
+            key = replace(self.call_key(request), params={**params, "probe": True})
+            if self.cache.get(key) is not None:
+                return
+        reply = await self._ask_with_retries(request, params)
+        self._account(reply)
+        if self.cache is not None and key is not None:
+            self.cache.put(key, reply)
+
+    def _replayed(self, request: ModelRequest, reply: ModelReply) -> ModelReply:
+        """A cache hit: its tokens were paid for by an earlier run, so they count as
+        `replayed_tokens`, not as spend."""
+        if self._memo is not None:
+            self._memo.remember(request.messages, reply)
+        usage = reply.usage
+        replayed = int(usage.get("prompt_tokens", 0)) + int(usage.get("completion_tokens", 0))
+        self.stats.replayed_tokens += replayed
+        return ModelReply(content=reply.content, tool_calls=reply.tool_calls,
+                          usage={"prompt_tokens": 0, "completion_tokens": 0,
+                                 "replayed_tokens": replayed}, raw=reply.raw)
+
+    def _account(self, reply: ModelReply) -> None:
+        usage, stats = reply.usage, self.stats
+        stats.prompt_tokens += usage.get("prompt_tokens", 0)
+        stats.completion_tokens += usage.get("completion_tokens", 0)
+        stats.reasoning_tokens += usage.get("reasoning_tokens", 0)
+        stats.cached_tokens += usage.get("cached_tokens", 0)
+        cost = cost_usd(self.price, {"prompt": usage.get("prompt_tokens", 0),
+                                     "completion": usage.get("completion_tokens", 0),
+                                     "cached": usage.get("cached_tokens", 0)})
+        if cost is not None:
+            stats.cost_usd = (stats.cost_usd or 0.0) + cost
+
+    def _check_not_stopped(self, request: ModelRequest) -> None:
+        """Fail without sending when the model is stopped, or when a new episode would start
+        past the cost cap (episodes already started finish)."""
+        reason = self._stopped
+        starts = not any(m.get("role") == "assistant" for m in request.messages)
+        if reason is None and starts and self.max_cost_usd is not None \
+                and (self.stats.cost_usd or 0.0) >= self.max_cost_usd:
+            reason = (f"not sent: the spend on {self.model} (${self.stats.cost_usd:.4f}) "
+                      f"passed --resili-max-cost (${self.max_cost_usd:g} for this process)")
+        if reason is not None:
+            self.stats.not_sent += 1
+            raise InfrastructureError(reason, retryable=False)
+
+    async def _ask_with_retries(self, request: ModelRequest,
+                                params: Mapping[str, Any]) -> ModelReply:
         jitter_key = rng.key_int(self.model, request.task_id, request.repeat,
                                  len(request.messages))
         for attempt in range(self.max_retries + 1):
-            failure = await self._attempt(request)
+            failure = await self._attempt(request, params)
             if isinstance(failure, ModelReply):
+                self._consecutive_errors = 0
                 return failure
             self.stats.faults[failure.kind] += 1
             if not failure.retryable or attempt == self.max_retries:
                 self.stats.infra_errors += 1
                 tries = f"after {attempt + 1} attempt{'s' * bool(attempt)}"
-                raise InfrastructureError(
-                    f"model {self.model!r} at {self._where()}: {failure.message} ({tries})")
+                message = f"model {self.model!r} at {self._where()}: {failure.message}"
+                self._count_error(failure.message)
+                raise InfrastructureError(f"{message} ({tries})", status=failure.status,
+                                          retryable=failure.retryable)
             self.stats.retries += 1
             await asyncio.sleep(self._backoff_s(attempt, jitter_key, failure.retry_after_s))
         raise AssertionError("unreachable")
+
+    def _count_error(self, message: str) -> None:
+        """Requests given up in a row (refused, or out of retries): past the limit the model
+        is stopped. A given-up request already cost a full retry budget, so a run that keeps
+        failing this way is an outage or a misconfiguration, not bad luck."""
+        self._consecutive_errors += 1
+        limit = self.max_consecutive_errors
+        if limit is not None and self._consecutive_errors >= limit and self._stopped is None:
+            self._stopped = (f"not sent: {limit} requests to {self.model} failed in a row "
+                             f"(--resili-max-consecutive-errors); the last: {message}")
 
     def _backoff_s(self, attempt: int, jitter_key: int, retry_after_s: float | None) -> float:
         """Exponential backoff with equal jitter, at least what Retry-After asks."""
@@ -178,10 +308,22 @@ class OpenAIAgent:
             delay = max(delay, min(retry_after_s, _RETRY_AFTER_CAP_S))
         return delay
 
-    async def _attempt(self, request: ModelRequest) -> ModelReply | _Failure:
-        body: dict[str, Any] = {"model": self.model, "messages": request.messages, **self.params}
+    def _body(self, request: ModelRequest, params: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
+        """The path and body of a request in this agent's API."""
+        if self.api == "responses":
+            body = responses_body(self.model, request.messages, request.tools, params,
+                                  self._memo)
+            self.stats.reasoning_items_sent += sum(
+                1 for item in body["input"] if item.get("type") == "reasoning")
+            return "/responses", body
+        chat: dict[str, Any] = {"model": self.model, "messages": request.messages, **params}
         if request.tools:
-            body["tools"] = request.tools
+            chat["tools"] = request.tools
+        return "/chat/completions", chat
+
+    async def _attempt(self, request: ModelRequest,
+                       params: Mapping[str, Any]) -> ModelReply | _Failure:
+        path, body = self._body(request, params)
         headers = {TASK_HEADER: request.task_id, REPEAT_HEADER: str(request.repeat)}
         async with self._semaphore:
             self.stats.api_calls += 1
@@ -190,7 +332,7 @@ class OpenAIAgent:
                 # client's URL, auth, timeouts and error types, without the typed-request
                 # transform of `chat.completions.create` (half the client's CPU per request),
                 # and the body comes back as text for our tolerant parser.
-                text = await self._client.post("/chat/completions", cast_to=str, body=body,
+                text = await self._client.post(path, cast_to=str, body=body,
                                                options={"headers": headers})
             except openai.APIStatusError as exc:
                 return _status_failure(exc)
@@ -201,7 +343,8 @@ class OpenAIAgent:
                 return _Failure("connection", f"connection error ({type(cause).__name__})",
                                 retryable=True)
         try:
-            return parse_completion(json.loads(text))
+            data = json.loads(text)
+            return parse_response(data) if self.api == "responses" else parse_completion(data)
         except (json.JSONDecodeError, MalformedReply) as exc:
             return _Failure("malformed", f"malformed reply body: {exc}", retryable=True)
 
@@ -225,20 +368,22 @@ def _status_failure(exc: openai.APIStatusError) -> _Failure:
     message = f"HTTP {status}: {_error_message(exc)}"
     if status == 429:
         return _Failure("rate_limit", message, retryable=True,
-                        retry_after_s=_retry_after_s(exc.response.headers))
+                        retry_after_s=_retry_after_s(exc.response.headers), status=status)
     if status >= 500:
-        return _Failure("server_error", message, retryable=True)
+        return _Failure("server_error", message, retryable=True, status=status)
     if status in (408, 409):  # request timeout, lock conflict: worth another try
-        return _Failure("server_error", message, retryable=True)
-    return _Failure("refused", message, retryable=False)
+        return _Failure("server_error", message, retryable=True, status=status)
+    return _Failure("refused", message, retryable=False, status=status)
 
 
 def _error_message(exc: openai.APIStatusError) -> str:
+    """The server's message, with its error code (or type) when it gave one."""
     body = exc.body
     if isinstance(body, Mapping):
         error = body.get("error", body)
         if isinstance(error, Mapping) and isinstance(error.get("message"), str):
-            return str(error["message"])[:300]
+            kind = error.get("code") or error.get("type")
+            return str(error["message"])[:300] + (f" [{kind}]" if isinstance(kind, str) else "")
     return str(exc.message)[:300]
 
 
@@ -289,11 +434,15 @@ def parse_completion(data: object) -> ModelReply:
                                    name=str(function.get("name") or ""), arguments=arguments))
     usage = data.get("usage")
     usage = usage if isinstance(usage, Mapping) else {}
+    details = {name: group.get(key) if isinstance(group := usage.get(name), Mapping) else None
+               for name, key in (("prompt_tokens_details", "cached_tokens"),
+                                 ("completion_tokens_details", "reasoning_tokens"))}
     return ModelReply(
         content=_text(message.get("content")),
         tool_calls=tuple(tool_calls),
-        usage={"prompt_tokens": _count(usage.get("prompt_tokens")),
-               "completion_tokens": _count(usage.get("completion_tokens"))},
+        usage=usage_counts(usage.get("prompt_tokens"), usage.get("completion_tokens"),
+                           details["prompt_tokens_details"],
+                           details["completion_tokens_details"]),
         raw=dict(data),
     )
 
@@ -307,6 +456,3 @@ def _text(content: object) -> str | None:
                        for part in content)
     return str(content)
 
-
-def _count(value: object) -> int:
-    return value if isinstance(value, int) and value >= 0 else 0

@@ -157,16 +157,18 @@ def test_ini_options_apply(suite: pytest.Pytester) -> None:
     assert len(ids) == 15 and all("[builtin_follower-cot-" in i for i in ids)
 
 
-def test_unreachable_model_is_an_infrastructure_error(suite: pytest.Pytester) -> None:
+def test_unreachable_model_stops_the_run_at_start_up(suite: pytest.Pytester) -> None:
+    """The start-up request finds the model unreachable before any episode runs (infra
+    errors during a run: tests/plugin/test_real_models.py)."""
     report = suite.path / "r.json"
     result = suite.runpytest(*SMALL, "-k", "simple_task and easy",
                              "--resili-model=openai:gpt-test", "--resili-variants=optimal",
                              "--resili-base-url=http://127.0.0.1:9", "--resili-retries=0",
                              f"--resili-report={report}")
-    result.stdout.fnmatch_lines(["*1 infra errors*"])
-    data = load(report)
-    assert [ep["outcome"] for ep in data["episodes"]] == ["error"]
-    assert data["episodes"][0]["infra_error"]
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--resili-model openai:gpt-test: the start-up request "
+                                 "failed*connection error*"])
+    assert not report.exists()
 
 
 def test_live_env_runs_the_eight_tasks_over_http(suite: pytest.Pytester) -> None:
@@ -209,15 +211,35 @@ def test_live_base_urls_from_the_ini_are_checked(suite: pytest.Pytester) -> None
 
 
 def test_mcp_env_gives_the_simulators_episodes(suite: pytest.Pytester) -> None:
-    """--resili-env=mcp: every episode's tools sit behind our MCP server in its own process
-    (stdio); the luck is keyed the same, so the episodes equal the in-process ones."""
+    """--resili-env=mcp: the episodes' tools sit behind our MCP server in another process
+    (stdio), one server for the run, several episodes in flight on it at once, two variants
+    of each task on the same luck; the luck is keyed the same, so the episodes equal the
+    in-process ones."""
     pytest.importorskip("mcp")
     reports = {}
     for env in ("sim", "mcp"):
         path = suite.path / f"{env}.json"
-        result = suite.runpytest(*SMALL, f"--resili-env={env}", "--resili-variants=optimal",
-                                 "-k", "easy or hard", f"--resili-report={path}")
+        result = suite.runpytest(*SMALL, f"--resili-env={env}", "--resili-concurrency=4",
+                                 "--resili-variants=optimal,flawed",
+                                 "--resili-flaws=missing_step", "-k", "easy or hard",
+                                 f"--resili-report={path}")
         assert result.ret == 0, result.stdout.str()[-2000:]
         reports[env] = comparable(load(path))[1]
-    assert len(reports["mcp"]) == 10
+    assert len(reports["mcp"]) == 20
     assert reports["mcp"] == reports["sim"]
+
+
+def test_realistic_faults_end_to_end(suite: pytest.Pytester) -> None:
+    report = suite.path / "out" / "realistic.json"
+    result = suite.runpytest(*SMALL, "--resili-model=builtin:adaptive",
+                             "--resili-variants=optimal", "--resili-faults=realistic",
+                             "-k", "simple_task", f"--resili-report={report}")
+    result.assert_outcomes()
+    data = load(report)
+    assert data["config"]["faults"] == "realistic"
+    assert all(ep["faults"] == "realistic" and "events" in ep for ep in data["episodes"])
+    assert data["summary"]["faults"] == ["realistic"]
+    result.stdout.fnmatch_lines(["*Success by event kind (realistic faults)*"])
+    refused = suite.runpytest(*SMALL, "--resili-faults=realistic", "--resili-env=live")
+    assert refused.ret != 0
+    refused.stderr.fnmatch_lines(["*realistic needs --resili-env=sim or mcp*"])

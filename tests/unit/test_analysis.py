@@ -166,3 +166,20 @@ def test_variant_order_is_the_papers() -> None:
     labels = ["flawed-semantic_drift", "optimal", "cot", "flawed-sequence_disorder", "baseline"]
     assert sorted(labels, key=analysis.variant_order) == [
         "baseline", "cot", "optimal", "flawed-sequence_disorder", "flawed-semantic_drift"]
+
+
+def test_fault_sections_only_for_realistic_episodes() -> None:
+    paper = analysis.summary([episode(), episode(outcome="failed")])
+    assert "by_event" not in paper and "faults" not in paper
+    events = {"outage": {"met": 2, "recovered": 1}}
+    eps = [episode(faults="realistic", events=events),
+           episode(faults="realistic", events=events, outcome="failed"),
+           episode(faults="realistic", events={})]
+    s = analysis.summary(eps)
+    assert s["faults"] == ["realistic"]
+    rows = {r["event"]: r for r in s["by_event"]}
+    assert (rows["outage"]["n"], rows["outage"]["full"], rows["outage"]["calls"]) == (2, 1, 4)
+    assert rows["outage"]["recovered_share"] == pytest.approx(0.5)
+    assert (rows["none"]["n"], rows["none"]["recovered_share"]) == (1, None)
+    titles = [t.title for t in analysis.tables(s)]
+    assert "Success by event kind (realistic faults)" in titles

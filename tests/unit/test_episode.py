@@ -94,7 +94,8 @@ def test_full_episode_text_mode() -> None:
     rec = run(agent, seed=lucky_seed())
     assert rec.outcome == "full" and rec.stop_reason == "completed"
     assert (rec.turns, rec.tool_calls, rec.errors_met) == (2, 2, 0)
-    assert rec.tokens == {"prompt": 30, "completion": 6, "total": 36}
+    assert rec.tokens == {"prompt": 30, "completion": 6, "total": 36, "reasoning": 0, "cached": 0,
+                          "replayed": 0}
     assert rec.sim_time_s > 0 and rec.wall_time_s >= 0
     assert rec.deviation is not None and rec.deviation["not_followed"] == []
     # observations are user messages with the result and progress, nothing hidden

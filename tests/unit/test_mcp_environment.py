@@ -1,5 +1,6 @@
 """`McpEnvironment` against our MCP server (stdio subprocess) and a foreign one (streamable
-HTTP on loopback): results, codes, and transport failures as error results."""
+HTTP on loopback): results, codes, and transport failures as error results; `SharedMcpServer`:
+many concurrent episodes through one server, each equal to its in-process twin."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import asyncio
 import gzip
 import json
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -17,11 +19,14 @@ pytest.importorskip("mcp")
 import mcp_types as types
 from mcp.server.lowlevel import Server
 
+from pytest_resilibench.agents import make_agent
 from pytest_resilibench.environment import Environment, SimulatedEnvironment
+from pytest_resilibench.episode import run_episode
 from pytest_resilibench.live.server import LOOPBACK, LoopbackServer
-from pytest_resilibench.mcp_environment import McpEnvironment, parse_error_text
-from pytest_resilibench.mcp_server import task_simulator
-from pytest_resilibench.tasks import Task
+from pytest_resilibench.mcp_environment import McpEnvironment, SharedMcpServer, parse_error_text
+from pytest_resilibench.mcp_server import EpisodeTable, build_server, task_simulator
+from pytest_resilibench.prompts import Variant
+from pytest_resilibench.tasks import Task, load_tasks
 
 TASK = Task(
     id="t9002", type="simple_task", difficulty="easy", description="read a csv, write it back",
@@ -70,6 +75,129 @@ def test_our_server_over_stdio_gives_the_simulated_environments_results(fixtures
     got, want = asyncio.run(run())
     assert [_key(r) for r in got] == [_key(r) for r in want]
     assert {r.error_code for r in got} >= {"UNKNOWN_TOOL", "INVALID_INPUT"}
+
+
+async def _play(env: Any) -> list[tuple[Any, ...]]:
+    results = []
+    for name, args in CALLS:
+        results.append(_key(await env.call(name, args)))
+        await asyncio.sleep(0)  # let the other episodes' calls interleave with this one's
+    return results
+
+
+def test_one_shared_stdio_server_keeps_concurrent_episodes_apart() -> None:
+    """Episodes at once over one connection to one server process; some share a key (as two
+    variants of a task do), and each meets exactly its in-process twin's results."""
+    keys = [(SEED, 0), (SEED, 0), (SEED, 1), (SEED + 1, 0), (SEED, 0), (SEED + 1, 2)]
+    shared = SharedMcpServer()
+
+    async def run() -> tuple[list[Any], set[int]]:
+        envs = await asyncio.gather(*[shared.environment(TASK, seed=seed, repeat=repeat,
+                                                         base_success=BASE)
+                                      for seed, repeat in keys])
+        try:
+            got = await asyncio.gather(*[_play(env) for env in envs])
+        finally:
+            for env in envs:
+                await env.aclose()
+            await shared.aclose()
+        return list(got), {id(env.connection) for env in envs}
+
+    got, connections = asyncio.run(run())
+    want = [asyncio.run(_play(SimulatedEnvironment(task_simulator(
+        TASK, seed=seed, repeat=repeat, base_success=BASE)))) for seed, repeat in keys]
+    assert got == want
+    assert len(connections) == 1 and shared.episodes_opened == len(keys)
+    assert want[0] != want[2] != want[3]  # the keys do change the luck
+
+
+def test_shared_server_lives_on_the_runners_loop_and_closes_from_another_thread() -> None:
+    """As in a run: the episodes' loop runs in a thread of its own (the runner's) and opens
+    the server; an episode on another loop reaches it too; pytest's thread closes it while
+    that loop still runs. Closed episodes leave the server; closing leaves the client."""
+    table = EpisodeTable()
+    shared = SharedMcpServer(build_server(table))
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+    open_during: list[int] = []
+
+    async def episode(repeat: int) -> list[Any]:
+        env = await shared.environment(TASK, seed=SEED, repeat=repeat, base_success=BASE)
+        played = await _play(env)
+        open_during.append(len(table))
+        await env.aclose()
+        return played
+
+    async def on_runner_loop() -> list[list[Any]]:
+        return list(await asyncio.gather(*[episode(r) for r in range(3)]))
+
+    try:
+        got = asyncio.run_coroutine_threadsafe(on_runner_loop(), loop).result(timeout=60)
+        got.append(asyncio.run(episode(3)))  # another loop, while the runner's runs
+        connection = asyncio.run_coroutine_threadsafe(shared.connection(), loop).result()
+        shared.close()
+    finally:
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(timeout=60)
+        loop.close()
+    assert got == [asyncio.run(_play(SimulatedEnvironment(task_simulator(
+        TASK, seed=SEED, repeat=r, base_success=BASE)))) for r in range(4)]
+    assert min(open_during) >= 1 and len(table) == 0
+    assert connection.lost and shared.episodes_opened == 4
+
+
+def test_a_shared_server_that_cannot_start_fails_each_episode_at_open() -> None:
+    shared = SharedMcpServer([sys.executable, "-c", "raise SystemExit(3)"], timeout_s=10)
+
+    async def run() -> list[BaseException | McpEnvironment]:
+        outcomes = await asyncio.gather(*[shared.environment(TASK, seed=SEED)
+                                          for _ in range(3)], return_exceptions=True)
+        await shared.aclose()
+        return list(outcomes)
+
+    outcomes = asyncio.run(run())
+    assert all(isinstance(o, ConnectionError) for o in outcomes), outcomes
+    assert len({str(o) for o in outcomes}) == 1 and shared.episodes_opened == 0
+
+
+@pytest.mark.parametrize("faults", ["paper", "realistic"])
+def test_episodes_through_one_shared_server_equal_the_in_process_ones(faults: str) -> None:
+    """Whole episodes (agent, prompt, scoring): 24 at once through one server, every record
+    the same as in process, calls included, timing aside."""
+    tasks = list(load_tasks())[::420][:6]
+    agents = [make_agent("builtin:follower"), make_agent("builtin:adaptive")]
+    variants = [Variant("optimal"), Variant("flawed", "missing_step")]
+    plan = [(t, v, a) for t in tasks for v in variants for a in agents]
+    shared = SharedMcpServer()
+
+    def comparable(record: Any) -> dict[str, Any]:
+        data = record.to_json()
+        data.pop("wall_time_s")
+        for call in data["calls"]:
+            call.pop("success_probability")  # the probability stays on the server
+        return data
+
+    async def play(remote: bool) -> list[dict[str, Any]]:
+        async def one(task: Task, variant: Variant, agent: Any) -> dict[str, Any]:
+            env = (await shared.environment(task, seed=3, repeat=1, faults=faults)
+                   if remote else None)
+            record = await run_episode(task, variant, agent, seed=3, repeat=1,
+                                       environment=env, faults=faults)
+            if env is not None:
+                await env.aclose()
+            return comparable(record)
+
+        try:
+            return list(await asyncio.gather(*[one(*p) for p in plan]))
+        finally:
+            await shared.aclose()
+
+    remote = asyncio.run(play(True))
+    local = asyncio.run(play(False))
+    assert remote == local
+    outcomes = {r["outcome"] for r in local}
+    assert "error" not in outcomes and len(outcomes) >= 2  # else the comparison says little
 
 
 def _foreign_server() -> Server[Any]:

@@ -1,5 +1,6 @@
 """The simulator as an MCP server, driven by the official SDK's own client over stdio (a real
-subprocess) and streamable HTTP (a real loopback socket)."""
+subprocess), streamable HTTP (a real loopback socket) and in process: one episode (`--task`),
+or many, each named in its calls' `_meta`."""
 
 from __future__ import annotations
 
@@ -14,13 +15,24 @@ import pytest
 
 pytest.importorskip("mcp")
 
+import mcp_types as types
 from jsonschema import Draft202012Validator
-from mcp import Client, StdioServerParameters
+from mcp import Client, MCPError, StdioServerParameters
 
 from pytest_resilibench.cli import main as cli_main
 from pytest_resilibench.live.server import LOOPBACK, LoopbackServer
-from pytest_resilibench.mcp_server import build_server, task_simulator
+from pytest_resilibench.mcp_server import (
+    EPISODE_META_KEY,
+    CloseEpisode,
+    CloseEpisodeParams,
+    EpisodeTable,
+    ServedEpisode,
+    build_server,
+    server_command,
+    task_simulator,
+)
 from pytest_resilibench.registry import default_registry
+from pytest_resilibench.simulator import Simulator
 from pytest_resilibench.tasks import Task
 
 TASK = Task(
@@ -46,8 +58,8 @@ def fixtures_dir(tmp_path: Path) -> Path:
     return tmp_path
 
 
-def expected() -> list[tuple[bool, str | None, Any]]:
-    sim = task_simulator(TASK, seed=SEED, base_success=BASE)
+def expected(sim: Simulator | None = None) -> list[tuple[bool, str | None, Any]]:
+    sim = sim or task_simulator(TASK, seed=SEED, base_success=BASE)
     out = []
     for name, args in CALLS:
         r = sim.call(name, args)
@@ -55,10 +67,23 @@ def expected() -> list[tuple[bool, str | None, Any]]:
     return out
 
 
-async def observed(client: Client) -> list[tuple[bool, str | None, Any]]:
+def episode(episode_id: str, *, seed: int = SEED, repeat: int = 0,
+            faults: str = "paper") -> ServedEpisode:
+    return ServedEpisode(episode_id, TASK, seed=seed, repeat=repeat, base_success=BASE,
+                         faults=faults)
+
+
+async def observed(client: Client, served: ServedEpisode | None = None, *, slim: bool = False
+                   ) -> list[tuple[bool, str | None, Any]]:
+    """The outcomes of CALLS; `served`: in that episode (`slim`: the whole key on the first
+    call only, then the id alone)."""
+    meta = {EPISODE_META_KEY: served.to_meta()} if served else None
     out = []
     for name, args in CALLS:
-        reply = await client.call_tool(name, args)
+        reply = await client.call_tool(name, args, meta=meta)  # type: ignore[arg-type]
+        if served and slim:
+            meta = {EPISODE_META_KEY: {"id": served.id}}
+        await asyncio.sleep(0)  # let the other episodes' calls interleave with this one's
         text = reply.content[0].text  # type: ignore[union-attr]
         if reply.is_error:
             out.append((False, text.split(":", 1)[0], None))
@@ -118,6 +143,94 @@ def test_stdio_subprocess_meets_the_same_failures(fixtures_dir: Path, entry: str
     assert asyncio.run(run()) == expected()
 
 
+def test_one_stdio_server_keeps_concurrent_episodes_apart() -> None:
+    """Without --task: episodes named in `_meta`, interleaved over one connection, two of
+    them with the same key (two variants of a task), each from a fresh simulator."""
+    keys = [(SEED, 0), (SEED, 0), (SEED, 1), (SEED + 1, 0)]
+
+    async def run() -> list[list[tuple[bool, str | None, Any]]]:
+        command = server_command()
+        params = StdioServerParameters(command=command[0], args=command[1:])
+        async with Client(params, cache=None) as client:
+            return list(await asyncio.gather(*[
+                observed(client, episode(f"e{i}", seed=seed, repeat=repeat), slim=i % 2 == 0)
+                for i, (seed, repeat) in enumerate(keys)]))
+
+    got = asyncio.run(run())
+    want = [expected(task_simulator(TASK, seed=seed, repeat=repeat, base_success=BASE))
+            for seed, repeat in keys]
+    assert got == want
+    assert want[0] != want[2] and want[0] != want[3]  # the keys do change the luck
+
+
+def test_episodes_open_on_first_call_and_close_on_request() -> None:
+    table = EpisodeTable()
+
+    async def run() -> tuple[int, int, list[Any]]:
+        async with Client(build_server(table)) as client:
+            first = await observed(client, episode("a"))
+            await observed(client, episode("b", repeat=1))
+            opened = len(table)
+            await client.session.send_request(
+                CloseEpisode(params=CloseEpisodeParams(id="a")), types.EmptyResult)
+            closed = len(table)
+            again = await observed(client, episode("a"))  # a new episode under an old id
+        return opened, closed, [first, again]
+
+    opened, closed, (first, again) = asyncio.run(run())
+    assert (opened, closed) == (2, 1)
+    assert first == again == expected()
+
+
+def test_realistic_profile_episodes_carry_their_events() -> None:
+    """The fault profile travels in the key; each result's event comes back in `_meta`."""
+    served = episode("r", faults="realistic")
+
+    async def run() -> list[Any]:
+        async with Client(build_server(EpisodeTable())) as client:
+            meta = {EPISODE_META_KEY: served.to_meta()}
+            replies = [await client.call_tool(n, a, meta=meta)  # type: ignore[arg-type]
+                       for n, a in CALLS]
+        return [(r.meta or {})["resilibench/call"].get("event") for r in replies]
+
+    sim = served.simulator(default_registry())
+    want = [sim.call(n, a).event for n, a in CALLS]
+    assert asyncio.run(run()) == want
+
+
+def test_a_many_episode_server_refuses_calls_that_name_no_episode() -> None:
+    async def refusal(meta: dict[str, Any] | None) -> MCPError:
+        async with Client(build_server()) as client:
+            try:
+                await client.call_tool("file_operations_reader", {},
+                                       meta=meta)  # type: ignore[arg-type]
+            except MCPError as exc:
+                return exc
+        raise AssertionError("the call was served")
+
+    unnamed = asyncio.run(refusal(None))
+    assert unnamed.code == types.INVALID_PARAMS and "every tools/call needs" in unnamed.message
+    bad = {**episode("x").to_meta(), "seed": "0"}
+    malformed = asyncio.run(refusal({EPISODE_META_KEY: bad}))
+    assert malformed.code == types.INVALID_PARAMS
+    assert "seed is missing or malformed" in malformed.message
+    unopened = asyncio.run(refusal({EPISODE_META_KEY: {"id": "never-opened"}}))
+    assert "no open episode 'never-opened'" in unopened.message
+
+
+@pytest.mark.parametrize(("change", "message"), [
+    ({"id": 3}, "id is missing"),
+    ({"repeat": True}, "repeat is missing"),
+    ({"faults": "chaos"}, "unknown fault profile"),
+    ({"task": {"id": "t1"}}, "task is not a task"),
+])
+def test_served_episode_keys_are_checked(change: dict[str, Any], message: str) -> None:
+    meta = episode("k", faults="realistic").to_meta()
+    assert ServedEpisode.from_meta(meta) == episode("k", faults="realistic")
+    with pytest.raises(ValueError, match=message):
+        ServedEpisode.from_meta({**meta, **change})
+
+
 def test_streamable_http_on_loopback_meets_the_same_failures() -> None:
     server = build_server(task_simulator(TASK, seed=SEED, base_success=BASE))
     with LoopbackServer(server.streamable_http_app(host=LOOPBACK)) as http:
@@ -134,3 +247,24 @@ def test_unknown_task_is_a_clear_error(fixtures_dir: Path, capsys: pytest.Captur
                                        ) -> None:
     assert cli_main(["serve-mcp", "--task", "t0000", "--fixtures", str(fixtures_dir)]) == 2
     assert "no task 't0000'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("stdin", ["pipe", "file"])
+def test_stdio_wire_is_claimed_from_pipes_and_left_to_the_sdk_otherwise(
+        tmp_path: Path, stdin: str) -> None:
+    """On pipes the server reads and writes them itself (no thread hop per message) and moves
+    stray prints off the wire, to stderr; on anything else it keeps the SDK's own handling."""
+    import subprocess
+
+    script = ("import asyncio\nfrom pytest_resilibench.mcp_server import _pipes\n"
+              "claimed = asyncio.run(_pipes()) is not None\nprint('stray', claimed)\n")
+    source = tmp_path / "in.txt"
+    source.write_text("")
+    with source.open() as fh:
+        done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                              stdin=subprocess.PIPE if stdin == "pipe" else fh, timeout=60)
+    assert done.returncode == 0, done.stderr
+    if stdin == "pipe":
+        assert (done.stdout, done.stderr.strip()) == ("", "stray True")
+    else:
+        assert (done.stdout.strip(), done.stderr) == ("stray False", "")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from pytest_resilibench import options as o
@@ -52,3 +54,46 @@ def test_temperature() -> None:
     assert o._temperature("0.7") == 0.7 and o._temperature("default") is None
     with pytest.raises(ValueError, match=r"temperature .* in \[0, 2\]"):
         o._temperature("3")
+
+
+def test_fault_profile_is_in_the_config() -> None:
+    assert o.RunConfig().to_json()["faults"] == "paper"
+    assert o.RunConfig(faults="realistic").to_json()["faults"] == "realistic"
+    assert o._choices(o.FAULT_PROFILES)("realistic") == ("realistic",)
+    with pytest.raises(ValueError):
+        o._choices(o.FAULT_PROFILES)("chaos")
+
+
+@pytest.mark.parametrize(("text", "value"), [("0.95", 0.95), ("95", 0.95), ("99.5%", 0.995),
+                                             ("0.5", 0.5)])
+def test_confidence(text: str, value: float) -> None:
+    assert o._confidence(text) == pytest.approx(value)
+
+
+@pytest.mark.parametrize("text", ["0.3", "1", "100", "nan", "inf", "-5", "abc"])
+def test_bad_confidence(text: str) -> None:
+    with pytest.raises(ValueError):
+        o._confidence(text)
+
+
+@pytest.mark.parametrize("text", ["nan", "NaN", "inf", "-inf"])
+def test_numbers_must_be_finite(text: str) -> None:
+    for parse in (o._rate, o._points, o._temperature, o._rates):
+        with pytest.raises(ValueError):
+            parse(text)
+
+
+def test_seconds_are_finite_but_unbounded_above() -> None:
+    with pytest.raises(ValueError):
+        o._seconds("nan")
+    assert o._seconds("3.5") == 3.5
+
+
+def test_report_path_is_checked_before_the_run(tmp_path: Path) -> None:
+    assert o._output_file(str(tmp_path / "new" / "deeper" / "run.json")).name == "run.json"
+    with pytest.raises(ValueError, match="is a directory"):
+        o._output_file(str(tmp_path))
+    a_file = tmp_path / "notes.txt"
+    a_file.write_text("")
+    with pytest.raises(ValueError, match="not a writable directory"):
+        o._output_file(str(a_file / "run.json"))  # refused even for root

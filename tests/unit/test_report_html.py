@@ -243,3 +243,13 @@ def test_report_from_real_episodes(tmp_path: Path) -> None:
     assert {f"ep-{i}" for i in range(12)} <= {a.get("id") for _, a in c.tags}
     assert "&lt;tool_call&gt;" in doc  # the agents' text-mode calls, shown escaped
     assert "TASK_COMPLETED" in doc
+
+
+def test_realistic_runs_show_success_by_event_kind() -> None:
+    met = {"outage": {"met": 1, "recovered": 1}}
+    ep = episode(0, faults="realistic", events=met)
+    ep["calls"][0] = {**ep["calls"][0], "error_code": "SERVICE_UNAVAILABLE", "event": "outage"}
+    doc = report_html.render_html(run([ep, episode(1, faults="realistic", events={})]))
+    assert "Success by event kind (realistic faults)" in doc
+    assert "[outage]" in doc
+    assert "Success by event kind" not in report_html.render_html(run([episode(0)]))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pytest_resilibench.scheduling import ROUND_ROBIN_FLAG as FLAG
 from pytest_resilibench.scheduling import worker_index, worker_share
 
 
@@ -13,12 +14,17 @@ def test_worker_index() -> None:
 
 def test_shares_partition_the_items_in_order() -> None:
     items = list(range(10))
-    shares = [worker_share(items, {"workerid": f"gw{k}", "workercount": 3}) for k in range(3)]
+    shares = [worker_share(items, {"workerid": f"gw{k}", "workercount": 3, FLAG: True})
+              for k in range(3)]
     assert shares == [[0, 3, 6, 9], [1, 4, 7], [2, 5, 8]]
     assert sorted(i for share in shares for i in share) == items
 
 
-def test_unusual_workers_take_everything() -> None:
+def test_replacement_and_unusual_workers_announce_nothing() -> None:
     items = [1, 2, 3]
-    assert worker_share(items, {"workerid": "gw5", "workercount": 2}) == items
-    assert worker_share(items, {"workerid": "odd"}) == items
+    assert worker_share(items, {"workerid": "gw5", "workercount": 2, FLAG: True}) == []
+    assert worker_share(items, {"workerid": "odd", FLAG: True}) == []
+
+
+def test_workers_of_another_scheduler_announce_nothing() -> None:
+    assert worker_share([1, 2], {"workerid": "gw0", "workercount": 2}) == []

@@ -37,3 +37,15 @@ def test_repeated_strings_are_shared() -> None:
         assert store.rows[0]["model"] is store.rows[1]["model"]
     finally:
         store.close()
+
+
+def test_adding_after_reading_appends_and_keeps_unicode_and_newlines() -> None:
+    store = EpisodeStore()
+    try:
+        store.add(json.dumps(episode("a"), ensure_ascii=False, indent=1))
+        assert [json.loads(line)["id"] for line in store.full_lines()] == ["a"]
+        late = {**episode("b"), "model": "modèle"}
+        store.add(json.dumps(late, ensure_ascii=False))
+        assert [json.loads(line) for line in store.full_lines()] == [episode("a"), late]
+    finally:
+        store.close()

@@ -322,3 +322,112 @@ def test_builtin_agents_are_served_by_name() -> None:
             c.chat.completions.create(model="builtin:genius", messages=MESSAGES)
         with pytest.raises(openai.BadRequestError, match="needs the task"):  # no context
             c.chat.completions.create(model="builtin:oracle", messages=MESSAGES)
+
+
+# --- strict mode: OpenAI's documented rules ------------------------------------------------
+@pytest.fixture
+def strict() -> Iterator[OpenAITestServer]:
+    policies = {"o3": tool_policy, "gpt-4o": text_policy}
+    with OpenAITestServer(policies, strict=True, api_key="test") as running:
+        yield running
+
+
+@pytest.mark.parametrize(("model", "extra", "message"), [
+    ("o3", {"temperature": 0}, "'temperature' does not support 0 with this model"),
+    ("o3", {"max_tokens": 10}, "Use 'max_completion_tokens' instead"),
+    ("o3", {"top_p": 0.5}, "Unsupported parameter: 'top_p'"),
+    ("gpt-4o", {"reasoning_effort": "low"}, "Unsupported parameter: 'reasoning_effort'"),
+])
+def test_strict_chat_refuses_what_the_family_refuses(
+        strict: OpenAITestServer, model: str, extra: dict[str, Any], message: str) -> None:
+    with pytest.raises(openai.BadRequestError, match=message):
+        client(strict).chat.completions.create(model=model, messages=MESSAGES, **extra)
+
+
+def test_strict_chat_accepts_what_each_family_takes(strict: OpenAITestServer) -> None:
+    o3 = client(strict).chat.completions.create(
+        model="o3", messages=MESSAGES, max_completion_tokens=100, reasoning_effort="low",
+        seed=1, temperature=1)
+    assert o3.usage.completion_tokens_details.reasoning_tokens == 16
+    assert o3.usage.prompt_tokens_details.cached_tokens == 0
+    gpt = client(strict).chat.completions.create(model="gpt-4o", messages=MESSAGES,
+                                                 temperature=0, max_tokens=5)
+    assert gpt.usage.completion_tokens_details.reasoning_tokens == 0
+    assert strict.stats.refused == {}
+
+
+def test_strict_refuses_unknown_fields_and_wrong_keys(strict: OpenAITestServer) -> None:
+    with pytest.raises(openai.BadRequestError, match="Unrecognized request argument supplied"):
+        client(strict).chat.completions.create(model="gpt-4o", messages=MESSAGES,
+                                               extra_body={"frobnicate": 1})
+    wrong = openai.OpenAI(api_key="sk-wrong-0000", base_url=strict.base_url, max_retries=0)
+    with pytest.raises(openai.AuthenticationError, match="Incorrect API key provided"):
+        wrong.chat.completions.create(model="gpt-4o", messages=MESSAGES)
+    with pytest.raises(openai.BadRequestError, match="Unknown parameter: 'seed'"):
+        client(strict).responses.create(model="o3", input="hi", extra_body={"seed": 1})
+    assert strict.stats.refused == {"unknown_parameter": 2, "invalid_api_key": 1}
+
+
+def test_later_turns_find_their_prefix_cached() -> None:
+    long = [{"role": "system", "content": "x" * 8000}, {"role": "user", "content": "go"}]
+    reply = completion_json(ModelReply(content="ok"), model="gpt-4o", request_id="r",
+                            messages=long)
+    assert reply["usage"]["prompt_tokens_details"]["cached_tokens"] == 0  # a first turn
+    later = [*long, {"role": "assistant", "content": "ok"}, {"role": "user", "content": "on"}]
+    reply = completion_json(ModelReply(content="ok"), model="gpt-4o", request_id="r",
+                            messages=later)
+    cached = reply["usage"]["prompt_tokens_details"]["cached_tokens"]
+    assert cached % 128 == 0 and 1024 <= cached <= reply["usage"]["prompt_tokens"]
+
+
+def test_responses_endpoint_returns_encrypted_reasoning_and_checks_it_back(
+        strict: OpenAITestServer) -> None:
+    api = client(strict)
+    tools = [{"type": "function", "name": "read_file", "description": "",
+              "parameters": {"type": "object"}, "strict": False}]
+    first = api.responses.create(model="o3", input=MESSAGES, tools=tools, store=False,
+                                 include=["reasoning.encrypted_content"])
+    kinds = [item.type for item in first.output]
+    assert kinds == ["reasoning", "function_call"]
+    assert first.output[0].encrypted_content and first.usage.output_tokens_details.reasoning_tokens
+    sent_back = [item.model_dump(exclude_none=True) for item in first.output]
+    outputs = [{"type": "function_call_output", "call_id": first.output[1].call_id,
+                "output": "{}"}]
+    api.responses.create(model="o3", input=[*MESSAGES, *sent_back, *outputs], tools=tools,
+                         store=False, include=["reasoning.encrypted_content"])
+    assert strict.stats.reasoning_returned == 1 and strict.stats.reasoning_missing == 0
+    # the function call without its reasoning item: served, but counted as missing
+    api.responses.create(model="o3", input=[*MESSAGES, sent_back[1], *outputs], store=False)
+    assert strict.stats.reasoning_missing == 1
+    forged = {**sent_back[0], "encrypted_content": "forged"}
+    with pytest.raises(openai.BadRequestError, match="could not be verified"):
+        api.responses.create(model="o3", input=[*MESSAGES, forged, sent_back[1], *outputs])
+    bare = {k: v for k, v in sent_back[0].items() if k != "encrypted_content"}
+    with pytest.raises(openai.NotFoundError, match="Items are not persisted"):
+        api.responses.create(model="o3", input=[*MESSAGES, bare, sent_back[1], *outputs],
+                             store=False)
+    with pytest.raises(openai.BadRequestError, match="Encrypted content is not supported"):
+        api.responses.create(model="gpt-4o", input="hi", include=["reasoning.encrypted_content"])
+    text = api.responses.create(model="gpt-4o", input="hi", temperature=0)
+    assert text.output_text == "TASK_COMPLETED" and text.output[0].type == "message"
+
+
+def test_cli_serves_a_strict_o3_behind_a_key() -> None:
+    process = subprocess.Popen(
+        [sys.executable, "-m", "pytest_resilibench.cli", "serve-openai", "--port", "0",
+         "--strict", "--api-key", "sk-cli", "--model", "o3=builtin:adaptive"],
+        stdout=subprocess.PIPE, text=True)
+    try:
+        assert process.stdout is not None
+        line = process.stdout.readline()
+        assert "models builtin:NAME, o3, strict" in line, line
+        base_url = line.split()[1]
+        good = openai.OpenAI(api_key="sk-cli", base_url=base_url, max_retries=0, timeout=5)
+        with pytest.raises(openai.BadRequestError, match="'temperature' does not support 0"):
+            good.chat.completions.create(model="o3", messages=MESSAGES, temperature=0)
+        wrong = openai.OpenAI(api_key="sk-nope", base_url=base_url, max_retries=0, timeout=5)
+        with pytest.raises(openai.AuthenticationError):
+            wrong.chat.completions.create(model="o3", messages=MESSAGES)
+    finally:
+        process.terminate()
+        process.wait(timeout=10)

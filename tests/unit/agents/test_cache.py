@@ -148,8 +148,16 @@ def test_a_rerun_replays_without_the_network(cache: ModelCallCache) -> None:
     # the server is gone: only the cache can answer now
     replay_agent = agent_for(base_url, cache, max_retries=0)
     again = asyncio.run(ask_all(replay_agent, batch(12)))
-    assert again == first
+    assert [(r.content, r.tool_calls, r.raw) for r in again] == [
+        (r.content, r.tool_calls, r.raw) for r in first]
+    # replays are not spend: their tokens are counted apart
+    assert [r.usage for r in again] == [
+        {"prompt_tokens": 0, "completion_tokens": 0,
+         "replayed_tokens": r.usage["prompt_tokens"] + r.usage["completion_tokens"]}
+        for r in first]
     assert replay_agent.stats.api_calls == 0 and replay_agent.stats.cache_hits == 12
+    assert replay_agent.stats.replayed_tokens == sum(
+        r.usage["prompt_tokens"] + r.usage["completion_tokens"] for r in first)
     changed = ModelRequest(messages=MESSAGES, task_id="t0001", repeat=0)
     assert "messages differ" in replay_agent.explain_miss(changed)
     other_params = agent_for(base_url, cache, temperature=0.5)

@@ -24,6 +24,7 @@ from pytest_resilibench.agents.openai_provider import (
     _retry_after_s,
     parse_completion,
 )
+from pytest_resilibench.agents.probe import probe_agent
 from pytest_resilibench.testserver import FAULT_KINDS, FaultConfig, OpenAITestServer
 
 SECRET = "sk-test-DO-NOT-LEAK-1234567890"
@@ -296,7 +297,9 @@ def test_episodes_through_the_server_are_identical_with_and_without_faults() -> 
 
     def play(faults: FaultConfig) -> tuple[list[dict[str, Any]], int]:
         with OpenAITestServer(faults=faults, seed=9) as server:
-            agents = {m: OpenAIAgent(m, base_url=server.base_url, timeout_s=0.5,
+            # A timeout well above a loaded machine's reply time, so only injected faults
+            # are retried; the injected hold outlasts it.
+            agents = {m: OpenAIAgent(m, base_url=server.base_url, timeout_s=2.0,
                                      max_retries=10, backoff_base_s=0.002, backoff_max_s=0.01,
                                      max_concurrency=16)
                       for m, _ in players}
@@ -316,8 +319,140 @@ def test_episodes_through_the_server_are_identical_with_and_without_faults() -> 
         return rows, sum(a.stats.retries for a in agents.values())
 
     clean, clean_retries = play(FaultConfig())
-    faulty, faulty_retries = play(FaultConfig(rate=0.2, hold_s=1.0, retry_after_s=0.005))
+    faulty, faulty_retries = play(FaultConfig(rate=0.2, hold_s=2.5, retry_after_s=0.005))
     outcomes = [row["outcome"] for row in clean]
     assert "error" not in outcomes and "full" in outcomes
     assert clean == faulty
     assert clean_retries == 0 and faulty_retries >= 10
+
+
+# --- real models: profiles, fail fast, stops, tokens and cost ---------------------------------
+def refusing(request: ModelRequest) -> ModelReply:
+    """Answers the start-up probe, refuses every episode's request (a 400 from the server)."""
+    if request.task_id != "resilibench-probe":
+        raise ValueError("this deployment refuses the benchmark's prompts")
+    return ModelReply(content="OK")
+
+
+def test_the_default_timeout_is_sized_for_reasoning_models() -> None:
+    agent = OpenAIAgent("o3", base_url="http://127.0.0.1:9/v1")
+    assert agent._client.timeout == 600.0  # the openai client's own default
+    run(agent.aclose())
+
+
+def test_o3_through_chat_on_the_strict_server_sends_what_o3_takes() -> None:
+    seen: list[dict[str, Any]] = []
+
+    def policy(request: ModelRequest) -> ModelReply:
+        seen.append(dict(request.context["request"]))
+        return scripted(request)
+
+    with OpenAITestServer({"o3": policy}, strict=True, api_key=SECRET) as server:
+        agent = OpenAIAgent("o3", base_url=server.base_url, api_key=SECRET, seed=5,
+                            model_args={"reasoning_effort": "low"})
+        replies = run(ask_all(agent, requests(6)))
+        assert server.stats.refused == {}
+    assert seen[0] == {"model": "o3", "seed": 5, "reasoning_effort": "low"}
+    assert all(r.usage["reasoning_tokens"] == 16 for r in replies)
+    assert agent.stats.reasoning_tokens == 6 * 16
+
+
+def test_the_strict_server_refuses_what_the_old_provider_sent_o3() -> None:
+    with OpenAITestServer({"o3": scripted}, strict=True) as server:
+        agent = OpenAIAgent("o3", base_url=server.base_url, api_key=SECRET)
+        agent.params = {"temperature": 0.0}  # what every request carried before the profiles
+        with pytest.raises(InfrastructureError, match="does not support 0") as caught:
+            run(ask_all(agent, requests(1)))
+    assert caught.value.status == 400 and not caught.value.retryable
+    assert server.stats.refused == {"unsupported_value": 1}
+
+
+def test_probe_is_one_small_request_and_a_wrong_key_fails_it() -> None:
+    with OpenAITestServer({"o3": scripted}, strict=True, api_key=SECRET) as server:
+        agent = OpenAIAgent("o3", base_url=server.base_url, api_key=SECRET,
+                            model_args={"max_completion_tokens": 4000})
+        run(probe_agent(agent, "o3"))
+        assert server.stats.requests == 1 and agent.stats.api_calls == 1
+        wrong = OpenAIAgent("o3", base_url=server.base_url, api_key="sk-wrong-key-000000")
+        with pytest.raises(InfrastructureError, match="HTTP 401: Incorrect API key") as caught:
+            run(probe_then_close(wrong))
+        assert caught.value.status == 401 and server.stats.requests == 2  # not retried
+        assert server.stats.refused == {"invalid_api_key": 1}
+
+
+async def probe_then_close(agent: OpenAIAgent) -> None:
+    try:
+        await agent.probe()
+    finally:
+        await agent.aclose()
+
+
+def test_consecutive_refusals_stop_the_model_and_the_rest_is_not_sent() -> None:
+    with OpenAITestServer({"scripted": refusing}) as server:
+        agent = fast_agent(server, max_consecutive_errors=3, max_concurrency=1)
+
+        async def each() -> list[str]:
+            reasons = []
+            try:
+                for request in requests(8):
+                    try:
+                        await agent.complete(request)
+                    except InfrastructureError as exc:
+                        reasons.append(str(exc))
+            finally:
+                await agent.aclose()
+            return reasons
+
+        reasons = run(each())
+    assert server.stats.requests == 3
+    assert agent.stats.not_sent == 5 and agent.stats.infra_errors == 3
+    assert reasons[3].startswith("not sent: 3 requests to scripted failed in a row "
+                                 "(--resili-max-consecutive-errors); the last: ")
+    assert "refuses the benchmark's prompts" in reasons[-1]
+
+
+def test_max_cost_stops_starting_new_episodes() -> None:
+    from pytest_resilibench.agents.pricing import Price
+
+    first_turns = [r for r in requests(9) if len(r.messages) == 2]
+    later = [r for r in requests(9) if len(r.messages) > 2]
+    with OpenAITestServer({"scripted": scripted}) as server:
+        agent = fast_agent(server, price=Price(1e6, 1e6, 1e6), max_cost_usd=1.0,
+                           max_concurrency=1)
+
+        async def each() -> tuple[int, int]:
+            refused = 0
+            try:
+                for request in first_turns + later:
+                    try:
+                        await agent.complete(request)
+                    except InfrastructureError as exc:
+                        assert "--resili-max-cost" in str(exc)
+                        refused += 1
+            finally:
+                await agent.aclose()
+            return refused, server.stats.requests
+
+        refused, sent = run(each())
+    # the first new episode passes the cap; the other new ones are not sent, turns of
+    # episodes already started still are
+    assert refused == len(first_turns) - 1 and sent == 1 + len(later)
+    assert agent.stats.cost_usd is not None and agent.stats.cost_usd > 1.0
+    with pytest.raises(ValueError, match="no price known"):
+        OpenAIAgent("qwen", base_url="http://127.0.0.1:9/v1", max_cost_usd=1.0)
+
+
+def test_usage_details_are_read_from_chat_completions() -> None:
+    reply = parse_completion({"choices": [{"message": {"content": "hi"}}], "usage": {
+        "prompt_tokens": 2000, "completion_tokens": 300,
+        "prompt_tokens_details": {"cached_tokens": 1024},
+        "completion_tokens_details": {"reasoning_tokens": 256}}})
+    assert reply.usage == {"prompt_tokens": 2000, "completion_tokens": 300,
+                           "cached_tokens": 1024, "reasoning_tokens": 256}
+
+
+def test_unknown_api_and_refused_options_fail_at_construction() -> None:
+    with pytest.raises(ValueError, match="api must be one of"):
+        OpenAIAgent("o3", base_url="http://127.0.0.1:9/v1", api="completions")
+    with pytest.raises(ValueError, match="--resili-temperature"):
+        OpenAIAgent("o3", base_url="http://127.0.0.1:9/v1", temperature=0.0)

@@ -1,0 +1,146 @@
+"""Real models out of the box, against the strict loopback server (OpenAI's documented rules,
+`testserver_rules.py`): o3 through chat completions and the Responses API, a wrong key, a
+server that always fails, refusals in a row, a cost cap, and causes, tokens and cost shown."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from pytest_resilibench.agents import make_agent
+from pytest_resilibench.agents.base import ModelReply, ModelRequest
+from pytest_resilibench.testserver import FaultConfig, OpenAITestServer
+from tests.plugin.conftest import load
+
+KEY = "sk-test-real-models-0123456789"
+ARGS = ["--resili-sample=1", "-p", "no:cacheprovider", "-p", "no:randomly",
+        "--resili-variants=optimal,flawed", "--resili-flaws=missing_step", "-k", "easy or hard",
+        "--resili-model=o3"]
+
+
+@pytest.fixture
+def o3_server(monkeypatch: pytest.MonkeyPatch) -> Iterator[OpenAITestServer]:
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    with OpenAITestServer({"o3": make_agent("builtin:adaptive")}, strict=True,
+                          api_key=KEY) as server:
+        yield server
+
+
+@pytest.mark.parametrize(("api", "mode", "more"), [
+    ("chat", "text", []), ("responses", "text", []), ("responses", "native", ["-n", "2"])])
+def test_o3_runs_with_zero_infra_errors_and_keeps_its_reasoning(
+        suite: pytest.Pytester, o3_server: OpenAITestServer, api: str, mode: str,
+        more: list[str]) -> None:
+    report = suite.path / "run.json"
+    result = suite.runpytest(*ARGS, f"--resili-base-url={o3_server.base_url}",
+                             f"--resili-api={api}", f"--resili-tool-mode={mode}",
+                             f"--resili-report={report}", *more)
+    assert result.ret == 0, result.stdout.str()[-3000:]
+    assert o3_server.stats.refused == {}
+    data = load(report)
+    episodes = data["episodes"]
+    assert len(episodes) == 20 and all(ep["outcome"] != "error" for ep in episodes)
+    assert all(ep["tokens"]["reasoning"] > 0 and "cached" in ep["tokens"] for ep in episodes)
+    assert any(ep["tokens"]["cached"] > 0 for ep in episodes)
+    assert all(ep["cost_usd"] > 0 for ep in episodes)
+    (usage,) = data["summary"]["usage"]
+    assert usage["model"] == "o3" and usage["cost_usd"] == pytest.approx(
+        sum(ep["cost_usd"] for ep in episodes), abs=1e-5)
+    assert data["summary"]["providers"]["o3"]["api_calls"] == o3_server.stats.requests - 1
+    assert data["config"]["api"] == api
+    reasoning = o3_server.stats.to_json()["reasoning"]
+    if api == "responses":  # every turn after the first sent back the reasoning before it
+        assert reasoning["missing"] == 0 and reasoning["returned"] > 0
+        assert data["summary"]["providers"]["o3"]["reasoning_items_sent"] == reasoning[
+            "returned"]
+    out = result.stdout.str()
+    assert "Tokens and cost by model" in out and "Model requests" in out
+
+
+def test_model_args_reach_the_server_and_the_report(
+        suite: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: list[dict[str, Any]] = []
+    adaptive = make_agent("builtin:adaptive")
+
+    async def policy(request: ModelRequest) -> ModelReply:
+        seen.append(dict(request.context["request"]))
+        return await adaptive.complete(request)
+
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    report = suite.path / "run.json"
+    with OpenAITestServer({"o3": policy}, strict=True, api_key=KEY) as server:
+        result = suite.runpytest(*ARGS, f"--resili-base-url={server.base_url}",
+                                 '--resili-model-args={"reasoning_effort": "low"}',
+                                 f"--resili-report={report}")
+    assert result.ret == 0, result.stdout.str()[-3000:]
+    assert all(params.get("reasoning_effort") == "low" for params in seen)
+    assert "temperature" not in seen[-1]
+    assert load(report)["config"]["model_args"] == {"reasoning_effort": "low"}
+
+
+def test_a_refused_option_is_a_usage_error_before_any_request(
+        suite: pytest.Pytester, o3_server: OpenAITestServer) -> None:
+    result = suite.runpytest(*ARGS, f"--resili-base-url={o3_server.base_url}",
+                             "--resili-temperature=0")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--resili-temperature: o3 is a reasoning model*"])
+    assert o3_server.stats.requests == 0
+
+
+def test_a_wrong_key_stops_the_run_at_start_up(
+        suite: pytest.Pytester, o3_server: OpenAITestServer,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-wrong-key-000000")
+    result = suite.runpytest(*ARGS, f"--resili-base-url={o3_server.base_url}")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*HTTP 401: Incorrect API key provided*check OPENAI_API_KEY*"])
+    assert o3_server.stats.requests == 1
+
+
+def test_a_server_that_always_fails_ends_with_its_cause(suite: pytest.Pytester) -> None:
+    with OpenAITestServer(faults=FaultConfig(rate=1.0, kinds=("500",))) as server:
+        result = suite.runpytest(*ARGS[:-1], "--resili-model=openai:builtin:follower",
+                                 f"--resili-base-url={server.base_url}", "--resili-retries=1")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*HTTP 500: The server had an error (injected)*"])
+    assert server.stats.requests == 2  # the probe and its one retry
+
+
+def refuse_episodes(request: ModelRequest) -> ModelReply:
+    """Answers the start-up probe; refuses the benchmark's requests (a 400)."""
+    if request.task_id != "resilibench-probe":
+        raise ValueError("content filter: prompt refused")
+    return ModelReply(content="OK")
+
+
+def test_refusals_in_a_row_stop_the_model_and_the_terminal_says_why(
+        suite: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    with OpenAITestServer({"o3": refuse_episodes}, strict=True, api_key=KEY) as server:
+        result = suite.runpytest(*ARGS, f"--resili-base-url={server.base_url}", "-v",
+                                 "--resili-concurrency=1", "--resili-max-consecutive-errors=3")
+    assert server.stats.requests == 1 + 3  # the probe, then three refusals; the rest not sent
+    out = result.stdout.str()
+    assert out.count("INFRA-ERROR (HTTP 400: policy for 'o3' raised ValueError: content "
+                     "filter") == 3
+    assert out.count("INFRA-ERROR (not sent: 3 requests to o3 failed in a row") == 17
+    result.stdout.fnmatch_lines([
+        "*Infrastructure errors (outside every rate)*",
+        "*o3*17*not sent: 3 requests to o3 failed in a row (--resili-max-consecutive-errors)*",
+        "*o3*3*HTTP 400: policy for 'o3' raised ValueError: content filter: prompt refused*",
+        "*20 infra errors*"])
+
+
+def test_the_cost_cap_stops_new_episodes_and_says_so(
+        suite: pytest.Pytester, o3_server: OpenAITestServer) -> None:
+    report = suite.path / "run.json"
+    result = suite.runpytest(*ARGS, f"--resili-base-url={o3_server.base_url}",
+                             "--resili-concurrency=1", "--resili-max-cost=0.0001",
+                             f"--resili-report={report}")
+    episodes = load(report)["episodes"]
+    assert sum(ep["outcome"] != "error" for ep in episodes) == 1  # the one that passed it
+    assert all("passed --resili-max-cost" in ep["infra_error"]
+               for ep in episodes if ep["outcome"] == "error")
+    assert "passed --resili-max-cost" in result.stdout.str()

@@ -1,0 +1,53 @@
+"""Fail fast: the start-up probe's usage errors, and provider counters merged across processes."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from pytest_resilibench.agents import make_agent
+from pytest_resilibench.agents.base import InfrastructureError
+from pytest_resilibench.agents.openai_provider import OpenAIAgent
+from pytest_resilibench.agents.probe import hint_for, merge_stats, probe_agent
+from pytest_resilibench.testserver import FaultConfig, OpenAITestServer
+
+
+def test_hints_name_the_option_to_change() -> None:
+    assert "OPENAI_API_KEY" in hint_for(InfrastructureError("x", status=401, retryable=False))
+    assert "--resili-model " in hint_for(InfrastructureError("x", status=404, retryable=False))
+    assert "--resili-model-args" in hint_for(
+        InfrastructureError("x", status=400, retryable=False))
+    assert "--resili-retries" in hint_for(InfrastructureError("x", status=500))
+
+
+def test_a_refused_probe_is_a_usage_error_quoting_the_server() -> None:
+    with OpenAITestServer({"o3": make_agent("builtin:adaptive")}, strict=True) as server:
+        agent = OpenAIAgent("o3", base_url=server.base_url, api_key="sk-x",
+                            model_args={"frobnicate": 1})
+        with pytest.raises(ValueError, match=r"^--resili-model o3: the start-up request failed"
+                                             r".*Unrecognized request argument supplied: "
+                                             r"frobnicate.*check --resili-model-args"):
+            asyncio.run(probe_agent(agent, "o3"))
+        assert server.stats.requests == 1
+
+
+def test_a_server_that_always_fails_is_retried_then_reported() -> None:
+    with OpenAITestServer(faults=FaultConfig(rate=1.0, kinds=("500",))) as server:
+        agent = OpenAIAgent("builtin:follower", base_url=server.base_url, max_retries=2,
+                            backoff_base_s=0.001, backoff_max_s=0.002)
+        with pytest.raises(ValueError, match=r"HTTP 500: The server had an error .*after 3 "
+                                             r"attempts.*did not answer after every retry"):
+            asyncio.run(probe_agent(agent, "builtin:follower"))
+        assert server.stats.requests == 3
+
+
+def test_builtin_agents_are_not_probed() -> None:
+    asyncio.run(probe_agent(make_agent("builtin:oracle"), "builtin:oracle"))
+
+
+def test_merge_stats_adds_counts_and_faults() -> None:
+    a = {"requests": 3, "faults": {"timeout": 1}, "cost_usd": None}
+    b = {"requests": 2, "faults": {"timeout": 2, "rate_limit": 1}, "cost_usd": 0.5}
+    assert merge_stats(merge_stats(None, a), b) == {
+        "requests": 5, "faults": {"rate_limit": 1, "timeout": 3}, "cost_usd": 0.5}

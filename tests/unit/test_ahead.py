@@ -1,0 +1,159 @@
+"""Forked helpers: the same records as in process, work shared by claims, a dead helper costs
+nothing but time."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import signal
+import sys
+from dataclasses import replace
+
+import pytest
+
+from pytest_resilibench.agents import make_agent
+from pytest_resilibench.ahead import ForkedEpisodes, can_fork
+from pytest_resilibench.cases import Case, build_cases
+from pytest_resilibench.options import RunConfig
+from pytest_resilibench.record import EpisodeRecord
+from pytest_resilibench.registry import default_registry
+from pytest_resilibench.runner import EpisodeRunner
+from pytest_resilibench.tasks import load_tasks
+
+# The runner forks on its own only where `can_fork()`; these tests fork on purpose, also in an
+# xdist worker (its threads are execnet's: a helper never touches them).
+pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="helpers fork: Linux only")
+
+CONFIG = RunConfig(models=("builtin:follower",), variants=("optimal", "flawed"),
+                   flaws=("missing_step", "semantic_drift"), sample=1)
+
+
+def cases(config: RunConfig = CONFIG) -> list[Case]:
+    return build_cases(config, list(load_tasks()))
+
+
+def gated(go: object) -> object:
+    """A compute that waits for `go` (an inherited multiprocessing Event) before each case,
+    so the test decides when the helper gets anywhere."""
+
+    async def compute(case: Case) -> EpisodeRecord:
+        go.wait()  # type: ignore[attr-defined]
+        return EpisodeRecord(
+            id=case.id, model=case.model, variant=case.variant.label, flaw=None,
+            severity=None, task_id=case.task.id, task_type=case.task.type,
+            difficulty=case.task.difficulty, repeat=case.repeat, seed=0,
+            base_success=case.base_success, tool_mode="text", max_turns=10)
+
+    return compute
+
+
+def test_helpers_give_the_records_computed_in_process() -> None:
+    def records(helpers: int) -> tuple[list[dict[str, object]], int]:
+        runner = EpisodeRunner(CONFIG, default_registry(), agent_factory=make_agent,
+                               inline=lambda case: True, helpers=helpers)
+        try:
+            todo = cases()
+            runner.start(todo)
+            forked = runner.helper_processes
+            got = [runner.result(c).summary_json() for c in todo]
+        finally:
+            runner.close()
+        for record in got:
+            record.pop("wall_time_s")
+        return got, forked
+
+    alone, none = records(0)
+    shared, two = records(2)
+    assert (none, two) == (0, 2)
+    assert shared == alone
+    assert [r["id"] for r in shared] == [c.id for c in cases()]
+
+
+def test_a_case_no_helper_has_started_is_the_callers() -> None:
+    go = multiprocessing.get_context("fork").Event()
+    todo = cases()[:8]
+    ahead = ForkedEpisodes(gated(go), todo, 1)  # type: ignore[arg-type]
+    try:
+        wait_for_claim(ahead, 0)  # the helper holds the first case and waits on `go`
+        assert ahead.take(todo[-1].id) is None  # free: now the caller's
+        assert ahead.take(todo[-1].id) is None  # never handed out twice
+        go.set()
+        first = ahead.take(todo[0].id)
+        rest = [ahead.take(c.id) for c in todo[1:-1]]
+        claims = list(ahead._claims[:len(todo)])
+    finally:
+        ahead.close()
+    assert first is not None and first.id == todo[0].id
+    # Every other case came from the helper, with its own id, or was free and so the caller's
+    # (the caller here does not compute, so it may overtake the helper): none was lost.
+    for case, record, claim in zip(todo[1:-1], rest, claims[1:-1], strict=True):
+        assert (record.id, claim) == (case.id, 1) if record is not None else claim == 255
+    assert claims[-1] == 255
+
+
+def wait_for_claim(ahead: ForkedEpisodes, index: int) -> None:
+    while ahead._claims[index] == 0:
+        os.sched_yield()
+
+
+def test_unannounced_cases_are_the_callers() -> None:
+    go = multiprocessing.get_context("fork").Event()
+    todo = cases()
+    ahead = ForkedEpisodes(gated(go), todo[:2], 1)  # type: ignore[arg-type]
+    try:
+        assert ahead.take(todo[5].id) is None
+        assert ahead.take(replace(todo[0], id="other").id) is None
+    finally:
+        go.set()
+        ahead.close()
+
+
+def test_a_dead_helper_leaves_its_cases_to_the_caller() -> None:
+    go = multiprocessing.get_context("fork").Event()
+    todo = cases()[:4]
+    ahead = ForkedEpisodes(gated(go), todo, 1)  # type: ignore[arg-type]
+    try:
+        pid = ahead._helpers[0].pid
+        wait_for_claim(ahead, 0)  # then the helper blocks on `go`
+        os.kill(pid, signal.SIGKILL)
+        assert ahead.take(todo[0].id) is None  # claimed by the dead helper: never delivered
+        assert ahead.take(todo[1].id) is None  # free: the caller's
+    finally:
+        ahead.close()
+
+
+def test_close_stops_helpers_that_are_still_working() -> None:
+    go = multiprocessing.get_context("fork").Event()
+    ahead = ForkedEpisodes(gated(go), cases(), 2)  # type: ignore[arg-type]
+    pids = [helper.pid for helper in ahead._helpers]
+    ahead.close()
+    for pid in pids:
+        with pytest.raises(ChildProcessError):  # reaped: no zombie left behind
+            os.waitpid(pid, os.WNOHANG)
+
+
+def test_no_fork_where_another_thread_runs() -> None:
+    import threading
+
+    stop = threading.Event()
+    thread = threading.Thread(target=stop.wait)
+    thread.start()
+    try:
+        assert not can_fork()
+    finally:
+        stop.set()
+        thread.join()
+
+
+def test_a_small_run_forks_no_helper() -> None:
+    from pytest_resilibench.ahead import MIN_CASES
+
+    todo = cases()
+    assert len(todo) < MIN_CASES
+    runner = EpisodeRunner(CONFIG, default_registry(), agent_factory=make_agent,
+                           inline=lambda case: True)
+    try:
+        runner.start(todo)
+        assert runner.helper_processes == 0
+    finally:
+        runner.close()
