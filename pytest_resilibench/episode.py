@@ -321,8 +321,12 @@ def _count_tokens(record: EpisodeRecord, reply: ModelReply) -> None:
     record.tokens["total"] += prompt_tokens + completion_tokens
     # Within prompt / completion (cached, reasoning), or apart from them: a cache replay's
     # tokens were paid for by an earlier run (agents/openai_provider.py).
-    for name in ("reasoning", "cached", "replayed"):
-        record.tokens[name] = record.tokens.get(name, 0) + int(usage.get(f"{name}_tokens", 0) or 0)
+    for name, key in _USAGE_KINDS:
+        record.tokens[name] = record.tokens.get(name, 0) + int(usage.get(key, 0) or 0)
+
+
+# Token kinds counted apart, and the usage key of each (spelled out: formatted every turn).
+_USAGE_KINDS = tuple((name, f"{name}_tokens") for name in ("reasoning", "cached", "replayed"))
 
 
 def _score(

@@ -44,6 +44,7 @@ MAX_REPLY_CHARS = 32_000
 
 _NAME_KEYS = ("name", "tool", "tool_name", "function_name")
 _ARGUMENT_KEYS = ("arguments", "parameters", "args", "input", "params")
+_OPEN_TAG, _CLOSE_TAG = "<tool_call>", "</tool_call>"
 _TAG = re.compile(r"<tool_call>(.*?)(?:</tool_call>|$)", re.DOTALL | re.IGNORECASE)
 _FUNCTION_TAG = re.compile(r"<function=([\w.\-]+)>(.*?)(?:</function>|$)", re.DOTALL)
 _FENCE = re.compile(r"```[ \t]*([\w+-]*)[ \t]*\n?(.*?)```", re.DOTALL)
@@ -131,7 +132,9 @@ _NO_CALL = (
 
 def _text_calls(text: str) -> tuple[list[ParsedCall], str | None]:
     """Calls from the most explicit syntax present; the problem if that syntax was broken."""
-    tagged = [m.group(1) for m in _TAG.finditer(text)]
+    tagged = _single_tag(text)
+    if tagged is None:
+        tagged = [m.group(1) for m in _TAG.finditer(text)]
     if tagged:
         return _calls_from_chunks(tagged, "<tool_call>")
     functions = list(_FUNCTION_TAG.finditer(text))
@@ -150,6 +153,16 @@ def _text_calls(text: str) -> tuple[list[ParsedCall], str | None]:
         if calls:
             return calls, None
     return [c for obj in _json_objects(text) if (c := _as_call(obj)) is not None], None
+
+
+def _single_tag(text: str) -> list[str] | None:
+    """The body of a reply that is exactly one `<tool_call>...</tool_call>` (what `_TAG`
+    finds there, without its lazy scan: the common reply, parsed every turn); else None."""
+    lowered = text.lower()
+    if (lowered.startswith(_OPEN_TAG) and lowered.endswith(_CLOSE_TAG)
+            and lowered.count(_OPEN_TAG) == 1 and lowered.count(_CLOSE_TAG) == 1):
+        return [text[len(_OPEN_TAG):-len(_CLOSE_TAG)]]
+    return None
 
 
 def _calls_from_chunks(

@@ -7,6 +7,7 @@ same luck on the same (seed, task, repeat, tool, call) — common random numbers
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Sequence
 from hashlib import blake2b
 from typing import TypeVar
@@ -14,12 +15,13 @@ from typing import TypeVar
 __all__ = ["DrawStream", "key_int", "uniform"]
 
 _SCALE = 2.0**-53
+_WORDS = struct.Struct("<8Q")  # a 64-byte digest as eight little-endian 64-bit words
 _T = TypeVar("_T")
 
 
 def _block(key: bytes, counter: int) -> list[int]:
     digest = blake2b(key + counter.to_bytes(4, "little"), digest_size=64).digest()
-    return [int.from_bytes(digest[i : i + 8], "little") for i in range(0, 64, 8)]
+    return list(_WORDS.unpack(digest))
 
 
 def _key(parts: tuple[object, ...]) -> bytes:

@@ -19,6 +19,7 @@ text mode and native `tool_calls` when the request offers tools.
 from __future__ import annotations
 
 import json
+import operator
 import re
 from collections.abc import Callable, Collection, Hashable, Mapping, Sequence
 from dataclasses import dataclass
@@ -65,18 +66,47 @@ class _View:
     replies: int
     budget_spent: bool
     chars: int
+    text_read: bool = False  # whether a user message (the task text) has been read
 
     @property
     def successes(self) -> list[_Observed]:
         return [o for o in self.history if o.ok]
 
 
+# The last view read of each conversation in flight, by its first message: the episode loop
+# sends the same message objects again each turn with the new ones appended, so a view is
+# extended from the messages it has read instead of re-reading the whole conversation (the
+# entry holds those messages, so the id stays theirs; a bounded memo, a miss re-reads).
+_VIEWS: dict[int, tuple[list[Mapping[str, Any]], _View]] = {}
+
+
 def _view(request: ModelRequest) -> _View:
-    text: str | None = None
-    history = []
-    budget_spent = False
-    replies = chars = 0
-    for message in request.messages:
+    messages = request.messages
+    native = request.tools is not None
+    view = _View("", (), native, 0, False, 0)
+    read = 0
+    if messages:
+        entry = _VIEWS.get(id(messages[0]))
+        if entry is not None:
+            seen, known = entry
+            if (known.native == native and len(seen) <= len(messages)
+                    and all(map(operator.is_, seen, messages))):
+                view, read = known, len(seen)
+    if read < len(messages):
+        view = _extend(view, messages[read:])
+        if len(_VIEWS) >= _EPISODE_MEMO_SIZE:
+            _VIEWS.clear()
+        _VIEWS[id(messages[0])] = (list(messages), view)
+    return view
+
+
+def _extend(view: _View, messages: Sequence[Mapping[str, Any]]) -> _View:
+    """The view after reading more messages of its conversation."""
+    text = view.text if view.text_read else None
+    history = list(view.history)
+    budget_spent = view.budget_spent
+    replies, chars = view.replies, view.chars
+    for message in messages:
         role = message.get("role")
         content = message.get("content")
         if isinstance(content, str):
@@ -94,8 +124,8 @@ def _view(request: ModelRequest) -> _View:
         if observed is not None:
             seen, budget_spent = observed
             history.append(seen)
-    return _View(text or "", tuple(history), request.tools is not None, replies, budget_spent,
-                 chars)
+    return _View(text or "", tuple(history), view.native, replies, budget_spent, chars,
+                 text is not None)
 
 
 @lru_cache(maxsize=_EPISODE_MEMO_SIZE)

@@ -154,3 +154,21 @@ def test_arbitrary_json_in_any_wrapper_never_raises(value: object, wrapper: str)
 def test_arbitrary_native_calls_never_raise(calls: list[tuple[str, str, str]],
                                             content: str | None) -> None:
     parse_native(tuple(ToolCall(*c) for c in calls), content)
+
+
+@pytest.mark.parametrize("text", [
+    '<tool_call>{"name": "a", "arguments": {}}</tool_call>',
+    '<TOOL_CALL>{"name": "a"}</Tool_Call>',
+    "<tool_call></tool_call>",
+    '<tool_call>{"name": "a"}</tool_call><tool_call>{"name": "b"}</tool_call>',
+    '<tool_call>{"name": "a"}</tool_call> trailing',
+    '<tool_call>{"name": "a"}',
+    'say <tool_call>{"name": "a"}</tool_call>',
+])
+def test_one_tag_shortcut_reads_what_the_pattern_reads(text: str) -> None:
+    from pytest_resilibench.parsing import _TAG, _single_tag
+
+    found = _single_tag(text)
+    assert found is None or found == [m.group(1) for m in _TAG.finditer(text)]
+    assert found is not None or not (text.startswith("<tool_call>")
+                                     and text.endswith("</tool_call>") and text.count("<") == 2)

@@ -97,6 +97,27 @@ def test_fair_agents_read_only_the_messages(tasks: list[Task]) -> None:
             ModelRequest(messages=prompt.messages, task_id=task.id)))
 
 
+def test_views_read_incrementally_equal_a_fresh_read(tasks: list[Task]) -> None:
+    """The agents extend the view of a conversation they saw last turn; at every turn (and
+    for a shorter or a changed conversation) it equals the view read from scratch."""
+    from pytest_resilibench.agents.builtin import _view
+
+    record = asyncio.run(run_episode(tasks[3], Variant("baseline"), make_agent(
+        "builtin:random"), seed=SEED))
+    messages = record.messages
+    assert len(messages) > 6
+
+    def fresh(msgs: list[dict[str, Any]]) -> Any:  # new message objects: no memo applies
+        return _view(ModelRequest(messages=[dict(m) for m in msgs]))
+
+    for k in range(1, len(messages) + 1):
+        assert _view(ModelRequest(messages=messages[:k])) == fresh(messages[:k])
+    shorter = messages[:3]
+    assert _view(ModelRequest(messages=shorter)) == fresh(shorter)
+    changed = [*messages[:-1], {**messages[-1], "content": "something else"}]
+    assert _view(ModelRequest(messages=changed)) == fresh(changed)
+
+
 def test_random_agent_depends_on_its_seed(tasks: list[Task]) -> None:
     calls = set()
     for seed in range(4):
