@@ -22,6 +22,7 @@ from pytest_resilibench import stats
 from pytest_resilibench.agents.base import error_cause
 from pytest_resilibench.flaws import FLAWS, SEVERITIES
 from pytest_resilibench.report import REPORT_SCHEMA
+from pytest_resilibench.sequential import PAIR_FIELDS
 from pytest_resilibench.tasks import DIFFICULTIES, TASK_TYPES
 
 __all__ = [
@@ -47,7 +48,6 @@ __all__ = [
 
 SUMMARY_SCHEMA = "resilibench.summary/1"
 # Two runs' episodes pair on these (plus the model when both runs ran the same models).
-PAIR_FIELDS = ("task_id", "variant", "flaw", "severity", "repeat", "seed", "base_success")
 OUTCOMES = ("full", "partial", "failed")
 _WEIGHTS = {"full": 1.0, "partial": 0.5, "failed": 0.0}
 _BASE_VARIANTS = ("baseline", "cot", "optimal")

@@ -11,10 +11,11 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 from functools import cached_property
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from jsonschema import Draft202012Validator
-from jsonschema.exceptions import ValidationError
+if TYPE_CHECKING:  # loaded on first validation: pytest start-up must not pay for it
+    from jsonschema import Draft202012Validator
+    from jsonschema.exceptions import ValidationError
 
 __all__ = [
     "COMMON_ERRORS",
@@ -188,10 +189,14 @@ class ToolRegistry:
 
     @cached_property
     def _argument_validators(self) -> dict[str, Draft202012Validator]:
+        from jsonschema import Draft202012Validator
+
         return {t.name: Draft202012Validator(t.parameters) for t in self.tools}
 
     @cached_property
     def _output_validators(self) -> dict[str, Draft202012Validator]:
+        from jsonschema import Draft202012Validator
+
         return {t.name: Draft202012Validator(t.returns) for t in self.tools}
 
     @cached_property

@@ -36,8 +36,8 @@ from typing import Any, Literal
 __all__ = ["SequentialGate", "SequentialTest", "pair_key"]
 
 Verdict = Literal["pass", "regression"]
-# Fields that give two episodes the same luck (analysis.PAIR_FIELDS, kept equal by a test);
-# repeated here so the gate does not load the analysis stack (scipy) at start-up.
+# Fields that give two episodes the same luck; their one home (analysis imports them), kept in
+# this scipy-free module so the gate does not load the analysis stack at start-up.
 PAIR_FIELDS = ("task_id", "variant", "flaw", "severity", "repeat", "seed", "base_success")
 _BET_CAP = 0.5  # c: a fraction of the largest bet that keeps wealth nonnegative
 

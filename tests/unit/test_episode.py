@@ -96,7 +96,7 @@ def test_full_episode_text_mode() -> None:
     assert (rec.turns, rec.tool_calls, rec.errors_met) == (2, 2, 0)
     assert rec.tokens == {"prompt": 30, "completion": 6, "total": 36, "reasoning": 0, "cached": 0,
                           "replayed": 0}
-    assert rec.sim_time_s > 0 and rec.wall_time_s >= 0
+    assert rec.sim_time_s > 0  # simulated clock; wall time belongs to bench/
     assert rec.deviation is not None and rec.deviation["not_followed"] == []
     # observations are user messages with the result and progress, nothing hidden
     obs = rec.messages[3]

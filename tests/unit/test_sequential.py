@@ -8,8 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pytest_resilibench import analysis
-from pytest_resilibench.sequential import PAIR_FIELDS, SequentialGate, SequentialTest, pair_key
+from pytest_resilibench.sequential import SequentialGate, SequentialTest, pair_key
 
 
 def feed(test: SequentialTest, pairs: list[tuple[bool, bool]]) -> SequentialTest:
@@ -27,10 +26,6 @@ def paired(rng: random.Random, n: int, *, psi: float, drop: float) -> list[tuple
         out.append((True, False) if u < b else (False, True) if u < b + c else
                    (rng.random() < 0.6,) * 2)
     return out
-
-
-def test_pair_fields_are_the_analysis_pairing() -> None:
-    assert PAIR_FIELDS == analysis.PAIR_FIELDS
 
 
 def test_identical_outcomes_pass_and_a_collapse_is_a_regression() -> None:
