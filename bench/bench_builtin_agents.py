@@ -21,12 +21,13 @@ import time
 from collections import defaultdict
 from dataclasses import replace
 
+from pytest_resilibench.solver.dp import solve_task
+
 from pytest_resilibench.agents import make_agent
 from pytest_resilibench.episode import EpisodeSpec, run_episodes
 from pytest_resilibench.flaws import FLAWS
 from pytest_resilibench.prompts import Variant
 from pytest_resilibench.tasks import Task, load_tasks
-from solver.dp import solve_task
 
 Z99 = 2.5758
 
@@ -36,7 +37,7 @@ def benchmark_tasks(count: int) -> list[Task]:
     try:
         tasks = list(load_tasks())
     except FileNotFoundError:
-        from solver.generate import generate_task
+        from pytest_resilibench.solver.generate import generate_task
 
         tasks = [generate_task(i) for i in range(5040)]
     step = max(1, len(tasks) // count)

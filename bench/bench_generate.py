@@ -10,8 +10,9 @@ import argparse
 import statistics
 import time
 
+from pytest_resilibench.solver.generate import GeneratorConfig, generate_tasks, tasks_bytes
+
 from pytest_resilibench.registry import ToolRegistry, default_registry
-from solver.generate import GeneratorConfig, generate_tasks, tasks_bytes
 
 
 def main() -> None:

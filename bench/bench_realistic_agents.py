@@ -15,11 +15,12 @@ import math
 import time
 from collections import defaultdict
 
+from pytest_resilibench.solver.realistic import realistic_solution
+
 from pytest_resilibench.agents import make_agent
 from pytest_resilibench.episode import run_episode
 from pytest_resilibench.prompts import Variant
 from pytest_resilibench.tasks import DIFFICULTIES, load_tasks
-from solver.realistic import realistic_solution
 
 AGENTS = ("oracle", "follower", "adaptive")
 

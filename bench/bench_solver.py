@@ -14,11 +14,12 @@ import resource
 import time
 from pathlib import Path
 
+from pytest_resilibench.solver import dp
+from pytest_resilibench.solver.clairvoyant import clairvoyant
+from pytest_resilibench.solver.mdp import TaskMDP
+
 from pytest_resilibench.simulator import EpisodeKey
 from pytest_resilibench.tasks import load_tasks
-from solver import dp
-from solver.clairvoyant import clairvoyant
-from solver.mdp import TaskMDP
 
 
 def main() -> None:
@@ -71,8 +72,8 @@ def main() -> None:
     if args.ppo:
         import tempfile
 
-        from solver.ppo import PpoConfig
-        from solver.solve import solve_all
+        from pytest_resilibench.solver.ppo import PpoConfig
+        from pytest_resilibench.solver.solve import solve_all
 
         with tempfile.TemporaryDirectory() as out:
             report = solve_all(tasks, Path(out), ppo=PpoConfig(updates=args.updates, threads=2),

@@ -36,8 +36,8 @@ def _add_tools(sub: argparse._SubParsersAction) -> None:
 def _cmd_solve(args: argparse.Namespace) -> int:
     from pathlib import Path
 
+    from pytest_resilibench.solver.solve import solve_all
     from pytest_resilibench.tasks import FIXTURES_DIR, load_tasks
-    from solver.solve import solve_all
 
     if args.updates < 1 or not 0.0 < args.base_success <= 1.0 or args.max_turns < 1:
         raise ValueError("need --updates >= 1, 0 < --base-success <= 1, --max-turns >= 1")
@@ -46,7 +46,7 @@ def _cmd_solve(args: argparse.Namespace) -> int:
     config = None
     if not args.exact:
         try:
-            from solver.ppo import PpoConfig
+            from pytest_resilibench.solver.ppo import PpoConfig
         except ImportError as exc:  # torch is the `solver` extra
             raise ValueError(f"PPO needs the solver extra ({exc}); use --exact") from exc
         config = PpoConfig(updates=args.updates, seed=args.seed, threads=args.threads,
@@ -133,7 +133,7 @@ def _add_serve_live(sub: argparse._SubParsersAction) -> None:
 
 
 def _cmd_match(args: argparse.Namespace) -> int:
-    from solver.matcher import ToolMatcher
+    from pytest_resilibench.solver.matcher import ToolMatcher
 
     ranked = ToolMatcher.default().rank(args.phrase, top=args.top)
     json.dump([{"tool": tool, "score": score} for tool, score in ranked], sys.stdout, indent=2)
@@ -149,7 +149,7 @@ def _add_match(sub: argparse._SubParsersAction) -> None:
 
 
 def _cmd_generate(args: argparse.Namespace) -> int:
-    from solver.generate import generate
+    from pytest_resilibench.solver.generate import generate
 
     manifest = generate(args.out, seed=args.seed)
     print(f"wrote {manifest['total']} tasks to {args.out} "

@@ -176,7 +176,7 @@ def _realistic(task: Task, registry: ToolRegistry) -> _Derived:
     if plan is None or [t for t in plan.tools if t in steps] != steps or any(
             dict(s.arguments) != dict(faults.arguments.get(s.tool, {})) for s in plan.steps):
         # No stored plan, or one for another task of that id (tasks from elsewhere): solve.
-        from solver.realistic import realistic_solution
+        from pytest_resilibench.solver.realistic import realistic_solution
 
         plan = realistic_solution(task, registry=registry).workflow
     parent = with_purposes(plan, registry)

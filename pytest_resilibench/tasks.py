@@ -17,6 +17,7 @@ import json
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -36,7 +37,9 @@ TASK_SCHEMA = "resilibench.task/1"
 TASK_TYPES = ("simple_task", "basic_task", "data_pipeline", "api_integration",
               "multi_stage_pipeline")
 DIFFICULTIES = ("easy", "medium", "hard")
-FIXTURES_DIR = Path(__file__).resolve().parent.parent / "fixtures"
+# The shipped fixtures: the repository's `fixtures/` folder, installed as the package
+# `pytest_resilibench.fixtures` (pyproject.toml's package-dir), so a wheel carries them.
+FIXTURES_DIR = Path(str(resources.files("pytest_resilibench.fixtures")))
 
 
 @dataclass(frozen=True)

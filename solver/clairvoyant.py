@@ -24,7 +24,8 @@ from typing import Literal
 
 from pytest_resilibench.registry import ToolRegistry
 from pytest_resilibench.simulator import DEFAULT_BASE_SUCCESS, EpisodeKey, outcome_draw
-from solver.mdp import DEFAULT_MAX_TURNS, OUTSIDE, MdpState, TaskMDP
+
+from .mdp import DEFAULT_MAX_TURNS, OUTSIDE, MdpState, TaskMDP
 
 __all__ = ["ClairvoyantResult", "Move", "clairvoyant"]
 

@@ -29,7 +29,8 @@ from pytest_resilibench.registry import ToolRegistry, default_registry
 from pytest_resilibench.simulator import DEFAULT_BASE_SUCCESS, RECENT_WINDOW
 from pytest_resilibench.tasks import Task
 from pytest_resilibench.workflow import PlanStep, Workflow
-from solver.mdp import DEFAULT_MAX_TURNS, MdpState, TaskMDP
+
+from .mdp import DEFAULT_MAX_TURNS, MdpState, TaskMDP
 
 __all__ = ["Policy", "Solution", "evaluate", "naive_policy", "solve", "solve_task"]
 

@@ -24,8 +24,9 @@ from typing import Any, TypeVar
 from pytest_resilibench.registry import DATA_FORMATS, Role, ToolRegistry, default_registry
 from pytest_resilibench.rng import DrawStream
 from pytest_resilibench.tasks import DIFFICULTIES, FIXTURES_DIR, TASK_TYPES, Task
-from solver import templates
-from solver.matcher import ToolMatcher
+
+from . import templates
+from .matcher import ToolMatcher
 
 __all__ = [
     "MANIFEST_SCHEMA",

@@ -29,9 +29,10 @@ import torch
 from torch import nn
 
 from pytest_resilibench.rng import key_int
-from solver.dp import FINISH, Policy, evaluate
-from solver.mdp import TaskMDP
-from solver.vecenv import (
+
+from .dp import FINISH, Policy, evaluate
+from .mdp import TaskMDP
+from .vecenv import (
     GLOBAL_FEATURES,
     MAX_TOOLS,
     TOOL_FEATURES,

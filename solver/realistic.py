@@ -400,7 +400,7 @@ def _json(value: object) -> str:
 
 def realistic_workflow(mdp: RealisticMDP, task: Task) -> Workflow:
     """The optimal policy's happy path as a plan, each step with its contingencies."""
-    from solver.dp import _first_sentence
+    from .dp import _first_sentence
 
     faults = task_faults(task, mdp.registry)  # this task's arguments (the MDP is shared)
     steps = []

@@ -15,7 +15,8 @@ from dataclasses import dataclass
 
 from pytest_resilibench.faults import RATE_LIMIT_RATE, SILENT_RATE, episode_faults, event_draws
 from pytest_resilibench.simulator import EpisodeKey, outcome_draw
-from solver.realistic import DOWN, EXPIRED, UNKNOWN, RealisticMDP, RState
+
+from .realistic import DOWN, EXPIRED, UNKNOWN, RealisticMDP, RState
 
 __all__ = ["RealisticClairvoyant", "clairvoyant"]
 

@@ -29,7 +29,8 @@ from torch import nn
 from pytest_resilibench.faults import AUTHENTICATOR
 from pytest_resilibench.rng import uniform
 from pytest_resilibench.tasks import FIXTURES_DIR, load_tasks
-from solver.realistic import DOWN, EXPIRED, GOOD, UP, RealisticMDP, RState, realistic_mdp
+
+from .realistic import DOWN, EXPIRED, GOOD, UP, RealisticMDP, RState, realistic_mdp
 
 __all__ = ["RealisticPpoConfig", "features", "greedy_chooser", "train"]
 

@@ -25,8 +25,9 @@ import numpy as np
 from pytest_resilibench import faults
 from pytest_resilibench.simulator import DEFAULT_BASE_SUCCESS, EpisodeKey
 from pytest_resilibench.tasks import DIFFICULTIES, FIXTURES_DIR, Task, load_tasks
-from solver.realistic import realistic_mdp
-from solver.realistic_clairvoyant import clairvoyant
+
+from .realistic import realistic_mdp
+from .realistic_clairvoyant import clairvoyant
 
 __all__ = ["clairvoyant_sample", "realistic_section", "write_section"]
 
@@ -90,8 +91,8 @@ def clairvoyant_sample(tasks: Sequence[Task], *, base_success: float = DEFAULT_B
 
 def write_plans(tasks: Sequence[Task], path: Path) -> None:
     """Every task's realistic optimal plan (`faults.REALISTIC_PLANS` format)."""
-    from solver.realistic import realistic_solution
-    from solver.solve import write_jsonl_gz
+    from .realistic import realistic_solution
+    from .solve import write_jsonl_gz
 
     write_jsonl_gz(path, [{"schema": faults.REALISTIC_PLANS_SCHEMA, "task_id": task.id,
                            "optimal": realistic_solution(task).workflow.to_json()}

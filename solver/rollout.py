@@ -19,7 +19,8 @@ from pytest_resilibench.simulator import (
     Simulator,
 )
 from pytest_resilibench.tasks import Task
-from solver.mdp import DEFAULT_MAX_TURNS, MdpState, TaskMDP
+
+from .mdp import DEFAULT_MAX_TURNS, MdpState, TaskMDP
 
 __all__ = ["Rollout", "simulate"]
 

@@ -28,9 +28,10 @@ import numpy as np
 from pytest_resilibench.rng import uniform
 from pytest_resilibench.simulator import DEFAULT_BASE_SUCCESS, EpisodeKey
 from pytest_resilibench.tasks import Task
-from solver.clairvoyant import clairvoyant
-from solver.dp import naive_policy, optimal_policy, solve_task, workflow_of
-from solver.mdp import DEFAULT_MAX_TURNS, TaskMDP
+
+from .clairvoyant import clairvoyant
+from .dp import naive_policy, optimal_policy, solve_task, workflow_of
+from .mdp import DEFAULT_MAX_TURNS, TaskMDP
 
 __all__ = ["REPORT_SCHEMA", "solve_all", "write_jsonl_gz"]
 
@@ -153,7 +154,7 @@ def _train_and_compare(
 ) -> dict[str, Any]:
     from dataclasses import asdict
 
-    from solver.ppo import greedy_policy, train
+    from .ppo import greedy_policy, train
 
     held_out = {s for s in structures if uniform("solver-held-out", config.seed, *s)
                 < HELD_OUT_SHARE}

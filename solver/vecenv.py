@@ -20,7 +20,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from pytest_resilibench.simulator import RECENT_WINDOW
-from solver.mdp import TaskMDP
+
+from .mdp import TaskMDP
 
 __all__ = ["GLOBAL_FEATURES", "MAX_TOOLS", "TOOL_FEATURES", "Observation", "StructureTables",
            "VecEnv"]

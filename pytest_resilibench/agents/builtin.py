@@ -203,7 +203,7 @@ class OracleAgent(BuiltinAgent):
     def decide(
         self, request: ModelRequest, view: _View
     ) -> tuple[str, Mapping[str, Any]] | None:
-        from solver.dp import solve_task
+        from pytest_resilibench.solver.dp import solve_task
 
         task = request.context.get("task")
         if task is None:
@@ -235,7 +235,7 @@ def _realistic_oracle(
     """The realistic profile's exact policy (`solver.realistic`), tracking its state from
     the observations (each event is observable: `faults.observed_event`)."""
     from pytest_resilibench.faults import observed_event, task_faults
-    from solver.realistic import realistic_solution
+    from pytest_resilibench.solver.realistic import realistic_solution
 
     faults = task_faults(task, registry)
     solution = realistic_solution(task, registry=registry,
@@ -322,7 +322,7 @@ _MATCHERS: dict[int, tuple[ToolRegistry, Any]] = {}
 
 def _matcher(registry: ToolRegistry) -> Any:
     """The BM25 matcher over a registry (kept with the registry, so the id stays valid)."""
-    from solver.matcher import ToolMatcher
+    from pytest_resilibench.solver.matcher import ToolMatcher
 
     entry = _MATCHERS.get(id(registry))
     if entry is None or entry[0] is not registry:

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from pytest_resilibench.solver.clairvoyant import OUTSIDE, clairvoyant
+from pytest_resilibench.solver.dp import naive_policy, solve_task
+from pytest_resilibench.solver.mdp import MdpState, TaskMDP
+from pytest_resilibench.solver.rollout import simulate, simulator_for
 
 from pytest_resilibench.rng import uniform
 from pytest_resilibench.simulator import EpisodeKey, outcome_draw
 from pytest_resilibench.tasks import Task
-from solver.clairvoyant import OUTSIDE, clairvoyant
-from solver.dp import naive_policy, solve_task
-from solver.mdp import MdpState, TaskMDP
-from solver.rollout import simulate, simulator_for
 from tests.solver.sample_tasks import POSTING, QUEUEING
 
 BASE, TURNS = 0.6, 6

@@ -8,14 +8,21 @@ from functools import cache
 
 import numpy as np
 import pytest
+from pytest_resilibench.solver.dp import (
+    evaluate,
+    naive_policy,
+    optimal_policy,
+    solve,
+    solve_task,
+    workflow_of,
+)
+from pytest_resilibench.solver.mdp import TaskMDP
+from pytest_resilibench.solver.rollout import simulate
 
 from pytest_resilibench.registry import default_registry
 from pytest_resilibench.scoring import first_success_order
 from pytest_resilibench.simulator import EpisodeKey, success_probability
 from pytest_resilibench.tasks import Task
-from solver.dp import evaluate, naive_policy, optimal_policy, solve, solve_task, workflow_of
-from solver.mdp import TaskMDP
-from solver.rollout import simulate
 from tests.solver.sample_tasks import POSTING, QUEUEING
 
 REGISTRY = default_registry()
@@ -166,9 +173,10 @@ def test_reference_plans_carry_no_labels_a_flaw_would_betray() -> None:
     show where a step was moved, dropped or swapped."""
     import re
 
+    from pytest_resilibench.solver.dp import solve_task
+
     from pytest_resilibench.registry import default_registry
     from pytest_resilibench.tasks import load_tasks
-    from solver.dp import solve_task
 
     names = default_registry().names
     for task in list(load_tasks())[::97]:

@@ -9,13 +9,8 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-
-from pytest_resilibench.cli import main
-from pytest_resilibench.registry import default_registry
-from pytest_resilibench.simulator import EpisodeKey, Simulator
-from pytest_resilibench.tasks import DIFFICULTIES, FIXTURES_DIR, TASK_TYPES, Task
-from solver import templates
-from solver.generate import (
+from pytest_resilibench.solver import templates
+from pytest_resilibench.solver.generate import (
     STEP_COUNTS,
     GeneratorConfig,
     generate_task,
@@ -24,7 +19,12 @@ from solver.generate import (
     task_problems,
     tasks_bytes,
 )
-from solver.matcher import ToolMatcher
+from pytest_resilibench.solver.matcher import ToolMatcher
+
+from pytest_resilibench.cli import main
+from pytest_resilibench.registry import default_registry
+from pytest_resilibench.simulator import EpisodeKey, Simulator
+from pytest_resilibench.tasks import DIFFICULTIES, FIXTURES_DIR, TASK_TYPES, Task
 
 REGISTRY = default_registry()
 

@@ -5,13 +5,13 @@ from __future__ import annotations
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from pytest_resilibench.solver.mdp import OUTSIDE, TaskMDP
+from pytest_resilibench.solver.rollout import simulator_for
 
 from pytest_resilibench.registry import default_registry
 from pytest_resilibench.scoring import conditions, first_success_order
 from pytest_resilibench.simulator import EpisodeKey
 from pytest_resilibench.tasks import Task
-from solver.mdp import OUTSIDE, TaskMDP
-from solver.rollout import simulator_for
 from tests.solver.sample_tasks import POSTING, QUEUEING
 
 REGISTRY = default_registry()

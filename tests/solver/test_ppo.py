@@ -9,12 +9,13 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+from pytest_resilibench.solver.dp import solve  # noqa: E402
+from pytest_resilibench.solver.mdp import TaskMDP  # noqa: E402
+from pytest_resilibench.solver.ppo import PpoConfig, _autocast, greedy_policy, load_model, train  # noqa: E402
+from pytest_resilibench.solver.vecenv import StructureTables, VecEnv  # noqa: E402
+
 from pytest_resilibench.registry import default_registry  # noqa: E402
 from pytest_resilibench.simulator import RECENT_WINDOW  # noqa: E402
-from solver.dp import solve  # noqa: E402
-from solver.mdp import TaskMDP  # noqa: E402
-from solver.ppo import PpoConfig, _autocast, greedy_policy, load_model, train  # noqa: E402
-from solver.vecenv import StructureTables, VecEnv  # noqa: E402
 
 STRUCTURES = [
     ("network_fetcher", "network_poster"),

@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from pytest_resilibench.solver.realistic import RState, realistic_mdp, realistic_solution
+from pytest_resilibench.solver.realistic_report import realistic_section
 
 from pytest_resilibench.tasks import load_tasks
-from solver.realistic import RState, realistic_mdp, realistic_solution
-from solver.realistic_report import realistic_section
 
 TASKS = load_tasks().by_id
 SMALL = TASKS["t0015"]  # file_operations_reader -> file_operations_writer
@@ -81,7 +81,7 @@ def test_report_section_has_figures_by_difficulty() -> None:
 
 def test_ppo_trains_and_its_greedy_policy_is_valued_exactly() -> None:
     pytest.importorskip("torch")
-    from solver.realistic_ppo import RealisticPpoConfig, greedy_chooser, train
+    from pytest_resilibench.solver.realistic_ppo import RealisticPpoConfig, greedy_chooser, train
 
     mdp = realistic_mdp(SMALL)
     net, history = train([mdp], RealisticPpoConfig(updates=3, n_envs=8, steps_per_env=8))
@@ -95,6 +95,8 @@ def test_clairvoyant_paths_replay_on_the_simulator_and_bound_the_oracle() -> Non
     draws is the simulator's), and wherever the oracle succeeded the clairvoyant does too."""
     import asyncio
 
+    from pytest_resilibench.solver.realistic_clairvoyant import clairvoyant
+
     from pytest_resilibench.agents.builtin import make_builtin
     from pytest_resilibench.episode import run_episode
     from pytest_resilibench.faults import task_faults
@@ -102,7 +104,6 @@ def test_clairvoyant_paths_replay_on_the_simulator_and_bound_the_oracle() -> Non
     from pytest_resilibench.registry import default_registry
     from pytest_resilibench.scoring import score_calls
     from pytest_resilibench.simulator import EpisodeKey, Simulator
-    from solver.realistic_clairvoyant import clairvoyant
 
     mdp = realistic_mdp(REMOTE)
     faults = task_faults(REMOTE, default_registry())

@@ -4,6 +4,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import pytest
+from pytest_resilibench.solver.dp import solve_task
 
 from pytest_resilibench.agents import make_agent
 from pytest_resilibench.agents.base import ModelRequest
@@ -12,7 +13,6 @@ from pytest_resilibench.episode import EpisodeSpec, run_episode, run_episodes
 from pytest_resilibench.flaws import FLAWS
 from pytest_resilibench.prompts import Variant, render_prompt
 from pytest_resilibench.tasks import Task, load_tasks
-from solver.dp import solve_task
 
 SEED = 11
 
