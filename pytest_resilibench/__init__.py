@@ -5,16 +5,38 @@ modules beside it hold the logic. Heavy or optional dependencies (openai, torch,
 imported only where they are used.
 """
 
-from pytest_resilibench.registry import Role, ToolRegistry, ToolSpec, default_registry
-from pytest_resilibench.simulator import (
-    DEFAULT_BASE_SUCCESS,
-    CallResult,
-    EpisodeKey,
-    Simulator,
-    success_probability,
-)
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pytest_resilibench.registry import Role, ToolRegistry, ToolSpec, default_registry
+    from pytest_resilibench.simulator import (
+        DEFAULT_BASE_SUCCESS,
+        CallResult,
+        EpisodeKey,
+        Simulator,
+        success_probability,
+    )
 
 __version__ = "0.1.0"
+
+# pytest imports `pytest_resilibench.plugin` (and so this package) in every run of every
+# project in the venv: the library names load on first use (PEP 562), not here.
+_LAZY = {
+    "Role": "registry", "ToolRegistry": "registry", "ToolSpec": "registry",
+    "default_registry": "registry", "DEFAULT_BASE_SUCCESS": "simulator",
+    "CallResult": "simulator", "EpisodeKey": "simulator", "Simulator": "simulator",
+    "success_probability": "simulator",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'pytest_resilibench' has no attribute {name!r}")
+    return getattr(importlib.import_module(f"pytest_resilibench.{module}"), name)
 
 __all__ = [
     "DEFAULT_BASE_SUCCESS",

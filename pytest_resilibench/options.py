@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 
 import pytest
 
-from pytest_resilibench.tasks import DIFFICULTIES, TASK_TYPES
+from pytest_resilibench.names import DIFFICULTIES, TASK_TYPES
 
 __all__ = [
     "FLAW_NAMES",
@@ -342,7 +342,10 @@ def add_options(parser: pytest.Parser) -> None:
         group.addoption(f"--resili-{name}", dest=dest, default=_NOT_GIVEN, metavar="VALUE",
                         type=_argparse_type(parse, name),
                         help=f"{help_text} (default: {default})" if default else help_text)
-        parser.addini(dest, help_text, default=default)
+        # No ini default: an empty value means "not set" (`benchmark_requested`), and
+        # `read_config` applies the default itself.
+        parser.addini(dest, f"{help_text} (default: {default})" if default else help_text,
+                      default="")
     live_help = "with --resili-env=live: reach SERVICE at URL instead of loopback"
     group.addoption("--resili-live-base-url", dest="resili_live_base_url", action="append",
                     default=[], metavar="SERVICE=URL", help=f"{live_help} (repeatable)")
@@ -364,11 +367,13 @@ def _argparse_type(parse: Callable[[str], _T], name: str) -> Callable[[str], _T]
 def read_config(config: pytest.Config) -> RunConfig:
     """Merge the command line over the ini file; raise UsageError on a bad ini value."""
     values: dict[str, Any] = {}
-    for name, parse, _default, _help in _OPTIONS:
+    for name, parse, default, _help in _OPTIONS:
         dest = "resili_" + name.replace("-", "_")
         value = config.getoption(dest)
         if value is _NOT_GIVEN or (parse is None and value is None):
             raw = config.getini(dest)
+            if raw in (None, "") and parse is not None:
+                raw = default
             if parse is None:
                 value = bool(raw)
             elif raw in (None, ""):
@@ -423,3 +428,17 @@ def read_config(config: pytest.Config) -> RunConfig:
         live_base_urls=live,
         trajectories=bool(values["trajectories"]),
     )
+
+
+def benchmark_requested(config: pytest.Config) -> bool:
+    """Whether this run asks for the benchmark: a `--resili-*` option on the command line or a
+    `resili_*` key in the ini file. Read without parsing any value, so that a project that
+    merely has the plugin installed pays nothing for it."""
+    for name, parse, _default, _help in _OPTIONS:
+        dest = "resili_" + name.replace("-", "_")
+        value = config.getoption(dest)
+        if not (value is _NOT_GIVEN or (parse is None and value is None)):
+            return True
+        if config.getini(dest) not in ("", None, False):
+            return True
+    return bool(config.getoption("resili_live_base_url") or config.getini("resili_live_base_url"))

@@ -17,13 +17,16 @@ import json
 import os
 import shutil
 from collections.abc import Generator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from pytest_resilibench.options import RunConfig, add_options, read_config
+from pytest_resilibench.options import RunConfig, add_options, benchmark_requested, read_config
 
 SESSION_KEY = pytest.StashKey["Any"]()
+_CONFIGURED = pytest.StashKey[bool]()  # this plugin's pytest_configure has run
+_ASKED = pytest.StashKey[bool]()  # a suite folder asked for the benchmark (`ask_for_benchmark`)
 OUTCOME_STATUS = {
     "full": ("full", ".", ("FULL", {"green": True})),
     "partial": ("partial", "p", ("PARTIAL", {"yellow": True})),
@@ -51,10 +54,29 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    from pytest_resilibench.session import ResiliSession
-
     config.addinivalue_line(
         "markers", "resilibench: an episode of the ResiliBench benchmark (added automatically)")
+    config.stash[_CONFIGURED] = True
+    if benchmark_requested(config) or config.stash.get(_ASKED, False):
+        _activate(config)
+
+
+def ask_for_benchmark(config: pytest.Config) -> None:
+    """Ask for the benchmark as a `--resili-*` option would (a suite folder's conftest calls it:
+    `suites/conftest.py`). Until something asks, the plugin builds nothing, opens no file and
+    leaves xdist's scheduler alone: it is installed beside other projects' tests."""
+    config.stash[_ASKED] = True
+    if config.stash.get(_CONFIGURED, False):
+        _activate(config)
+
+
+def _activate(config: pytest.Config) -> Any:
+    """The run's session and the hook classes that serve it, made once per process."""
+    existing = config.stash.get(SESSION_KEY, None)
+    if existing is not None:
+        return existing
+    from pytest_resilibench.session import ResiliSession
+
     session = ResiliSession(read_config(config), rootdir=config.rootpath)
     workerinput = getattr(config, "workerinput", None)
     if workerinput is None:  # the controller checks once for everyone
@@ -64,7 +86,7 @@ def pytest_configure(config: pytest.Config) -> None:
         except ValueError as exc:
             raise pytest.UsageError(str(exc)) from None
     config.stash[SESSION_KEY] = session
-    config.pluginmanager.register(_EpisodeFixture(session), "resilibench-episode")
+    config.pluginmanager.register(_Benchmark(session), "resilibench-benchmark")
     if workerinput is not None:  # the run's cost cap is shared among the workers
         session.workers = int(workerinput.get("workercount", 1))
     stopper = None
@@ -79,6 +101,7 @@ def pytest_configure(config: pytest.Config) -> None:
     if config.pluginmanager.hasplugin("xdist") and workerinput is None:
         config.pluginmanager.register(_XdistController(session, gatherer, stopper),
                                       "resilibench-xdist")
+    return session
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
@@ -89,63 +112,62 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "resili_case" in metafunc.fixturenames:
-        cases = metafunc.config.stash[SESSION_KEY].cases
+        # A suite function asks for the benchmark by taking a case (`pytest -n 0` of a suite
+        # file with no option: nothing asked before collection).
+        cases = _activate(metafunc.config).cases
         metafunc.parametrize("resili_case", cases, ids=[case.id for case in cases])
 
 
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    marker = pytest.mark.resilibench
-    for item in items:
-        if _case_of(item) is not None:
-            item.add_marker(marker)
-    if config.stash[SESSION_KEY].config.gate == "sequential":
-        # Episodes in a seeded random order, so that any prefix is a random sample of the
-        # selection; the user's own tests keep their place in front.
-        from pytest_resilibench.rng import key_int
-
-        seed = config.stash[SESSION_KEY].config.seed
-        ours = [item for item in items if _case_of(item) is not None]
-        ours.sort(key=lambda item: key_int(seed, "sequential-order", _case_of(item).id))
-        items[:] = [item for item in items if _case_of(item) is None] + ours
-
-
-@pytest.hookimpl(wrapper=True)
-def pytest_runtestloop(session: pytest.Session) -> Generator[None, object, object]:
-    config = session.config
-    if not config.option.collectonly and session.items:
-        from pytest_resilibench.scheduling import worker_share
-
-        workerinput = getattr(config, "workerinput", None)
-        mine = worker_share(session.items, workerinput) if workerinput else session.items
-        cases = [case for item in mine if (case := _case_of(item)) is not None]
-        config.stash[SESSION_KEY].start(cases)
-    try:
-        return (yield)
-    finally:
-        config.stash[SESSION_KEY].stop()
-
-
-@pytest.fixture
-def resili_config(request: pytest.FixtureRequest) -> RunConfig:
-    """The run's parsed options."""
-    config: RunConfig = request.config.stash[SESSION_KEY].config
-    return config
-
-
-class _EpisodeFixture:
-    """The `resili_episode` fixture, bound to this run's session. A module-level fixture
-    would need pytest's `request` to find the session, and pytest (8, 9) builds a fresh
-    definition of `request`, signature inspection included, each time a fixture that takes
-    it is looked up: five times an item (~7% of a bare pytest item's instructions).
-    pytest binds fixtures of plugin instances to the instance (`FixtureManager.parsefactories`
-    looks them up on the instance)."""
+class _Benchmark:
+    """The hooks of an active benchmark run (registered by `_activate`)."""
 
     def __init__(self, session: Any) -> None:
         self.session = session
 
+    @pytest.hookimpl(tryfirst=True)  # before `-k`/`-m` deselect, so they select among ours
+    def pytest_collection_modifyitems(self, session: pytest.Session, config: pytest.Config,
+                                      items: list[pytest.Item]) -> None:
+        if not any(_case_of(item) is not None for item in items):
+            # Asked for, but no test takes a case: the package's own suite module.
+            items.extend(session.genitems(_BuiltinSuite.from_parent(
+                session, path=Path(_suite_module().__file__ or ""), nodeid="resilibench")))
+        marker = pytest.mark.resilibench
+        for item in items:
+            if _case_of(item) is not None:
+                item.add_marker(marker)
+        if self.session.config.gate == "sequential":
+            # Episodes in a seeded random order, so that any prefix is a random sample of the
+            # selection; the user's own tests keep their place in front.
+            from pytest_resilibench.rng import key_int
+
+            seed = self.session.config.seed
+            ours = [item for item in items if _case_of(item) is not None]
+            ours.sort(key=lambda item: key_int(seed, "sequential-order", _case_of(item).id))
+            items[:] = [item for item in items if _case_of(item) is None] + ours
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtestloop(self, session: pytest.Session) -> Generator[None, object, object]:
+        if not session.config.option.collectonly and session.items:
+            from pytest_resilibench.scheduling import worker_share
+
+            workerinput = getattr(session.config, "workerinput", None)
+            ours = [item for item in session.items if _case_of(item) is not None]
+            mine = worker_share(ours, workerinput) if workerinput else ours
+            self.session.start([_case_of(item) for item in mine])
+        try:
+            return (yield)
+        finally:
+            self.session.stop()
+
     @pytest.fixture(name="resili_episode")
     def resili_episode(self, resili_case: Any) -> Any:
-        """The `EpisodeRecord` of this item's case (its episode may have run ahead)."""
+        """The `EpisodeRecord` of this item's case (its episode may have run ahead).
+
+        A method of this plugin object rather than a module-level fixture: that one would need
+        pytest's `request` to find the session, and pytest (8, 9) builds a fresh definition of
+        `request`, signature inspection included, each time a fixture that takes it is looked
+        up: five times an item (~7% of a bare pytest item's instructions). pytest binds
+        fixtures of plugin instances to the instance (`FixtureManager.parsefactories`)."""
         __tracebackhide__ = True
         record = self.session.result(resili_case)
         if record.outcome == "error":
@@ -154,6 +176,26 @@ class _EpisodeFixture:
             raise kind(record.infra_error or record.stop_reason, record)
         return record
 
+    @pytest.fixture
+    def resili_config(self) -> RunConfig:
+        """The run's parsed options."""
+        config: RunConfig = self.session.config
+        return config
+
+
+def _suite_module() -> Any:
+    import importlib
+
+    return importlib.import_module("pytest_resilibench.suite")
+
+
+class _BuiltinSuite(pytest.Module):
+    """`pytest_resilibench/suite.py` as a collected module, imported by its package name (the
+    file lies in site-packages: no `sys.path` insertion, no rootdir-relative node id)."""
+
+    def _getobj(self) -> Any:
+        return _suite_module()
+
 
 _PROPERTIES = ("outcome", "coverage", "order_adherence", "turns", "tool_calls", "errors_met",
                "errors_recovered")
@@ -161,7 +203,9 @@ _PROPERTIES = ("outcome", "coverage", "order_adherence", "turns", "tool_calls", 
 
 def _record_of(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
     """The episode an item's phase reports: the fixture's value after the call, or the
-    one its failure carries when the fixture raised."""
+    one its failure carries when the fixture raised (None outside an active benchmark)."""
+    if SESSION_KEY not in item.config.stash:
+        return None
     from pytest_resilibench.record import EpisodeRecord
 
     if call.when == "call":
@@ -216,7 +260,9 @@ def pytest_report_teststatus(
 @pytest.hookimpl(tryfirst=True)
 def pytest_sessionfinish(session: pytest.Session) -> None:
     config = session.config
-    state = config.stash[SESSION_KEY]
+    state = config.stash.get(SESSION_KEY, None)
+    if state is None:  # the benchmark was not asked for
+        return
     if hasattr(config, "workerinput"):  # the controller checks that nothing was lost
         config.workeroutput["resili_episodes"] = state.attached  # type: ignore[attr-defined]
         config.workeroutput["resili_providers"] = state.provider_stats  # type: ignore[attr-defined]
@@ -408,7 +454,9 @@ class _XdistController:
             return None  # the user chose a scheduler: keep it (episodes then run on demand)
         from pytest_resilibench.scheduling import make_round_robin_scheduling
 
-        return make_round_robin_scheduling(config, log)
+        cases = self.session.cases_by_id
+        return make_round_robin_scheduling(
+            config, log, lambda nodeid: _case_id(nodeid) in cases)
 
     def pytest_testnodedown(self, node: Any, error: Any) -> None:
         output = getattr(node, "workeroutput", None) or {}

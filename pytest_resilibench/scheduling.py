@@ -2,10 +2,14 @@
 
 xdist's default load scheduling hands out items a chunk at a time, so a worker cannot start the
 episodes of items it does not have yet. `RoundRobinScheduling` (installed through the public
-`pytest_xdist_make_scheduler` hook) sends worker `gwK` of N the items K, K+N, K+2N, ... all at
+`pytest_xdist_make_scheduler` hook, only in a run that asks for the benchmark) sends worker
+`gwK` of N the benchmark items K, K+N, K+2N, ... (counted among the benchmark items) all at
 start, in ascending order; the worker computes the same share with `worker_share` and runs
-their episodes ahead. Which worker runs an episode never changes its result (every draw is
-keyed by the case), so a crashed worker's items, re-sent elsewhere, still give the same report.
+their episodes ahead. The run's other tests (a repository's own, collected alongside) are
+handed out by xdist's load scheduling as usual, in chunks as workers drain.
+
+Which worker runs an episode never changes its result (every draw is keyed by the case), so
+a crashed worker's items, re-sent elsewhere, still give the same report.
 
 A crashed worker: xdist's `DSession` removes it (`remove_node` puts its unfinished items back
 in `pending`, the item it was running is reported as crashed) and starts a replacement, whose
@@ -18,7 +22,7 @@ nothing.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 __all__ = ["ROUND_ROBIN_FLAG", "make_round_robin_scheduling", "worker_index", "worker_share"]
@@ -48,8 +52,10 @@ def worker_share(items: Sequence[_T], workerinput: dict[str, Any]) -> list[_T]:
     return list(items[index::count])
 
 
-def make_round_robin_scheduling(config: Any, log: Any) -> Any:
-    """Build the scheduler; xdist is imported here only (the plugin must work without it)."""
+def make_round_robin_scheduling(config: Any, log: Any,
+                                is_benchmark: Callable[[str], bool]) -> Any:
+    """Build the scheduler; xdist is imported here only (the plugin must work without it).
+    `is_benchmark(nodeid)` tells the benchmark items from the run's other tests."""
     from xdist.scheduler import LoadScheduling
 
     class RoundRobinScheduling(LoadScheduling):
@@ -63,25 +69,25 @@ def make_round_robin_scheduling(config: Any, log: Any) -> Any:
                 self.log("**Different tests collected, aborting run**")
                 return
             collection = next(iter(self.node2collection.values()))
+            ours = [i for i, nodeid in enumerate(collection) if is_benchmark(nodeid)]
+            count = len(self.nodes)
+            nodes = {worker_index(node.gateway.id): node for node in self.nodes}
+            if not ours or set(nodes) != set(range(count)):
+                super().schedule()  # nothing of ours, or unexpected ids: xdist's own way
+                return
             self.collection = collection
             # xdist's own schedule() sets this; check_schedule needs it once a crashed
             # worker's items are handed out again.
             if self.maxschedchunk is None:  # type: ignore[has-type]
                 self.maxschedchunk = len(collection)
-            total = len(collection)
-            count = len(self.nodes)
-            nodes = {worker_index(node.gateway.id): node for node in self.nodes}
-            if set(nodes) != set(range(count)):  # unexpected ids: fall back to xdist's way
-                self.collection = None
-                super().schedule()
-                return
-            self.pending[:] = []
+            taken = set(ours)
+            self.pending[:] = [i for i in range(len(collection)) if i not in taken]
             for index, node in sorted((i, n) for i, n in nodes.items() if i is not None):
-                share = list(range(index, total, count))
+                share = ours[index::count]
                 if share:
                     self.node2pending[node].extend(share)
                     node.send_runtest_some(share)
-            for node in self.nodes:
-                node.shutdown()
+            for node in self.nodes:  # the other tests in chunks, or shut down when none
+                self.check_schedule(node)
 
     return RoundRobinScheduling(config, log)

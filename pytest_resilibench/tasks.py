@@ -21,6 +21,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from pytest_resilibench.names import DIFFICULTIES, TASK_TYPES
 from pytest_resilibench.workflow import PlanStep, Workflow
 
 __all__ = [
@@ -34,9 +35,6 @@ __all__ = [
 ]
 
 TASK_SCHEMA = "resilibench.task/1"
-TASK_TYPES = ("simple_task", "basic_task", "data_pipeline", "api_integration",
-              "multi_stage_pipeline")
-DIFFICULTIES = ("easy", "medium", "hard")
 # The shipped fixtures: the repository's `fixtures/` folder, installed as the package
 # `pytest_resilibench.fixtures` (pyproject.toml's package-dir), so a wheel carries them.
 FIXTURES_DIR = Path(str(resources.files("pytest_resilibench.fixtures")))
