@@ -41,8 +41,9 @@ def _cmd_solve(args: argparse.Namespace) -> int:
 
     if args.updates < 1 or not 0.0 < args.base_success <= 1.0 or args.max_turns < 1:
         raise ValueError("need --updates >= 1, 0 < --base-success <= 1, --max-turns >= 1")
-    fixtures = Path(args.fixtures) if args.fixtures else FIXTURES_DIR
-    tasks = list(load_tasks(fixtures))
+    fixtures = Path(args.fixtures) if args.fixtures else _local_fixtures(FIXTURES_DIR)
+    out = _writable_fixtures(Path(args.out) if args.out else LOCAL_FIXTURES, force=args.force)
+    tasks = list(load_tasks(fixtures, require_workflows=False))
     config = None
     if not args.exact:
         try:
@@ -51,7 +52,7 @@ def _cmd_solve(args: argparse.Namespace) -> int:
             raise ValueError(f"PPO needs the solver extra ({exc}); use --exact") from exc
         config = PpoConfig(updates=args.updates, seed=args.seed, threads=args.threads,
                            precision=args.precision, checkpoint_dir=args.checkpoint_dir)
-    report = solve_all(tasks, Path(args.out) if args.out else fixtures,
+    report = solve_all(tasks, out,
                        base_success=args.base_success, max_turns=args.max_turns, ppo=config,
                        progress=not args.no_progress,
                        log=lambda line: print(line, file=sys.stderr))
@@ -66,9 +67,12 @@ def _add_solve(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("solve", help="optimal workflows and bounds for every task (DP, PPO)")
     p.add_argument("--exact", action="store_true",
                    help="exact dynamic programming only (no torch, seconds)")
-    p.add_argument("--fixtures", help="directory of tasks.jsonl.gz (default: the package's)")
+    p.add_argument("--fixtures", help="directory of tasks.jsonl.gz (default: ./fixtures when "
+                                      "it holds tasks, else the package's)")
     p.add_argument("--out", help="where to write workflows.jsonl.gz and solver_report.json "
-                                 "(default: the fixtures directory)")
+                                 "(default: ./fixtures)")
+    p.add_argument("--force", action="store_true",
+                   help="allow writing over the package's own fixtures")
     p.add_argument("--base-success", type=float, default=0.8)
     p.add_argument("--max-turns", type=int, default=10)
     p.add_argument("--updates", type=int, default=60, help="PPO updates (2048 steps each)")
@@ -151,7 +155,7 @@ def _add_match(sub: argparse._SubParsersAction) -> None:
 def _cmd_generate(args: argparse.Namespace) -> int:
     from pytest_resilibench.solver.generate import generate
 
-    manifest = generate(args.out, seed=args.seed)
+    manifest = generate(_writable_fixtures(args.out, force=args.force), seed=args.seed)
     print(f"wrote {manifest['total']} tasks to {args.out} "
           f"(generator {manifest['generator_hash'][:12]}, "
           f"tasks.jsonl.gz sha256 {manifest['files']['tasks.jsonl.gz']['sha256'][:12]})")
@@ -159,11 +163,11 @@ def _cmd_generate(args: argparse.Namespace) -> int:
 
 
 def _add_generate(sub: argparse._SubParsersAction) -> None:
-    from pytest_resilibench.tasks import FIXTURES_DIR
-
     p = sub.add_parser("generate", help="generate the 5040 task fixtures (deterministic)")
-    p.add_argument("--out", type=Path, default=FIXTURES_DIR,
-                   help="fixtures directory to write (default: the package's fixtures/)")
+    p.add_argument("--out", type=Path, default=LOCAL_FIXTURES,
+                   help="fixtures directory to write (default: ./fixtures)")
+    p.add_argument("--force", action="store_true",
+                   help="allow writing over the package's own fixtures")
     p.add_argument("--seed", type=int, default=None, help="generator seed (default 2026)")
     p.set_defaults(handler=_cmd_generate)
 
@@ -372,6 +376,27 @@ def build_parser() -> argparse.ArgumentParser:
     for add in _SUBCOMMANDS:
         add(sub)
     return parser
+
+
+LOCAL_FIXTURES = Path("fixtures")  # `generate` and `solve` write here unless told
+
+
+def _local_fixtures(shipped: Path) -> Path:
+    """Where `solve` reads tasks by default: ./fixtures once `generate` wrote there."""
+    return LOCAL_FIXTURES if (LOCAL_FIXTURES / "tasks.jsonl.gz").exists() else shipped
+
+
+def _writable_fixtures(directory: Path, *, force: bool) -> Path:
+    """A directory `generate`/`solve` may write: never the installed package's fixtures
+    (every run's prompts come from them) unless `--force` says so."""
+    from pytest_resilibench.tasks import FIXTURES_DIR
+
+    if directory.resolve() == FIXTURES_DIR.resolve() and not force:
+        raise ValueError(f"{directory} holds the package's own fixtures, which every run "
+                         "reads; write elsewhere with --out DIR, or pass --force to replace them")
+    if directory.exists() and not directory.is_dir():
+        raise ValueError(f"{directory} is not a directory")
+    return directory
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -286,9 +286,12 @@ def stored_plans(directory: Path) -> dict[str, Mapping[str, Any]]:
     """The realistic optimal plans stored in `directory` (written by `python -m
     solver.realistic_report plans`), by task id; empty when there are none. The paper
     profile's fixtures (tasks, workflows, manifest) are left as they are."""
-    path = Path(directory) / REALISTIC_PLANS
-    if not path.exists():
+    from pytest_resilibench.fixture_files import read_manifest, verified_bytes
+
+    directory = Path(directory)
+    if not (directory / REALISTIC_PLANS).exists():
         return {}
-    with gzip.open(path, "rt", encoding="utf-8") as fh:
-        rows = [json.loads(line) for line in fh if line.strip()]
+    data = verified_bytes(directory, read_manifest(directory), REALISTIC_PLANS)
+    lines = gzip.decompress(data).decode("utf-8").splitlines()
+    rows = [json.loads(line) for line in lines if line.strip()]
     return {row["task_id"]: row["optimal"] for row in rows}

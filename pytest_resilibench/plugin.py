@@ -81,6 +81,7 @@ def _activate(config: pytest.Config) -> Any:
     workerinput = getattr(config, "workerinput", None)
     if workerinput is None:  # the controller checks once for everyone
         try:
+            session.task_set  # noqa: B018  # the fixtures, verified: a damaged file stops here
             session.check_models(probe=not (config.option.collectonly or config.option.help))
             session.prepare_gate()
         except ValueError as exc:

@@ -5,15 +5,17 @@ module only describes a task and loads the stored ones.
 
 Fixture files (all under the fixtures directory):
 - `tasks.jsonl.gz`: one task per line, `Task.to_json()`, sorted by id;
-- `workflows.jsonl.gz` (written by the solver, optional): `{"task_id", "optimal", "bounds",
-  ...}` per line; a task without one falls back to its required tools in order;
-- `manifest.json`: schema version, generator config and its hash, counts, file hashes.
+- `workflows.jsonl.gz` (written by the solver): `{"task_id", "optimal", "bounds", ...}` per
+  line, one for every task;
+- `manifest.json`: schema version, generator config and its hash, counts, and the sha256 of
+  every file (`fixture_files.py`), checked on every load.
 """
 
 from __future__ import annotations
 
 import gzip
 import json
+import zlib
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
@@ -21,14 +23,18 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from pytest_resilibench.fixture_files import FixtureError, read_manifest, verified_bytes
 from pytest_resilibench.names import DIFFICULTIES, TASK_TYPES
 from pytest_resilibench.workflow import PlanStep, Workflow
 
 __all__ = [
     "DIFFICULTIES",
     "FIXTURES_DIR",
+    "TASKS_FILE",
     "TASK_SCHEMA",
     "TASK_TYPES",
+    "WORKFLOWS_FILE",
+    "FixtureError",
     "Task",
     "TaskSet",
     "load_tasks",
@@ -136,38 +142,82 @@ class TaskSet:
         ]
 
 
-def _read_jsonl_gz(path: Path) -> Iterator[dict[str, Any]]:
-    with gzip.open(path, "rt", encoding="utf-8") as fh:
-        for line in fh:
-            if line.strip():
-                yield json.loads(line)
+TASKS_FILE = "tasks.jsonl.gz"
+WORKFLOWS_FILE = "workflows.jsonl.gz"
+
+
+def _jsonl_rows(directory: Path, manifest: Mapping[str, Any], name: str) -> list[dict[str, Any]]:
+    """The JSON objects of a verified gzip'd JSON-lines fixture file."""
+    data = verified_bytes(directory, manifest, name)
+    try:
+        lines = gzip.decompress(data).decode("utf-8").splitlines()
+    except (OSError, EOFError, zlib.error, UnicodeDecodeError) as exc:
+        raise FixtureError(f"{directory / name} is not gzip'd UTF-8 text ({exc})") from None
+    rows = []
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise FixtureError(f"{directory / name}, line {number}: {exc}") from None
+        if not isinstance(row, dict):
+            raise FixtureError(f"{directory / name}, line {number}: not a JSON object")
+        rows.append(row)
+    if not rows:
+        raise FixtureError(f"{directory / name} holds no rows")
+    return rows
+
+
+def _task_of(row: dict[str, Any], where: str, known_tools: frozenset[str]) -> Task:
+    try:
+        task = Task.from_json(row)
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise FixtureError(f"{where}: not a task ({type(exc).__name__}: {exc})") from None
+    unknown = sorted(set(task.required_tools) - known_tools)
+    if unknown:
+        raise FixtureError(f"{where}: task {task.id} requires unknown tools {unknown}")
+    return task
 
 
 @lru_cache(maxsize=4)
-def load_tasks(directory: Path = FIXTURES_DIR) -> TaskSet:
-    """Load tasks (and the solver's workflows, when present) from a fixtures directory."""
+def load_tasks(directory: Path = FIXTURES_DIR, *, require_workflows: bool = True) -> TaskSet:
+    """Load the tasks of a fixtures directory with their reference workflows, every file
+    verified against the manifest's sha256 (`fixture_files.py`); a missing, changed or
+    incomplete file is a `FixtureError`, never a silent fallback. `require_workflows=False`
+    is for the solver, which reads the tasks it is about to solve."""
+    from pytest_resilibench.registry import default_registry
+
     directory = Path(directory)
-    tasks_path = directory / "tasks.jsonl.gz"
-    if not tasks_path.exists():
-        raise FileNotFoundError(
-            f"no task fixtures at {tasks_path}; run `resilibench generate` to create them"
-        )
-    manifest_path = directory / "manifest.json"
-    manifest = json.loads(manifest_path.read_text()) if manifest_path.exists() else {}
-    workflows: dict[str, dict[str, Any]] = {}
-    workflows_path = directory / "workflows.jsonl.gz"
-    if workflows_path.exists():
-        workflows = {row["task_id"]: row for row in _read_jsonl_gz(workflows_path)}
-    tasks = []
-    for row in _read_jsonl_gz(tasks_path):
-        task = Task.from_json(row)
-        solved = workflows.get(task.id)
-        if solved is not None:
-            task = replace(
-                task,
-                optimal=Workflow.from_json(solved["optimal"]),
-                bounds=dict(solved.get("bounds", {})),
-            )
-        tasks.append(task)
-    tasks.sort(key=lambda t: t.id)
-    return TaskSet(tuple(tasks), manifest)
+    if not (directory / TASKS_FILE).exists():
+        raise FixtureError(f"no task fixtures at {directory / TASKS_FILE}; "
+                           f"`resilibench generate --out {directory}` writes them")
+    manifest = read_manifest(directory)
+    known = frozenset(default_registry().names)
+    tasks: dict[str, Task] = {}
+    for number, row in enumerate(_jsonl_rows(directory, manifest, TASKS_FILE), 1):
+        task = _task_of(row, f"{directory / TASKS_FILE}, line {number}", known)
+        if task.id in tasks:
+            raise FixtureError(f"{directory / TASKS_FILE}: task id {task.id} appears twice")
+        tasks[task.id] = task
+    if require_workflows or (directory / WORKFLOWS_FILE).exists():
+        if not (directory / WORKFLOWS_FILE).exists():
+            raise FixtureError(f"no reference workflows at {directory / WORKFLOWS_FILE}: the "
+                               f"optimal and flawed prompts need them; `resilibench solve "
+                               f"--exact --fixtures {directory} --out {directory}` writes them")
+        solved = {row.get("task_id"): row
+                  for row in _jsonl_rows(directory, manifest, WORKFLOWS_FILE)}
+        missing = sorted(set(tasks) - set(solved))
+        if missing:
+            raise FixtureError(f"{directory / WORKFLOWS_FILE} has no workflow for "
+                               f"{len(missing)} tasks (e.g. {', '.join(missing[:3])}); "
+                               "solve the tasks again")
+        for task_id, task in tasks.items():
+            row = solved[task_id]
+            try:
+                tasks[task_id] = replace(task, optimal=Workflow.from_json(row["optimal"]),
+                                         bounds=dict(row.get("bounds", {})))
+            except (KeyError, TypeError, ValueError, AttributeError) as exc:
+                raise FixtureError(f"{directory / WORKFLOWS_FILE}: the workflow of {task_id} "
+                                   f"is malformed ({type(exc).__name__}: {exc})") from None
+    return TaskSet(tuple(sorted(tasks.values(), key=lambda t: t.id)), manifest)

@@ -21,6 +21,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
+from pytest_resilibench.fixture_files import write_fixture_file
 from pytest_resilibench.registry import DATA_FORMATS, Role, ToolRegistry, default_registry
 from pytest_resilibench.rng import DrawStream
 from pytest_resilibench.tasks import DIFFICULTIES, FIXTURES_DIR, TASK_TYPES, Task
@@ -423,36 +424,17 @@ def write_fixtures(
     tasks: Sequence[Task], directory: Path, config: GeneratorConfig
 ) -> dict[str, Any]:
     """Write tasks.jsonl.gz and update manifest.json (keeping keys other writers added)."""
-    directory = Path(directory)
-    directory.mkdir(parents=True, exist_ok=True)
     data = tasks_bytes(tasks)
     counts = {ty: {d: 0 for d in DIFFICULTIES} for ty in TASK_TYPES}
     for task in tasks:
         counts[task.type][task.difficulty] += 1
-    manifest_path = directory / "manifest.json"
-    manifest: dict[str, Any] = {}
-    if manifest_path.exists():
-        manifest = json.loads(manifest_path.read_text())
-    files = dict(manifest.get("files", {}))
-    files["tasks.jsonl.gz"] = {"sha256": _sha256(data), "bytes": len(data)}
-    manifest.update(
-        schema=MANIFEST_SCHEMA,
-        generator=config.to_json(),
-        generator_hash=config.digest,
-        counts=counts,
-        total=len(tasks),
-        files=files,
-    )
-    _atomic_write(directory / "tasks.jsonl.gz", data)
-    text = json.dumps(manifest, indent=2, sort_keys=True) + "\n"
-    _atomic_write(manifest_path, text.encode())
-    return manifest
-
-
-def _atomic_write(path: Path, data: bytes) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_bytes(data)
-    tmp.replace(path)
+    return write_fixture_file(directory, "tasks.jsonl.gz", data, {
+        "schema": MANIFEST_SCHEMA,
+        "generator": config.to_json(),
+        "generator_hash": config.digest,
+        "counts": counts,
+        "total": len(tasks),
+    })
 
 
 def generate(directory: Path = FIXTURES_DIR, *, seed: int | None = None) -> dict[str, Any]:

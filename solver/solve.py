@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from pytest_resilibench.fixture_files import write_fixture_file
 from pytest_resilibench.rng import uniform
 from pytest_resilibench.simulator import DEFAULT_BASE_SUCCESS, EpisodeKey
 from pytest_resilibench.tasks import Task
@@ -42,12 +43,13 @@ HELD_OUT_SHARE = 0.2
 
 
 def write_jsonl_gz(path: Path, rows: Sequence[dict[str, Any]]) -> None:
-    """Deterministic gzip'd JSON lines: sorted keys, no timestamp in the header."""
+    """Deterministic gzip'd JSON lines (sorted keys, no timestamp in the header), written
+    atomically with its sha256 recorded in the manifest beside it (`fixture_files.py`)."""
     buffer = io.BytesIO()
     with gzip.GzipFile(filename="", mode="wb", fileobj=buffer, mtime=0) as fh:
         for row in rows:
             fh.write((json.dumps(row, sort_keys=True, separators=(",", ":")) + "\n").encode())
-    path.write_bytes(buffer.getvalue())
+    write_fixture_file(path.parent, path.name, buffer.getvalue())
 
 
 def _differs(tools: Sequence[str], required: Sequence[str]) -> bool:

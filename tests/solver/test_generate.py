@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import itertools
 import json
 from collections import Counter
@@ -22,6 +23,7 @@ from pytest_resilibench.solver.generate import (
 from pytest_resilibench.solver.matcher import ToolMatcher
 
 from pytest_resilibench.cli import main
+from pytest_resilibench.fixture_files import write_fixture_file
 from pytest_resilibench.registry import default_registry
 from pytest_resilibench.simulator import EpisodeKey, Simulator
 from pytest_resilibench.tasks import DIFFICULTIES, FIXTURES_DIR, TASK_TYPES, Task
@@ -194,3 +196,38 @@ def test_cli_match_and_stats(capsys: pytest.CaptureFixture[str]) -> None:
     assert "5040" in out and out.count("336") == 15
     assert main(["match", "parse", "--top", "0"]) == 2  # a message, not a traceback
     assert "top must be at least 1" in capsys.readouterr().err
+
+
+def test_generate_writes_a_local_fixtures_folder_never_the_package_s(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    shipped = (FIXTURES_DIR / "manifest.json").read_bytes()
+    assert main(["generate", "--out", str(FIXTURES_DIR)]) == 2
+    assert "pass --force" in capsys.readouterr().err
+    assert (FIXTURES_DIR / "manifest.json").read_bytes() == shipped
+    monkeypatch.chdir(tmp_path)
+    assert main(["generate", "--seed", "4"]) == 0
+    assert json.loads((tmp_path / "fixtures" / "manifest.json").read_text())[
+        "generator"]["seed"] == 4
+
+
+def test_solve_reads_and_writes_the_local_folder_and_the_result_loads(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    from pytest_resilibench.tasks import FixtureError, load_tasks
+
+    monkeypatch.chdir(tmp_path)
+    local = tmp_path / "fixtures"
+    few = [json.loads(line) for line in
+           gzip.decompress((FIXTURES_DIR / "tasks.jsonl.gz").read_bytes()).splitlines()[:6]]
+    write_fixture_file(local, "tasks.jsonl.gz", gzip.compress(
+        b"".join(json.dumps(row).encode() + b"\n" for row in few), mtime=0))
+    with pytest.raises(FixtureError, match="no reference workflows"):
+        load_tasks(local)
+    assert main(["solve", "--exact", "--no-progress"]) == 0
+    capsys.readouterr()
+    solved = load_tasks(local)
+    assert [t.id for t in solved] == [row["id"] for row in few]
+    assert all(t.optimal is not None and t.bounds["dp"] > 0 for t in solved)
+    shipped = load_tasks()
+    assert [t.optimal for t in solved] == [shipped.by_id[t.id].optimal for t in solved]

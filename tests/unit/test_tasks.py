@@ -1,21 +1,28 @@
-"""Tasks: loading the stored fixtures, the JSON round trip, the reference workflow fallback."""
+"""Tasks: loading and verifying the stored fixtures, the JSON round trip."""
 
 from __future__ import annotations
 
 import gzip
 import itertools
 import json
-import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
+from pytest_resilibench.faults import REALISTIC_PLANS
+from pytest_resilibench.fixture_files import write_fixture_file
 from pytest_resilibench.registry import default_registry
 from pytest_resilibench.tasks import (
     DIFFICULTIES,
     FIXTURES_DIR,
     TASK_SCHEMA,
     TASK_TYPES,
+    TASKS_FILE,
+    WORKFLOWS_FILE,
+    FixtureError,
     Task,
     load_tasks,
 )
@@ -60,20 +67,125 @@ def test_reference_workflow_falls_back_to_required_tools() -> None:
     assert default_registry()[task.output_tool].produces_output
 
 
-def test_solver_workflows_are_merged(tmp_path: Path) -> None:
-    shutil.copy(FIXTURES_DIR / "tasks.jsonl.gz", tmp_path / "tasks.jsonl.gz")
-    shutil.copy(FIXTURES_DIR / "manifest.json", tmp_path / "manifest.json")
+def _rows(name: str) -> list[dict[str, Any]]:
+    with gzip.open(FIXTURES_DIR / name, "rt", encoding="utf-8") as fh:
+        return [json.loads(line) for line in fh if line.strip()]
+
+
+def _jsonl(rows: list[Any]) -> bytes:
+    return gzip.compress(b"".join(json.dumps(r).encode() + b"\n" for r in rows), mtime=0)
+
+
+@pytest.fixture(scope="module")
+def shipped() -> dict[str, list[dict[str, Any]]]:
+    return {name: _rows(name) for name in (TASKS_FILE, WORKFLOWS_FILE)}
+
+
+def _fixtures(directory: Path, tasks: list[Any], workflows: list[Any] | None) -> Path:
+    """A fixtures directory written the way the generator and solver write theirs."""
+    write_fixture_file(directory, TASKS_FILE, _jsonl(tasks))
+    if workflows is not None:
+        write_fixture_file(directory, WORKFLOWS_FILE, _jsonl(workflows))
+    return directory
+
+
+def test_solver_workflows_are_merged(tmp_path: Path, shipped: dict[str, Any]) -> None:
     optimal = Workflow(steps=(PlanStep(tool="file_operations_reader", purpose="read"),),
                        advice="retry")
-    row = {"task_id": "t0003", "optimal": optimal.to_json(), "bounds": {"dp": 0.7}}
-    with gzip.open(tmp_path / "workflows.jsonl.gz", "wt", encoding="utf-8") as fh:
-        fh.write(json.dumps(row) + "\n")
-    tasks = load_tasks(tmp_path)
+    workflows = [dict(row) for row in shipped[WORKFLOWS_FILE][:10]]
+    workflows[3] = {"task_id": "t0003", "optimal": optimal.to_json(), "bounds": {"dp": 0.7}}
+    tasks = load_tasks(_fixtures(tmp_path, shipped[TASKS_FILE][:10], workflows))
     assert tasks.by_id["t0003"].reference_workflow() == optimal
     assert tasks.by_id["t0003"].bounds == {"dp": 0.7}
-    assert tasks.by_id["t0004"].optimal is None
+    assert all(task.optimal is not None for task in tasks)
+
+
+def test_a_task_without_its_workflow_is_an_error_not_a_fallback(
+        tmp_path: Path, shipped: dict[str, Any]) -> None:
+    _fixtures(tmp_path, shipped[TASKS_FILE][:10], shipped[WORKFLOWS_FILE][:9])
+    with pytest.raises(FixtureError, match=r"no workflow for 1 tasks \(e\.g\. t0009\)"):
+        load_tasks(tmp_path)
+
+
+def test_missing_workflows_are_an_error_the_solver_may_read_tasks_alone(
+        tmp_path: Path, shipped: dict[str, Any]) -> None:
+    _fixtures(tmp_path, shipped[TASKS_FILE][:10], None)
+    with pytest.raises(FixtureError, match="resilibench solve --exact"):
+        load_tasks(tmp_path)
+    assert len(load_tasks(tmp_path, require_workflows=False)) == 10
 
 
 def test_missing_fixtures_give_a_clear_error(tmp_path: Path) -> None:
-    with pytest.raises(FileNotFoundError, match="resilibench generate"):
+    with pytest.raises(FixtureError, match="resilibench generate"):
         load_tasks(tmp_path)
+
+
+def test_a_changed_file_fails_its_manifest_sha256(tmp_path: Path, shipped: dict[str, Any]) -> None:
+    _fixtures(tmp_path, shipped[TASKS_FILE][:10], shipped[WORKFLOWS_FILE][:10])
+    changed = [dict(row) for row in shipped[TASKS_FILE][:10]]
+    changed[2]["description"] += " (edited)"
+    (tmp_path / TASKS_FILE).write_bytes(_jsonl(changed))
+    with pytest.raises(FixtureError, match="does not match its sha256"):
+        load_tasks(tmp_path)
+
+
+def test_a_damaged_gzip_stream_is_a_fixture_error(tmp_path: Path,
+                                                   shipped: dict[str, Any]) -> None:
+    data = bytearray(_jsonl(shipped[TASKS_FILE][:5]))
+    data[40:60] = bytes(20)  # a hole in the deflate stream, the header intact
+    write_fixture_file(tmp_path, TASKS_FILE, bytes(data))
+    with pytest.raises(FixtureError, match="is not gzip'd UTF-8 text"):
+        load_tasks(tmp_path, require_workflows=False)
+
+
+@pytest.mark.parametrize(("tasks", "message"), [
+    ([], "holds no rows"),
+    (["not an object"], "line 1: not a JSON object"),
+    ([{"id": "t0000"}], "line 1: not a task"),
+])
+def test_malformed_task_files_name_the_problem(tmp_path: Path, tasks: list[Any],
+                                               message: str) -> None:
+    _fixtures(tmp_path, tasks, None)
+    with pytest.raises(FixtureError, match=message):
+        load_tasks(tmp_path, require_workflows=False)
+
+
+def test_duplicate_ids_and_unknown_tools_are_refused(tmp_path: Path,
+                                                     shipped: dict[str, Any]) -> None:
+    first = shipped[TASKS_FILE][0]
+    _fixtures(tmp_path / "dup", [first, first], None)
+    with pytest.raises(FixtureError, match="t0000 appears twice"):
+        load_tasks(tmp_path / "dup", require_workflows=False)
+    unknown = {**first, "required_tools": [*first["required_tools"], "utility_teleporter"]}
+    _fixtures(tmp_path / "unknown", [unknown], None)
+    with pytest.raises(FixtureError, match="unknown tools \\['utility_teleporter'\\]"):
+        load_tasks(tmp_path / "unknown", require_workflows=False)
+
+
+def test_a_file_the_manifest_does_not_list_is_refused(tmp_path: Path,
+                                                      shipped: dict[str, Any]) -> None:
+    _fixtures(tmp_path, shipped[TASKS_FILE][:2], None)
+    (tmp_path / WORKFLOWS_FILE).write_bytes(_jsonl(shipped[WORKFLOWS_FILE][:2]))
+    with pytest.raises(FixtureError, match="not listed in"):
+        load_tasks(tmp_path)
+
+
+def test_the_shipped_manifest_lists_every_file_that_shapes_a_prompt() -> None:
+    files = load_tasks().manifest["files"]
+    assert {TASKS_FILE, WORKFLOWS_FILE, REALISTIC_PLANS} <= set(files)
+
+
+@settings(max_examples=60, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.one_of(st.binary(max_size=200), st.builds(
+    lambda rows: gzip.compress("\n".join(rows).encode(), mtime=0),
+    st.lists(st.text(max_size=40), max_size=4))))
+def test_any_bytes_load_or_give_one_fixture_error(tmp_path: Path, data: bytes) -> None:
+    directory = tmp_path / "fuzz"
+    write_fixture_file(directory, TASKS_FILE, data)
+    load_tasks.cache_clear()
+    try:
+        tasks = load_tasks(directory, require_workflows=False)
+    except FixtureError:
+        return
+    assert all(isinstance(task, Task) for task in tasks)
