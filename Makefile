@@ -4,28 +4,37 @@
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
-STAMP := $(VENV)/.installed
+RUN_STAMP := $(VENV)/.installed-run
+DEV_STAMP := $(VENV)/.installed-dev
 PYTEST_ARGS ?=
 
 .PHONY: run test lint bench clean
 
-$(STAMP): pyproject.toml
-	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e ".[dev,solver,mcp,report]"
-	touch $(STAMP)
 
-run: $(STAMP)
+# The run needs the base install only (what a user's `pip install pytest-resilibench` gets).
+$(RUN_STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet -e .
+	touch $(RUN_STAMP)
+
+# The tests need every extra: PPO (torch, pinned to a CPU wheel), MCP, plots, dev tools.
+$(DEV_STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet -e ".[dev,solver,mcp,report]"
+	touch $(DEV_STAMP) $(RUN_STAMP)
+
+run: $(RUN_STAMP)
 	$(BIN)/pytest suites -p no:cacheprovider -q $(PYTEST_ARGS)
 
-test: $(STAMP)
+test: $(DEV_STAMP)
 	$(BIN)/pytest tests -n 2 -q $(PYTEST_ARGS)
 
-lint: $(STAMP)
+lint: $(DEV_STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 
-bench: $(STAMP)
+bench: $(DEV_STAMP)
 	for script in bench/bench_*.py; do echo "== $$script"; $(BIN)/python $$script; done
 
 clean:

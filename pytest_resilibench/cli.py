@@ -46,10 +46,10 @@ def _cmd_solve(args: argparse.Namespace) -> int:
     tasks = list(load_tasks(fixtures, require_workflows=False))
     config = None
     if not args.exact:
-        try:
-            from pytest_resilibench.solver.ppo import PpoConfig
-        except ImportError as exc:  # torch is the `solver` extra
-            raise ValueError(f"PPO needs the solver extra ({exc}); use --exact") from exc
+        from pytest_resilibench.extras import require
+
+        require("solver", "torch", "PPO training (`resilibench solve` without --exact)")
+        from pytest_resilibench.solver.ppo import PpoConfig
         config = PpoConfig(updates=args.updates, seed=args.seed, threads=args.threads,
                            precision=args.precision, checkpoint_dir=args.checkpoint_dir)
     report = solve_all(tasks, out,
@@ -85,6 +85,9 @@ def _add_solve(sub: argparse._SubParsersAction) -> None:
 
 
 def _cmd_serve_mcp(args: argparse.Namespace) -> int:
+    from pytest_resilibench.extras import require
+
+    require("mcp", "mcp", "`resilibench serve-mcp`")
     from pytest_resilibench import mcp_server
 
     default = None
@@ -353,6 +356,20 @@ def _add_report(sub: argparse._SubParsersAction) -> None:
 
 
 # Each entry adds one subcommand's parser (with `handler` set) to the subparsers.
+def _cmd_schema(args: argparse.Namespace) -> int:
+    from pytest_resilibench.schemas import SCHEMAS
+
+    json.dump(SCHEMAS[args.what](), sys.stdout, indent=2)
+    sys.stdout.write("\n")
+    return 0
+
+
+def _add_schema(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("schema", help="print the JSON Schema of the report or of an episode")
+    p.add_argument("what", choices=("report", "episode"), help="which document")
+    p.set_defaults(handler=_cmd_schema)
+
+
 _SUBCOMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [
     _add_tools,
     _add_match,
@@ -364,6 +381,7 @@ _SUBCOMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [
     _add_serve_live,
     _add_report,
     _add_solve,
+    _add_schema,
 ]
 
 

@@ -75,12 +75,14 @@ def _activate(config: pytest.Config) -> Any:
     existing = config.stash.get(SESSION_KEY, None)
     if existing is not None:
         return existing
+    from pytest_resilibench.extras import check_run as check_extras
     from pytest_resilibench.session import ResiliSession
 
     session = ResiliSession(read_config(config), rootdir=config.rootpath)
     workerinput = getattr(config, "workerinput", None)
     if workerinput is None:  # the controller checks once for everyone
         try:
+            check_extras(session.config)
             session.task_set  # noqa: B018  # the fixtures, verified: a damaged file stops here
             session.check_models(probe=not (config.option.collectonly or config.option.help))
             session.prepare_gate()
@@ -273,8 +275,29 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     state.finish()
     if state.config.report is not None:
         state.write_report()
+    for report in _verdict_reports(state):  # JUnit XML and the final line show the verdict
+        config.hook.pytest_runtest_logreport(report=report)
     if (state.gate_failed or state.lost) and session.exitstatus == pytest.ExitCode.OK:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def _verdict_reports(state: Any) -> list[pytest.TestReport]:
+    """The run's verdicts as test reports of their own, so that CI UIs reading JUnit XML
+    show a failed gate in red rather than "1500 passed": `resilibench::gate` when a gate was
+    asked for (`--resili-fail-under`, `--resili-baseline`), `resilibench::episodes` when
+    episodes never arrived."""
+    verdicts = []
+    if state.gate_results:
+        failed = [r.line for r in state.gate_results if r.failed]
+        verdicts.append(("gate", failed, [r.line for r in state.gate_results]))
+    if state.lost:
+        verdicts.append(("episodes", list(state.lost), []))
+    return [pytest.TestReport(
+        nodeid=f"resilibench::{name}", location=("resilibench", None, name), keywords={name: 1},
+        outcome="failed" if failed else "passed", when="call",
+        longrepr="\n".join(failed) if failed else None,
+        sections=[("resilibench", "\n".join(lines))] if lines and not failed else [],
+    ) for name, failed, lines in verdicts]
 
 
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:

@@ -6,9 +6,12 @@ import json
 from pathlib import Path
 from typing import Any
 
+import jsonschema
 import pytest
 
-SUITE = Path(__file__).resolve().parents[2] / "suites" / "test_resilibench.py"
+from pytest_resilibench.schemas import report_schema
+
+SUITE = Path(__file__).resolve().parents[2] / "pytest_resilibench" / "suite.py"
 TIMING = ("wall_time_s",)
 
 
@@ -20,7 +23,10 @@ def suite(pytester: pytest.Pytester) -> pytest.Pytester:
 
 
 def load(path: Path) -> dict[str, Any]:
+    """A report the plugin wrote, validated against its published JSON Schema
+    (`resilibench schema report`): every report these tests read is checked."""
     data: dict[str, Any] = json.loads(path.read_text())
+    jsonschema.validate(data, report_schema())
     return data
 
 
