@@ -1,0 +1,47 @@
+"""What the plugin costs a project that does not use it: `pytest --co` of a small unrelated
+project with the plugin installed, against the same run with `-p no:resilibench`, side by
+side and interleaved (so load on the machine hits both alike). Median of N runs each.
+
+    python bench/bench_startup.py [--runs 15]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+TESTS = "".join(f"def test_{i}():\n    assert {i} == {i}\n\n" for i in range(10))
+
+
+def _once(directory: Path, *extra: str) -> float:
+    start = time.perf_counter()
+    subprocess.run([sys.executable, "-m", "pytest", "--co", "-q", "-p", "no:cacheprovider",
+                    *extra], cwd=directory, check=True, capture_output=True)
+    return time.perf_counter() - start
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=15)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        directory = Path(tmp)
+        (directory / "test_unrelated.py").write_text(TESTS)
+        _once(directory)  # warm the file cache and bytecode
+        with_plugin, without = [], []
+        for _ in range(args.runs):
+            with_plugin.append(_once(directory))
+            without.append(_once(directory, "-p", "no:resilibench"))
+    a, b = statistics.median(with_plugin), statistics.median(without)
+    print(f"pytest --co, unrelated project, median of {args.runs}: with the plugin "
+          f"{a * 1000:.0f} ms, -p no:resilibench {b * 1000:.0f} ms, "
+          f"difference {(a - b) * 1000:+.0f} ms")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,63 @@
+"""The built wheel carries everything a run needs: fixtures as package data, the solver as
+`pytest_resilibench.solver` (no top-level `solver`), the suite module; and it runs the
+benchmark from an empty directory with no path of this checkout on `sys.path`."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from pytest_resilibench.tasks import FIXTURES_DIR
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("wheel")
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(out),
+                    str(ROOT)], check=True, capture_output=True)
+    (built,) = out.glob("pytest_resilibench-*.whl")
+    return built
+
+
+def test_the_wheel_holds_one_package_with_its_fixtures(wheel: Path) -> None:
+    names = zipfile.ZipFile(wheel).namelist()
+    tops = {name.split("/")[0] for name in names if not name.split("/")[0].endswith(
+        (".dist-info", ".data"))}
+    assert tops == {"pytest_resilibench"}
+    manifest = json.loads(zipfile.ZipFile(wheel).read("pytest_resilibench/fixtures/manifest.json"))
+    for name in manifest["files"]:
+        packed = zipfile.ZipFile(wheel).read(f"pytest_resilibench/fixtures/{name}")
+        assert packed == (FIXTURES_DIR / name).read_bytes(), name
+    for module in ("solver/dp.py", "solver/ppo.py", "suite.py", "plugin.py"):
+        assert f"pytest_resilibench/{module}" in names
+
+
+def test_the_wheel_runs_the_benchmark_from_an_empty_directory(wheel: Path,
+                                                             tmp_path: Path) -> None:
+    site = tmp_path / "site"
+    zipfile.ZipFile(wheel).extractall(site)
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    env = {**os.environ, "PYTHONPATH": str(site)}
+    where = subprocess.run([sys.executable, "-c", "import pytest_resilibench.tasks as t; "
+                            "print(t.__file__); print(t.FIXTURES_DIR)"],
+                           cwd=empty, env=env, capture_output=True, text=True, check=True)
+    assert all(line.startswith(str(site)) for line in where.stdout.split())
+    for workers in ("0", "2"):
+        report = tmp_path / f"run-{workers}.json"
+        run = subprocess.run(
+            [sys.executable, "-m", "pytest", "-n", workers, "-q", "-p", "no:cacheprovider",
+             "--resili-model=builtin:oracle", "--resili-sample=1", "--resili-variants=optimal",
+             f"--resili-report={report}"], cwd=empty, env=env, capture_output=True, text=True)
+        assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
+        data = json.loads(report.read_text())
+        assert data["received"] == data["expected"] == 15
+        assert data["config"]["fixture_hash"] is not None
