@@ -61,3 +61,4 @@ def test_the_wheel_runs_the_benchmark_from_an_empty_directory(wheel: Path,
         data = json.loads(report.read_text())
         assert data["received"] == data["expected"] == 15
         assert data["config"]["fixture_hash"] is not None
+
