@@ -22,6 +22,7 @@ from mcp.server.lowlevel import Server
 from pytest_resilibench.agents import make_agent
 from pytest_resilibench.environment import Environment, SimulatedEnvironment
 from pytest_resilibench.episode import run_episode
+from pytest_resilibench.fixture_files import write_fixture_file
 from pytest_resilibench.live.server import LOOPBACK, LoopbackServer
 from pytest_resilibench.mcp_environment import McpEnvironment, SharedMcpServer, parse_error_text
 from pytest_resilibench.mcp_server import EpisodeTable, build_server, task_simulator
@@ -44,8 +45,8 @@ CALLS: list[tuple[str, Any]] = [
 
 @pytest.fixture
 def fixtures_dir(tmp_path: Path) -> Path:
-    with gzip.open(tmp_path / "tasks.jsonl.gz", "wt") as fh:
-        fh.write(json.dumps(TASK.to_json()) + "\n")
+    line = json.dumps(TASK.to_json()).encode() + b"\n"
+    write_fixture_file(tmp_path, "tasks.jsonl.gz", gzip.compress(line))
     return tmp_path
 
 

@@ -20,6 +20,7 @@ from jsonschema import Draft202012Validator
 from mcp import Client, MCPError, StdioServerParameters
 
 from pytest_resilibench.cli import main as cli_main
+from pytest_resilibench.fixture_files import write_fixture_file
 from pytest_resilibench.live.server import LOOPBACK, LoopbackServer
 from pytest_resilibench.mcp_server import (
     EPISODE_META_KEY,
@@ -53,8 +54,8 @@ CALLS: list[tuple[str, dict[str, Any]]] = [
 
 @pytest.fixture
 def fixtures_dir(tmp_path: Path) -> Path:
-    with gzip.open(tmp_path / "tasks.jsonl.gz", "wt") as fh:
-        fh.write(json.dumps(TASK.to_json()) + "\n")
+    line = json.dumps(TASK.to_json()).encode() + b"\n"
+    write_fixture_file(tmp_path, "tasks.jsonl.gz", gzip.compress(line))
     return tmp_path
 
 
