@@ -23,7 +23,12 @@ Early stops (stop_reason):
   deterministically. Random failures do not count: they are the luck under test and the turn
   budget already bounds them; stopping on them would cut a sound retry policy short.
 Other stop reasons: `completed`, `max_turns`, `infra_error` (the provider gave up: outcome
-`error`), `harness_error` (a bug here: outcome `error` with the traceback's last frames).
+`error`), `harness_error` (a bug here: outcome `error` with the traceback's last frames),
+`run_returned` (a loop-level agent's `run` returned without `finish()`).
+
+Agents of both shapes (agents/base.py) share these books (`TurnKeeper`): a turn-level agent's
+replies go in as they are, a loop-level agent's calls as the replies they stand for
+(loop_episode.py); `_play` is where the two part.
 """
 
 from __future__ import annotations
