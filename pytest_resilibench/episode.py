@@ -291,7 +291,7 @@ class TurnKeeper:
         completion signal, or a call once the budget is spent (not executed), ends the
         episode."""
         record = self.record
-        _count_tokens(record, reply)
+        self.count_usage(reply.usage)
         record.messages.append(reply.to_message())
         parsed = (parse_native(reply.tool_calls, reply.content) if reply.tool_calls
                   else parse_text(reply.content))
@@ -335,6 +335,10 @@ class TurnKeeper:
             self._end(stop)
         return payload
 
+    def count_usage(self, usage: Mapping[str, Any] | None) -> None:
+        """Add a reply's token usage (OpenAI `usage` keys) to the record."""
+        _count_tokens(self.record, usage)
+
     def end(self, stop_reason: str) -> None:
         """End the episode from outside a reply (a loop-level agent's `run` returned)."""
         if not self.over:
@@ -377,8 +381,8 @@ async def _turn_loop(
             await keeper.answer(reply, parsed)
 
 
-def _count_tokens(record: EpisodeRecord, reply: ModelReply) -> None:
-    usage = reply.usage or {}
+def _count_tokens(record: EpisodeRecord, usage: Mapping[str, Any] | None) -> None:
+    usage = usage or {}
     prompt_tokens = int(usage.get("prompt_tokens", 0) or 0)
     completion_tokens = int(usage.get("completion_tokens", 0) or 0)
     record.tokens["prompt"] += prompt_tokens

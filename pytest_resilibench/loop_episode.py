@@ -3,8 +3,8 @@ OpenAI Agents SDK runner, a planner) plays an episode through it.
 
 `await agent.run(episode)` gets a `LoopEpisode`: `messages` (the variant's prompt as chat
 messages), `tools` (the OpenAI function schemas), `await call(name, arguments)` (one call is
-one turn; the answer is the observation payload a model would see) and `finish()` (the
-completion signal). Each call and `finish()` stands for the reply a model would have sent, in
+one turn; the answer is the observation payload a model would see), `finish()` (the
+completion signal) and `add_usage(usage)` (the tokens its own model spent). Each call and `finish()` stands for the reply a model would have sent, in
 the run's tool mode, and goes through the episode's own books (`episode.TurnKeeper`): the
 same turn accounting, early stops, messages and scoring as a model's episode, so the record
 of a loop-level agent equals that of a model making the same calls.
@@ -67,6 +67,15 @@ class LoopEpisode:
         return copy.deepcopy(tools) if tools is not None else self._registry.to_openai()
 
     @property
+    def task_id(self) -> str:
+        """The task's id, and below the repeat: what a model request carries too."""
+        return self._keeper.record.task_id
+
+    @property
+    def repeat(self) -> int:
+        return self._keeper.record.repeat
+
+    @property
     def over(self) -> bool:
         """Whether the episode has ended (budget, early stop or `finish()`)."""
         return self._keeper.over
@@ -98,6 +107,12 @@ class LoopEpisode:
             # What the model would read: a copy, so that the record stays the agent's to keep.
             observation: dict[str, Any] = json.loads(json.dumps(payload))
             return observation
+
+    def add_usage(self, usage: Mapping[str, int]) -> None:
+        """Count the tokens your model spent (OpenAI `usage` keys: `prompt_tokens`,
+        `completion_tokens`, and where known `reasoning_tokens`, `cached_tokens`), as a
+        model's reply's usage is counted: the record's `tokens` and cost come from them."""
+        self._keeper.count_usage(usage)
 
     def finish(self) -> None:
         """The completion signal (`TASK_COMPLETED`): the agent says the task is done. Ignored

@@ -257,3 +257,18 @@ def test_many_loop_episodes_at_once_keep_their_own_books() -> None:
     alone = [run(Loop(calling([(READER, READ_ARGS), (WRITER, WRITE_ARGS)])), seed=seed)
              for seed in range(8)]
     assert [comparable(r) for r in together] == [comparable(r) for r in alone]
+
+
+def test_the_tokens_a_loop_agent_reports_are_counted_as_a_models() -> None:
+    usage = {"prompt_tokens": 120, "completion_tokens": 9, "reasoning_tokens": 4}
+
+    async def play(episode: LoopEpisode) -> None:
+        assert (episode.task_id, episode.repeat) == (TASK.id, 2)
+        episode.add_usage(usage)
+        await episode.call(READER, READ_ARGS)
+        episode.add_usage(usage)
+        episode.finish()
+
+    rec = run(Loop(play), repeat=2)
+    assert rec.tokens == {"prompt": 240, "completion": 18, "total": 258, "reasoning": 8,
+                          "cached": 0, "replayed": 0}
