@@ -4,10 +4,11 @@ OpenAI Agents SDK runner, a planner) plays an episode through it.
 `await agent.run(episode)` gets a `LoopEpisode`: `messages` (the variant's prompt as chat
 messages), `tools` (the OpenAI function schemas), `await call(name, arguments)` (one call is
 one turn; the answer is the observation payload a model would see), `finish()` (the
-completion signal) and `add_usage(usage)` (the tokens its own model spent). Each call and `finish()` stands for the reply a model would have sent, in
-the run's tool mode, and goes through the episode's own books (`episode.TurnKeeper`): the
-same turn accounting, early stops, messages and scoring as a model's episode, so the record
-of a loop-level agent equals that of a model making the same calls.
+completion signal) and `add_usage(usage)` (the tokens its own model spent). Each call and
+`finish()` stands for the reply a model would have sent, in the run's tool mode, and goes
+through the episode's own books (`episode.TurnKeeper`): the same turn accounting, early stops,
+messages and scoring as a model's episode, so the record of a loop-level agent equals that of
+a model making the same calls.
 
 Past the budget a call is not executed: it answers with a `BUDGET_EXHAUSTED` error and ends
 the episode (stop reason `max_turns`). Once the episode is over (`over`: the budget, an early
