@@ -90,7 +90,8 @@ from planner_agent import Planner
 @pytest.hookimpl(optionalhook=True)
 def pytest_resilibench_make_agent(config, spec):
     with open(os.path.join(str(config.rootpath), "built.log"), "a") as log:
-        log.write(f"{os.environ.get('PYTEST_XDIST_WORKER', 'main')} {spec}\\n")
+        worker = getattr(config, "workerinput", {}).get("workerid", "main")
+        log.write(f"{worker} {spec}\\n")
     if spec == "team:planner":
         return Planner()
     if spec == "team:broken":
