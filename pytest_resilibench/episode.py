@@ -335,6 +335,10 @@ class TurnKeeper:
             self._end(stop)
         return payload
 
+    def progress(self) -> dict[str, int]:
+        """The progress an observation reports: turns used and left, calls, successes."""
+        return self.turns.progress()
+
     def count_usage(self, usage: Mapping[str, Any] | None) -> None:
         """Add a reply's token usage (OpenAI `usage` keys) to the record."""
         _count_tokens(self.record, usage)

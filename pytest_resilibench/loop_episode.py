@@ -103,7 +103,7 @@ class LoopEpisode:
                 return {"tool": _tool_name(name), "status": "error",
                         "error_code": BUDGET_EXHAUSTED,
                         "message": "no turns left: the call was not executed and the episode "
-                                   "is over", "progress": keeper.turns.progress()}
+                                   "is over", "progress": keeper.progress()}
             payload = await keeper.answer(reply, parsed)
             # What the model would read: a copy, so that the record stays the agent's to keep.
             observation: dict[str, Any] = json.loads(json.dumps(payload))
