@@ -10,6 +10,7 @@ import json
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import cast
 
 __all__ = ["main"]
 
@@ -261,12 +262,16 @@ def _cmd_serve_openai(args: argparse.Namespace) -> int:
     kinds = FAULT_KINDS if kinds == ("all",) else kinds
     faults = FaultConfig(rate=args.fault_rate, kinds=kinds, retry_after_s=args.retry_after_s,
                          hold_s=args.hold_s)
-    from pytest_resilibench.agents import make_agent
+    from pytest_resilibench.agents import Agent, agent_shape, make_agent
 
-    served = {}
+    served: dict[str, Agent] = {}
     for item in args.model:  # NAME=builtin:AGENT: a real model's name played by a built-in
-        name, _, agent = item.partition("=")
-        served[name.strip()] = make_agent(agent.strip() or "builtin:adaptive")
+        name, _, spec = item.partition("=")
+        agent = make_agent(spec.strip() or "builtin:adaptive")
+        if agent_shape(agent) != "turn":  # an endpoint answers turns: a loop has none to give
+            raise ValueError(f"{spec.strip()} is a loop-level agent: only turn-level agents "
+                             "(async complete) can answer as a model")
+        served[name.strip()] = cast(Agent, agent)
     server = OpenAITestServer(served, seed=args.seed, latency_ms=args.latency_ms,
                               faults=faults, host=args.host, port=args.port,
                               strict=args.strict, api_key=args.api_key).start()

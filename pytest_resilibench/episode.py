@@ -23,7 +23,12 @@ Early stops (stop_reason):
   deterministically. Random failures do not count: they are the luck under test and the turn
   budget already bounds them; stopping on them would cut a sound retry policy short.
 Other stop reasons: `completed`, `max_turns`, `infra_error` (the provider gave up: outcome
-`error`), `harness_error` (a bug here: outcome `error` with the traceback's last frames).
+`error`), `harness_error` (a bug here: outcome `error` with the traceback's last frames),
+`run_returned` (a loop-level agent's `run` returned without `finish()`).
+
+Agents of both shapes (agents/base.py) share these books (`TurnKeeper`): a turn-level agent's
+replies go in as they are, a loop-level agent's calls as the replies they stand for
+(loop_episode.py); `_play` is where the two part.
 """
 
 from __future__ import annotations
@@ -35,9 +40,17 @@ import traceback
 import weakref
 from collections.abc import AsyncIterator, Iterable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
-from pytest_resilibench.agents.base import Agent, InfrastructureError, ModelReply, ModelRequest
+from pytest_resilibench.agents.base import (
+    Agent,
+    AnyAgent,
+    InfrastructureError,
+    LoopAgent,
+    ModelReply,
+    ModelRequest,
+    agent_shape,
+)
 from pytest_resilibench.environment import Environment, SimulatedEnvironment
 from pytest_resilibench.parsing import ParsedReply, mentions_completion, parse_native, parse_text
 from pytest_resilibench.record import EpisodeRecord, episode_id
@@ -55,6 +68,7 @@ __all__ = [
     "MAX_CONSECUTIVE_ERRORS",
     "REPEAT_LIMIT",
     "EpisodeSpec",
+    "TurnKeeper",
     "format_observation",
     "read_observation",
     "run_episode",
@@ -183,7 +197,7 @@ def _summarise(exc: BaseException) -> str:
 async def run_episode(
     task: Task,
     variant: Variant,
-    agent: Agent,
+    agent: AnyAgent,
     *,
     seed: int,
     repeat: int = 0,
@@ -232,9 +246,10 @@ async def run_episode(
             environment = SimulatedEnvironment(Simulator(
                 registry, EpisodeKey(seed, task.id, repeat), task_tools=task.required_tools,
                 inputs=task.inputs, base_success=base_success, faults=profile))
-        completed = await _turn_loop(
-            record, prompt, agent, environment, task=task, variant=variant, repeat=repeat,
-            base_success=base_success, registry=registry)
+        keeper = TurnKeeper(record, prompt, environment)
+        await _play(keeper, prompt, agent, task=task, variant=variant, repeat=repeat,
+                    base_success=base_success, registry=registry)
+        completed = keeper.completed
     except InfrastructureError as exc:
         record.outcome, record.stop_reason = "error", "infra_error"
         record.infra_error = str(exc) or type(exc).__name__
@@ -257,32 +272,41 @@ def _realistic(task: Task, registry: ToolRegistry, faults: str) -> TaskFaults:
     return task_faults(task, registry)
 
 
-async def _turn_loop(
-    record: EpisodeRecord, prompt: Prompt, agent: Agent, environment: Environment, *,
-    task: Task, variant: Variant, repeat: int, base_success: float, registry: ToolRegistry,
-) -> bool:
-    """Run the turns, filling the record's trajectory; True if the model signalled done."""
-    native = record.tool_mode == "native"
-    messages = record.messages
-    messages.extend(dict(m) for m in prompt.messages)
-    turns = _Turns(record.max_turns)
-    context = {"task": task, "variant": variant, "base_success": base_success,
-               "max_turns": record.max_turns, "tool_mode": record.tool_mode,
-               "registry": registry, "faults": record.faults or "paper"}
-    while True:
-        request = ModelRequest(messages=list(messages), tools=prompt.tools, repeat=repeat,
-                               task_id=task.id, context=context)
-        reply = await agent.complete(request)
-        _count_tokens(record, reply)
-        messages.append(reply.to_message())
+class TurnKeeper:
+    """One episode's books, shared by both agent shapes: a reply goes in (a model's, or the
+    one a loop-level agent's call or `finish()` stands for), its observation comes out, and
+    the record gets the messages, calls, counts and stop reason."""
+
+    def __init__(self, record: EpisodeRecord, prompt: Prompt, environment: Environment) -> None:
+        self.record = record
+        self.environment = environment
+        self.native = record.tool_mode == "native"
+        self.turns = _Turns(record.max_turns)
+        self.completed = False
+        self.over = False
+        record.messages.extend(dict(m) for m in prompt.messages)
+
+    def receive(self, reply: ModelReply) -> ParsedReply | None:
+        """Take a reply into the record; its parse when it asks for a turn, else None: the
+        completion signal, or a call once the budget is spent (not executed), ends the
+        episode."""
+        record = self.record
+        self.count_usage(reply.usage)
+        record.messages.append(reply.to_message())
         parsed = (parse_native(reply.tool_calls, reply.content) if reply.tool_calls
                   else parse_text(reply.content))
         if parsed.completed:
-            record.stop_reason = "completed"
-            return True
-        if turns.used >= record.max_turns:
-            record.stop_reason = "max_turns"
-            return False
+            self.completed = True
+            self._end("completed")
+            return None
+        if self.turns.used >= record.max_turns:
+            self._end("max_turns")
+            return None
+        return parsed
+
+    async def answer(self, reply: ModelReply, parsed: ParsedReply) -> dict[str, Any]:
+        """Play the turn a received reply asks for; the observation payload it gets."""
+        record, turns = self.record, self.turns
         turns.used += 1
         record.turns = turns.used
         call = parsed.call
@@ -293,7 +317,7 @@ async def _turn_loop(
                 "tool": None, "status": "error", "error_code": _FORMAT_ERROR,
                 "message": parsed.problem or "no tool call found"}
         else:
-            result = await environment.call(call.name, call.arguments)
+            result = await self.environment.call(call.name, call.arguments)
             record.calls.append({**result.to_json(), "turn": turns.used})
             record.tool_calls += 1
             turns.note_call(_call_key(call.name, call.arguments), result)
@@ -305,15 +329,64 @@ async def _turn_loop(
         if turns.used >= record.max_turns:
             payload["budget"] = ("no turns left: reply TASK_COMPLETED if the task is done; "
                                  "further tool calls are not executed")
-        messages.extend(_observation_messages(reply, payload, native=native))
+        record.messages.extend(_observation_messages(reply, payload, native=self.native))
         stop = turns.stop_reason()
         if stop is not None:
-            record.stop_reason = stop
-            return False
+            self._end(stop)
+        return payload
+
+    def progress(self) -> dict[str, int]:
+        """The progress an observation reports: turns used and left, calls, successes."""
+        return self.turns.progress()
+
+    def count_usage(self, usage: Mapping[str, Any] | None) -> None:
+        """Add a reply's token usage (OpenAI `usage` keys) to the record."""
+        _count_tokens(self.record, usage)
+
+    def end(self, stop_reason: str) -> None:
+        """End the episode from outside a reply (a loop-level agent's `run` returned)."""
+        if not self.over:
+            self._end(stop_reason)
+
+    def _end(self, stop_reason: str) -> None:
+        self.record.stop_reason = stop_reason
+        self.over = True
 
 
-def _count_tokens(record: EpisodeRecord, reply: ModelReply) -> None:
-    usage = reply.usage or {}
+async def _play(
+    keeper: TurnKeeper, prompt: Prompt, agent: AnyAgent, *, task: Task, variant: Variant,
+    repeat: int, base_success: float, registry: ToolRegistry,
+) -> None:
+    """Play the episode with the agent's own shape: the one place the two shapes part."""
+    if agent_shape(agent) == "loop":
+        from pytest_resilibench.loop_episode import play_loop
+
+        await play_loop(keeper, prompt, cast(LoopAgent, agent), registry=registry)
+        return
+    await _turn_loop(keeper, prompt, cast(Agent, agent), task=task, variant=variant,
+                     repeat=repeat, base_success=base_success, registry=registry)
+
+
+async def _turn_loop(
+    keeper: TurnKeeper, prompt: Prompt, agent: Agent, *,
+    task: Task, variant: Variant, repeat: int, base_success: float, registry: ToolRegistry,
+) -> None:
+    """Ask the model for a reply each turn until the episode is over."""
+    record = keeper.record
+    context = {"task": task, "variant": variant, "base_success": base_success,
+               "max_turns": record.max_turns, "tool_mode": record.tool_mode,
+               "registry": registry, "faults": record.faults or "paper"}
+    while not keeper.over:
+        request = ModelRequest(messages=list(record.messages), tools=prompt.tools,
+                               repeat=repeat, task_id=task.id, context=context)
+        reply = await agent.complete(request)
+        parsed = keeper.receive(reply)
+        if parsed is not None:
+            await keeper.answer(reply, parsed)
+
+
+def _count_tokens(record: EpisodeRecord, usage: Mapping[str, Any] | None) -> None:
+    usage = usage or {}
     prompt_tokens = int(usage.get("prompt_tokens", 0) or 0)
     completion_tokens = int(usage.get("completion_tokens", 0) or 0)
     record.tokens["prompt"] += prompt_tokens
@@ -395,7 +468,7 @@ class EpisodeSpec:
 
 async def run_episodes(
     specs: Iterable[EpisodeSpec],
-    agent: Agent,
+    agent: AnyAgent,
     *,
     concurrency: int = DEFAULT_CONCURRENCY,
     registry: ToolRegistry | None = None,

@@ -269,7 +269,8 @@ def _output_file(text: str) -> Path:
 _OPTIONS: list[tuple[str, Callable[[str], Any] | None, str | None, str]] = [
     ("model", _models, DEFAULT_MODEL,
      "model(s) to evaluate, comma-separated: builtin:NAME (oracle, follower, adaptive, random), "
-     "openai:NAME or a bare model name for an OpenAI-compatible API"),
+     "py:MODULE:FACTORY (your own agent), openai:NAME or a bare model name for an "
+     "OpenAI-compatible API"),
     ("base-url", _url, None, "base URL of an OpenAI-compatible API (vLLM, Ollama, llama.cpp)"),
     ("variants", _choices(VARIANT_KINDS), ",".join(VARIANT_KINDS),
      "prompt variants: baseline, cot, optimal, flawed (or all)"),

@@ -49,6 +49,12 @@ class HarnessFailure(_EpisodeFailure):
     """The harness itself broke in this episode (a bug to report)."""
 
 
+def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
+    from pytest_resilibench import hookspec
+
+    pluginmanager.add_hookspecs(hookspec)
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
     add_options(parser)
 
@@ -78,7 +84,10 @@ def _activate(config: pytest.Config) -> Any:
     from pytest_resilibench.extras import check_run as check_extras
     from pytest_resilibench.session import ResiliSession
 
-    session = ResiliSession(read_config(config), rootdir=config.rootpath)
+    def agent_hook(spec: str) -> object:  # conftests may build agents (hookspec.py)
+        return config.hook.pytest_resilibench_make_agent(config=config, spec=spec)
+
+    session = ResiliSession(read_config(config), rootdir=config.rootpath, agent_hook=agent_hook)
     workerinput = getattr(config, "workerinput", None)
     if workerinput is None:  # the controller checks once for everyone
         try:

@@ -22,7 +22,7 @@ import threading
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
-from pytest_resilibench.agents.base import Agent
+from pytest_resilibench.agents.base import AnyAgent
 from pytest_resilibench.ahead import MIN_CASES, ForkedEpisodes, can_fork, idle_cores
 from pytest_resilibench.cases import Case
 from pytest_resilibench.environment import Environment
@@ -32,7 +32,7 @@ from pytest_resilibench.registry import ToolRegistry
 
 __all__ = ["EpisodeRunner"]
 
-AgentFactory = Callable[[str], Agent]
+AgentFactory = Callable[[str], AnyAgent]
 # May be async: opening an MCP connection is.
 EnvironmentFactory = Callable[[Case], Environment | Awaitable[Environment] | None]
 
@@ -58,7 +58,7 @@ class EpisodeRunner:
         self._environment_factory = environment_factory
         self._inline = inline or (lambda case: False)
         self._window = window or max(64, 4 * config.concurrency)
-        self._agents: dict[str, Agent] = {}
+        self._agents: dict[str, AnyAgent] = {}
         self._futures: dict[str, concurrent.futures.Future[EpisodeRecord]] = {}
         # Who started each case: the feeder (holds a window slot) or an item on demand.
         self._started_by: dict[str, str] = {}
@@ -218,7 +218,7 @@ class EpisodeRunner:
             self._in_flight -= 1
             slots.release()
 
-    def _agent(self, model: str) -> Agent:
+    def _agent(self, model: str) -> AnyAgent:
         with self._lock:  # the item thread (inline cases) and the loop thread both ask
             agent = self._agents.get(model)
             if agent is None:

@@ -8,13 +8,13 @@ reports, the summary, the JSON report and the gate.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from pytest_resilibench.agents.base import Agent
+from pytest_resilibench.agents.base import AnyAgent
 from pytest_resilibench.cases import Case, build_cases
 from pytest_resilibench.options import RunConfig
 from pytest_resilibench.record import EpisodeRecord
@@ -26,9 +26,13 @@ __all__ = ["ResiliSession"]
 
 
 class ResiliSession:
-    def __init__(self, config: RunConfig, *, rootdir: Path) -> None:
+    def __init__(self, config: RunConfig, *, rootdir: Path,
+                 agent_hook: Callable[[str], object] | None = None) -> None:
+        """`agent_hook(spec)`: the agent a `pytest_resilibench_make_agent` implementation
+        builds for a spec, or None to build it here (hookspec.py)."""
         self.config = config
         self.rootdir = rootdir
+        self.agent_hook = agent_hook
         self.runner: EpisodeRunner | None = None
         self.store = EpisodeStore()
         self.received_by_worker: Counter[str] = Counter()
@@ -184,11 +188,29 @@ class ResiliSession:
         """A scripted agent on the simulator does no I/O: nothing to overlap."""
         return self.config.env == "sim" and case.model.startswith("builtin:")
 
-    def _make_agent(self, spec: str) -> Agent:
-        from pytest_resilibench.agents import make_agent
+    def _make_agent(self, spec: str) -> AnyAgent:
+        """The agent of a spec: the one the `pytest_resilibench_make_agent` hook builds when an
+        implementation answers, else the spec family's, with the run's options for it."""
+        if self.agent_hook is not None:
+            from pytest_resilibench.agents.python import call_factory, checked_agent
 
-        if spec.startswith("builtin:"):
-            return make_agent(spec, registry=self.registry, seed=self.config.seed)
+            hook, what = self.agent_hook, "the pytest_resilibench_make_agent hook"
+            made = call_factory(lambda: hook(spec), what)
+            if made is not None:
+                return checked_agent(made, what)
+        from pytest_resilibench.agents import make_agent, spec_family
+
+        options = {"builtin": self._builtin_options, "py": self._no_options,
+                   "openai": self._provider_options}[spec_family(spec)]
+        return make_agent(spec, **options(spec))
+
+    def _builtin_options(self, spec: str) -> dict[str, Any]:
+        return {"registry": self.registry, "seed": self.config.seed}
+
+    def _no_options(self, spec: str) -> dict[str, Any]:
+        return {}  # a `py:` factory configures its agent itself
+
+    def _provider_options(self, spec: str) -> dict[str, Any]:
         cache = None
         if self.config.cache is not None:
             from pytest_resilibench.agents.cache import ModelCallCache
@@ -200,13 +222,12 @@ class ResiliSession:
         max_cost = config.max_cost
         if max_cost is not None and self.workers > 1:  # each process keeps to its share
             max_cost /= self.workers
-        return make_agent(spec, base_url=config.base_url, seed=config.seed,
-                          cache=cache, max_concurrency=config.concurrency,
-                          max_retries=config.retries, timeout_s=config.request_timeout,
-                          temperature=config.temperature, model_args=config.model_args,
-                          api=config.api, max_consecutive_errors=config.max_consecutive_errors,
-                          price=price_of(spec, load_prices(config.prices)),
-                          max_cost_usd=max_cost)
+        return {"base_url": config.base_url, "seed": config.seed, "cache": cache,
+                "max_concurrency": config.concurrency, "max_retries": config.retries,
+                "timeout_s": config.request_timeout, "temperature": config.temperature,
+                "model_args": config.model_args, "api": config.api,
+                "max_consecutive_errors": config.max_consecutive_errors,
+                "price": price_of(spec, load_prices(config.prices)), "max_cost_usd": max_cost}
 
     async def _mcp_environment(self, case: Case) -> Any:
         """The episode's simulator behind our MCP server over stdio: the same luck as in

@@ -1,14 +1,23 @@
-"""The agent protocol: what the episode runner asks of any model, built-in or remote."""
+"""The agent protocols: what the episode runner asks of any agent, built-in or remote.
+
+Two shapes. A turn-level `Agent` is asked for one reply per turn (`complete`), as a model is;
+the episode owns the loop. A `LoopAgent` owns its loop (`run(episode)`) and makes its calls
+through the episode handle (`loop_episode.LoopEpisode`); the episode keeps the same books.
+"""
 
 from __future__ import annotations
 
+import inspect
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeAlias, runtime_checkable
 
-__all__ = ["Agent", "InfrastructureError", "MalformedReply", "ModelReply", "ModelRequest",
-           "ToolCall", "error_cause"]
+if TYPE_CHECKING:
+    from pytest_resilibench.loop_episode import LoopEpisode
+
+__all__ = ["Agent", "AnyAgent", "InfrastructureError", "LoopAgent", "MalformedReply",
+           "ModelReply", "ModelRequest", "ToolCall", "agent_shape", "error_cause"]
 
 
 class InfrastructureError(Exception):
@@ -83,3 +92,39 @@ class Agent(Protocol):
     async def complete(self, request: ModelRequest) -> ModelReply: ...
 
     async def aclose(self) -> None: ...
+
+
+@runtime_checkable
+class LoopAgent(Protocol):
+    """An agent that owns its loop: `run` plays one episode through the handle it is given
+    (any number of episodes may run at once, each with its own handle)."""
+
+    name: str
+
+    async def run(self, episode: LoopEpisode) -> None: ...
+
+    async def aclose(self) -> None: ...
+
+
+AnyAgent: TypeAlias = "Agent | LoopAgent"
+# The members each shape needs, async ones first: what `agent_shape` checks.
+_SHAPES: dict[str, tuple[str, ...]] = {"turn": ("complete", "aclose"), "loop": ("run", "aclose")}
+
+
+def agent_shape(agent: object) -> Literal["turn", "loop"]:
+    """Which shape `agent` has: "turn" (`async complete(request)`) or "loop"
+    (`async run(episode)`); both need `name` and `async aclose()`. Raises ValueError saying
+    what is missing, so a bad agent stops a run at start-up, not in every episode."""
+    shapes = [shape for shape, (entry, _) in _SHAPES.items() if hasattr(agent, entry)]
+    what = f"{type(agent).__name__} object"
+    if len(shapes) != 1:
+        have = "both" if shapes else "neither"
+        raise ValueError(f"{what} has {have} of `async def complete(self, request)` (a turn-level "
+                         "agent) and `async def run(self, episode)` (a loop-level agent)")
+    shape = shapes[0]
+    for member in _SHAPES[shape]:
+        if not inspect.iscoroutinefunction(getattr(agent, member, None)):
+            raise ValueError(f"{what}: `{member}` must be an `async def` method")
+    if not isinstance(getattr(agent, "name", None), str):
+        raise ValueError(f"{what} has no `name` string attribute")
+    return "turn" if shape == "turn" else "loop"

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from pytest_resilibench.agents.base import Agent, InfrastructureError
+from pytest_resilibench.agents.base import AnyAgent, InfrastructureError
 
 __all__ = ["hint_for", "merge_stats", "probe_agent"]
 
@@ -34,7 +34,7 @@ def hint_for(exc: InfrastructureError) -> str:
     return "check --resili-model and --resili-base-url"
 
 
-async def probe_agent(agent: Agent, spec: str, *, probe: bool = True) -> None:
+async def probe_agent(agent: AnyAgent, spec: str, *, probe: bool = True) -> None:
     """Probe `agent` when it can be probed (real models), then close it. Raises ValueError
     (a usage error at start-up) quoting the server's answer."""
     try:

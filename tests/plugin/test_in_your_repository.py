@@ -21,8 +21,9 @@ def test_two():
     with open(os.environ["MODULES_OUT"], "w") as fh:
         json.dump(sorted(sys.modules), fh)
 """
+# The hook spec too: a conftest's `pytest_resilibench_make_agent` needs it registered first.
 OURS = {"pytest_resilibench", "pytest_resilibench.plugin", "pytest_resilibench.options",
-        "pytest_resilibench.names"}
+        "pytest_resilibench.names", "pytest_resilibench.hookspec"}
 
 
 def _modules(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, *args: str) -> set[str]:

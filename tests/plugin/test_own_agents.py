@@ -1,0 +1,150 @@
+"""Bring your own agent, end to end: `--resili-model=py:MODULE:FACTORY` from a module outside
+the test directory (both shapes: the docs/examples agents), and the
+`pytest_resilibench_make_agent` hook from a conftest.py, with and without xdist."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from tests.plugin.conftest import comparable, load
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "docs" / "examples"
+PLANNER, TURN = "py:planner_agent:make_agent", "py:turn_agent:make_agent"
+SMALL = ["--resili-sample=1", "--resili-variants=optimal", "-p", "no:cacheprovider"]
+VERDICT = ("outcome", "conditions", "turns", "tool_calls", "stop_reason", "task_id")
+
+
+@pytest.fixture
+def outside(suite: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
+    """The suite, with docs/examples importable through PYTHONPATH only (not the test folder):
+    how a team's agent package reaches pytest and every xdist worker."""
+    monkeypatch.setenv("PYTHONPATH", str(EXAMPLES))
+    return suite
+
+
+def by_model(report: dict) -> dict[str, list[tuple]]:
+    out: dict[str, list[tuple]] = {}
+    for ep in sorted(report["episodes"], key=lambda ep: ep["task_id"]):
+        out.setdefault(ep["model"], []).append(tuple(str(ep[k]) for k in VERDICT))
+    return out
+
+
+def test_both_shapes_from_an_outside_module_match_the_plan_follower_with_and_without_xdist(
+    outside: pytest.Pytester,
+) -> None:
+    reports = {}
+    for workers in ("0", "2"):
+        path = outside.path / f"n{workers}.json"
+        result = outside.runpytest_subprocess(
+            *SMALL, f"--resili-model={PLANNER},{TURN},builtin:follower", "-n", workers,
+            f"--resili-report={path}")
+        assert result.ret == 0, result.stdout.str()[-2000:]
+        reports[workers] = load(path)
+    assert comparable(reports["0"]) == comparable(reports["2"])
+    verdicts = by_model(reports["0"])
+    assert len(verdicts[PLANNER]) == 15
+    # Both examples follow the optimal plan with retries, as builtin:follower does: the same
+    # verdict on every task, so they reach the optimal plan's success.
+    assert verdicts[PLANNER] == verdicts[TURN] == verdicts["builtin:follower"]
+
+
+@pytest.mark.parametrize(("spec", "message"), [
+    ("py:no_such_agents:make", "*--resili-model py:no_such_agents:make: no module named "
+                               "'no_such_agents': install it*"),
+    ("py:planner_agent:nothing", "*module 'planner_agent' has no attribute 'nothing'*"),
+    ("py:team_agents:broken", "*py:team_agents:broken raised RuntimeError: set TEAM_KEY*"),
+    ("py:team_agents:shapeless", "*returned an unusable agent: Shapeless object has neither*"),
+    ("py:planner_agent", "*a Python agent is named py:MODULE:FACTORY*"),
+])
+def test_a_bad_py_spec_is_one_usage_error_at_start_up(
+    suite: pytest.Pytester, spec: str, message: str,
+) -> None:
+    suite.syspathinsert(EXAMPLES)
+    outside = suite.mkdir("outside")
+    (outside / "team_agents.py").write_text(textwrap.dedent("""
+        def broken():
+            raise RuntimeError("set TEAM_KEY")
+
+        class Shapeless:
+            name = "shapeless"
+
+        def shapeless():
+            return Shapeless()
+    """))
+    suite.syspathinsert(outside)
+    result = suite.runpytest(*SMALL, f"--resili-model={spec}")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([message])
+    assert "Traceback" not in result.stdout.str() + result.stderr.str()
+    assert "INTERNALERROR" not in result.stdout.str() + result.stderr.str()
+
+
+CONFTEST = '''
+import os
+import pytest
+from planner_agent import Planner
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_resilibench_make_agent(config, spec):
+    with open(os.path.join(str(config.rootpath), "built.log"), "a") as log:
+        worker = getattr(config, "workerinput", {}).get("workerid", "main")
+        log.write(f"{worker} {spec}\\n")
+    if spec == "team:planner":
+        return Planner()
+    if spec == "team:broken":
+        raise RuntimeError("the team's agent server is not configured")
+    if spec == "team:shapeless":
+        return object()
+    return None  # the plugin builds the others
+'''
+
+
+def test_a_conftest_hook_builds_agents_for_any_spec_in_every_worker(
+    outside: pytest.Pytester,
+) -> None:
+    outside.makeconftest(CONFTEST)
+    log = outside.path / "built.log"
+    reports = {}
+    for workers in ("0", "2"):
+        log.unlink(missing_ok=True)
+        path = outside.path / f"n{workers}.json"
+        result = outside.runpytest_subprocess(
+            *SMALL, "--resili-model=team:planner,builtin:follower", "-n", workers,
+            f"--resili-report={path}")
+        assert result.ret == 0, result.stdout.str()[-2000:]
+        reports[workers] = load(path)
+        built = set(log.read_text().splitlines())
+        processes = {"main"} if workers == "0" else {"main", "gw0", "gw1"}
+        # the controller checks each spec; each process that runs episodes builds its own
+        assert built == {f"{p} {s}" for p in processes for s in ("team:planner",
+                                                                  "builtin:follower")}
+    assert comparable(reports["0"]) == comparable(reports["2"])
+    verdicts = by_model(reports["0"])
+    assert verdicts["team:planner"] == verdicts["builtin:follower"]
+
+
+def test_a_failing_hook_is_one_usage_error(outside: pytest.Pytester) -> None:
+    outside.makeconftest(CONFTEST)
+    outside.syspathinsert(EXAMPLES)
+    for spec, message in [
+        ("team:broken", "*--resili-model team:broken: the pytest_resilibench_make_agent hook "
+                        "raised RuntimeError: the team's agent server is not configured*"),
+        ("team:shapeless", "*--resili-model team:shapeless: the pytest_resilibench_make_agent "
+                           "hook returned an unusable agent: object object has neither*"),
+    ]:
+        result = outside.runpytest(*SMALL, f"--resili-model={spec}")
+        assert result.ret == pytest.ExitCode.USAGE_ERROR
+        result.stderr.fnmatch_lines([message])
+        assert "Traceback" not in result.stdout.str() + result.stderr.str()
+
+
+def test_a_conftest_with_the_hook_loads_where_the_plugin_is_off(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makeconftest(CONFTEST.replace("from planner_agent import Planner\n", ""))
+    pytester.makepyfile(test_plain="def test_plain():\n    assert True\n")
+    result = pytester.runpytest("-p", "no:resilibench", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1)
