@@ -55,7 +55,7 @@ from pytest_resilibench.environment import Environment, SimulatedEnvironment
 from pytest_resilibench.parsing import ParsedReply, mentions_completion, parse_native, parse_text
 from pytest_resilibench.record import EpisodeRecord, episode_id
 from pytest_resilibench.registry import ToolRegistry, default_registry
-from pytest_resilibench.scoring import deviation, score_calls
+from pytest_resilibench.scoring import Deliverable, deliverable_of, deviation, score_calls
 from pytest_resilibench.simulator import DEFAULT_BASE_SUCCESS, CallResult, EpisodeKey, Simulator
 from pytest_resilibench.tasks import Task
 
@@ -414,7 +414,8 @@ def _score(
         alternatives = profile.alternatives
         record.events = events_met(record.calls, alternatives)
     score = score_calls(record.calls, task.required_tools, completed=completed,
-                        registry=registry, alternatives=alternatives)
+                        registry=registry, alternatives=alternatives,
+                        deliverable=_deliverable(task, registry))
     if record.outcome != "error":
         record.outcome = score.outcome
     record.conditions = score.conditions.to_json()
@@ -449,6 +450,21 @@ def _reference(task: Task) -> list[dict[str, Any]]:
         _REFERENCES.clear()
     _REFERENCES[id(task)] = (weakref.ref(task), reference)
     return reference
+
+
+_DELIVERABLES: dict[int, tuple[weakref.ref[Task], ToolRegistry, Deliverable]] = {}
+
+
+def _deliverable(task: Task, registry: ToolRegistry) -> Deliverable:
+    """The task's deliverable (memoised per task object, as `_reference`)."""
+    found = _DELIVERABLES.get(id(task))
+    if found is not None and found[0]() is task and found[1] is registry:
+        return found[2]
+    deliverable = deliverable_of(task, registry)
+    if len(_DELIVERABLES) >= _REFERENCES_SIZE:
+        _DELIVERABLES.clear()
+    _DELIVERABLES[id(task)] = (weakref.ref(task), registry, deliverable)
+    return deliverable
 
 
 # --- many episodes at once ------------------------------------------------------------------

@@ -12,7 +12,16 @@ and shared keywords score a candidate; ties break by name.
 Record: `{"flaw", "severity", "changes": [...]}`, one change per edit, each with its `kind`
 (moved, removed, duplicated, replaced, drifted, parameter, format, source), the `tool` and where:
 `index` is the step's position in the parent plan (moved: `from`/`to` positions at the time of the
-move; duplicated: the copy lands `at`), plus the old and new tool or value.
+move; duplicated: the copy lands `at`), plus the old and new tool or value; a swapped-in tool's
+`arguments`; for parameter and data-flow edits whether the simulator `accepted` the wrong value
+(the deliverable is then wrong) or refuses it.
+
+Injected steps read like genuine ones (`plan_text.shown_plan` words both): a swapped-in tool is
+one the task's values fit (`task_value`: its own value, else another input's of the same kind),
+and a wrong value is plausible (another input's value, a near-miss path or enum value).
+At light severity parameter_error and logical_inconsistency make one edit the simulator refuses
+when run; medium and severe add edits it accepts, that only a reader of the plan against the
+task catches (the output condition, scoring.py).
 """
 
 from __future__ import annotations
@@ -20,11 +29,12 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
-from functools import lru_cache
 from typing import Any
 
+from pytest_resilibench.plan_text import plan_advice, shown_plan
 from pytest_resilibench.registry import DATA_FORMATS, Role, ToolRegistry, ToolSpec, default_registry
 from pytest_resilibench.rng import DrawStream
+from pytest_resilibench.simulator import LOCATION_PARAMS
 from pytest_resilibench.tasks import Task
 from pytest_resilibench.workflow import PlanStep, Workflow
 
@@ -34,8 +44,7 @@ __all__ = [
     "SEVERITY_CHANGES",
     "inject_flaw",
     "similar_tools",
-    "tool_purpose",
-    "with_purposes",
+    "task_value",
 ]
 
 FLAWS = (
@@ -52,34 +61,13 @@ SEVERITY_CHANGES = {"light": 1, "medium": 2, "severe": 3}
 
 # Parameters that carry data flow rather than a task-bound value.
 _FLOW_PARAMS = ("source", "format")
-_PLACEHOLDER_PURPOSE = re.compile(r"^\s*(step\s*\d+)?\s*$", re.IGNORECASE)
-# How many of the most similar tools a swap draws from (variety without absurd swaps).
+# How many of the most similar tools a swap draws from (variety without absurd swaps), among
+# how many of the most similar ones (those the task's values fit).
 _TOP_CANDIDATES = 3
+SIMILAR_WINDOW = 10
 
 
-# --- purposes and similarity --------------------------------------------------------------------
-def tool_purpose(spec: ToolSpec) -> str:
-    """A short purpose for a step: the first clause of the tool's description."""
-    return _first_clause(spec.description)
-
-
-@lru_cache(maxsize=256)
-def _first_clause(text: str) -> str:
-    return re.split(r"[,:;.]", text, maxsplit=1)[0].strip()
-
-
-def with_purposes(workflow: Workflow, registry: ToolRegistry) -> Workflow:
-    """The workflow with placeholder purposes ("step 3", "") replaced by the tools' purposes,
-    so that every step of a plan, flawed or not, reads alike (a "step 3" shown second would
-    give a reordering away)."""
-    steps = tuple(
-        PlanStep(s.tool, tool_purpose(registry[s.tool]), s.arguments, s.on_failure)
-        if s.tool in registry and _PLACEHOLDER_PURPOSE.match(s.purpose) else s
-        for s in workflow.steps
-    )
-    return Workflow(steps, workflow.advice)
-
-
+# --- similarity -------------------------------------------------------------------------------
 def _similarity(a: ToolSpec, b: ToolSpec) -> int:
     shared = len(set(a.keywords) & set(b.keywords))
     return (shared + 3 * (a.category == b.category) + 2 * (a.role == b.role)
@@ -112,6 +100,15 @@ def _ranking(registry: ToolRegistry, name: str, other_function: bool) -> tuple[s
 
 
 # --- the plan as the simulator will see it --------------------------------------------------
+@dataclass(frozen=True)
+class _Flow:
+    """What a step consumes and produces if every step succeeds in order."""
+
+    consumed: str  # data format
+    produced: str
+    producer: int | None  # the index of the step whose output it consumes
+
+
 @dataclass
 class _Plan:
     """A plan being edited, with what the injectors need to know about it."""
@@ -127,57 +124,78 @@ class _Plan:
     def depends_on(self, later: str, earlier: str) -> bool:
         return earlier in self.registry.dependencies(later, self.parent_tools)
 
-    def formats(self) -> list[tuple[str, str]]:
-        """(consumed, produced) data format of each step if every step succeeds in order,
-        mirroring the simulator's default input (latest output of a dependency, else latest)."""
+    def flow(self) -> list[_Flow]:
+        """Each step's data if every step succeeds in order, mirroring the simulator's
+        default input (the latest output of a dependency, else the latest output)."""
         data_format = str(self.task.inputs.get("format", "json"))
-        latest_by_tool: dict[str, str] = {}
-        latest: str | None = None
-        flow = []
-        for step in self.steps:
+        latest_by_tool: dict[str, int] = {}
+        latest: int | None = None
+        flow: list[_Flow] = []
+        for i, step in enumerate(self.steps):
             spec = self.registry.get(step.tool)
             if spec is None:
-                flow.append((data_format, data_format))
+                flow.append(_Flow(data_format, data_format, None))
                 continue
-            consumed = data_format
+            producer: int | None = None
             source = step.arguments.get("source")
             if isinstance(source, str) and source.split("#")[0] in latest_by_tool:
-                consumed = latest_by_tool[source.split("#")[0]]
+                producer = latest_by_tool[source.split("#")[0]]
             elif spec.role is not Role.SOURCE and "source" in _properties(spec):
-                deps = [d for d in self.registry.dependencies(spec.name, self.task.required_tools)
+                deps = [latest_by_tool[d] for d in
+                        self.registry.dependencies(spec.name, self.task.required_tools)
                         if d in latest_by_tool]
-                consumed = latest_by_tool[deps[-1]] if deps else (latest or data_format)
-            produced = _produced_format(spec, step.arguments, consumed)
-            latest_by_tool[spec.name] = latest = produced
-            flow.append((consumed, produced))
+                producer = max(deps) if deps else latest
+            consumed = data_format if producer is None else flow[producer].produced
+            flow.append(_Flow(consumed, _produced_format(spec, step.arguments, consumed),
+                              producer))
+            latest_by_tool[spec.name] = latest = i
         return flow
 
-    def arguments_for(self, spec: ToolSpec, index: int, old: Mapping[str, Any]) -> dict[str, Any]:
-        """Arguments that make a valid call of a swapped-in tool: task values where the task
-        has them, the old step's values where they fit, schema defaults otherwise."""
-        props = _properties(spec)
+    def formats(self) -> list[tuple[str, str]]:
+        return [(f.consumed, f.produced) for f in self.flow()]
+
+    def lineage(self, index: int, flow: Sequence[_Flow]) -> set[str]:
+        """The tools whose outputs the step's output descends from (itself included)."""
+        tools: set[str] = set()
+        at: int | None = index
+        while at is not None and self.steps[at].tool not in tools:
+            tools.add(self.steps[at].tool)
+            at = flow[at].producer
+        return tools
+
+    def feeds_deliverable(self, index: int) -> bool:
+        """Whether the last step's output descends from the step's (the output step is
+        last in every plan a flaw starts from)."""
+        return self.steps[index].tool in self.lineage(len(self.steps) - 1, self.flow())
+
+    def arguments_for(self, spec: ToolSpec, index: int) -> dict[str, Any] | None:
+        """A genuine-looking call of a swapped-in tool: its required parameters (as a
+        genuine step shows), each with a value of the task (its own, else another input's
+        value of the same kind); None when the task has no fitting value for one."""
         args: dict[str, Any] = {}
+        props = _properties(spec)
         for param in spec.required_parameters:
             if param == "format":
+                args[param] = self.formats()[index][0] if index < len(self.steps) else "json"
                 continue
-            if param in self.task.inputs:
-                args[param] = self.task.inputs[param]
-            elif param in old:
-                args[param] = old[param]
-            else:
-                args[param] = _default_value(param, props[param])
-        if "format" in props and ("format" in spec.required_parameters or "format" in old):
-            args["format"] = self.formats()[index][0] if index < len(self.steps) else "json"
+            value = task_value(param, props.get(param, {}), self.task.inputs)
+            if value is None:
+                return None
+            args[param] = value
         return dict(sorted(args.items()))
 
+    def fits(self, tool: str) -> bool:
+        spec = self.registry.get(tool)
+        return spec is not None and self.arguments_for(spec, 0) is not None
+
     def swap(self, index: int, tool: str) -> PlanStep:
-        """Put `tool` at `index` with valid arguments of its own and its own purpose."""
+        """Put `tool` at `index` with task values for its own arguments."""
         old = self.steps[index]
         spec = self.registry[tool]
-        self.steps[index] = PlanStep(tool=tool, purpose=tool_purpose(spec), arguments={},
+        arguments = self.arguments_for(spec, index)
+        assert arguments is not None, f"{tool} does not fit the task"
+        self.steps[index] = PlanStep(tool=tool, purpose="", arguments=arguments,
                                      on_failure=old.on_failure)
-        self.steps[index] = replace(self.steps[index],
-                                    arguments=self.arguments_for(spec, index, old.arguments))
         return old
 
     def permutation(self, indices: Sequence[int]) -> list[int]:
@@ -202,42 +220,41 @@ def _produced_format(spec: ToolSpec, arguments: Mapping[str, Any], consumed: str
     return spec.output_format
 
 
-_DEFAULT_STRINGS = {
-    "url": "https://api.example.com/data",
-    "target_url": "https://api.example.com/submit",
-    "path": "data/input.csv",
-    "destination": "output/result.json",
-    "directory": "data",
-    "route_to": "primary-service",
-    "endpoint": "db://warehouse",
-    "service": "data-api",
-    "recipient": "ops-team@example.com",
-    "queue_name": "jobs",
-    "job_name": "workflow-job",
-    "condition": "value > 0",
-    "expression": "sum(value)",
-    "target_schema": "standard",
-    "message": "step completed",
-    "key": "intermediate",
-    "event": "step_completed",
-    "group_by": "category",
-}
+# Parameters whose values are alike in kind: a swapped-in tool that needs one the task lacks
+# takes another input's value of its kind (a job named like the task's queue), never a
+# placeholder (a step carrying `https://api.example.com` would mark itself as injected).
+_KINDS: tuple[frozenset[str], ...] = (
+    frozenset({"url", "target_url"}),
+    frozenset({"path", "destination", "directory"}),
+    frozenset({"route_to", "service", "queue_name", "job_name", "recipient", "key", "event",
+               "target_schema", "message"}),
+    frozenset({"condition", "expression"}),
+)
 
 
-def _default_value(param: str, schema: Mapping[str, Any]) -> Any:
-    """A schema-valid, plausible value for a parameter the task does not fix."""
-    if "default" in schema:
-        return schema["default"]
-    if "enum" in schema:
-        return schema["enum"][0]
-    kind = schema.get("type")
-    if kind == "integer":
-        return int(schema.get("minimum", 1))
-    if kind == "boolean":
-        return False
-    if kind == "array":
-        return []
-    return _DEFAULT_STRINGS.get(param, param.replace("_", "-"))
+def task_value(param: str, schema: Mapping[str, Any], inputs: Mapping[str, Any]) -> Any:
+    """The task's value for `param`, else another input's value of the same kind that the
+    schema allows (deterministic: inputs in key order), else None."""
+    if param in inputs:
+        return inputs[param]
+    kind = next((k for k in _KINDS if param in k), frozenset())
+    for key in sorted(inputs):
+        value = inputs[key]
+        if key == "format" or not (
+                key in kind or ("enum" in schema and key not in LOCATION_PARAMS)):
+            continue
+        if "enum" in schema and value not in schema["enum"]:
+            continue
+        if schema.get("type") == "integer" and not isinstance(value, int):
+            continue
+        if "pattern" in schema and not re.match(schema["pattern"], str(value)):
+            continue
+        return value
+    if schema.get("type") == "integer" and "enum" not in schema:
+        found = [v for k, v in sorted(inputs.items()) if isinstance(v, int)
+                 and not isinstance(v, bool)]
+        return found[0] if found else None
+    return None
 
 
 # --- the seven injectors -------------------------------------------------------------------------
@@ -293,17 +310,19 @@ def _redundant_operations(plan: _Plan, count: int) -> list[Change]:
 
 
 def _tool_misuse(plan: _Plan, count: int) -> list[Change]:
-    """Swap steps for similar tools that do something else (a different operation)."""
+    """Swap steps for similar tools that do something else (a different operation) and that
+    the task's values fit (a step needing values the task lacks would give itself away)."""
     steps, changes = plan.steps, list[Change]()
     for i in plan.permutation(range(len(steps)))[:count]:
         in_plan = [s.tool for s in steps]
-        candidates = similar_tools(plan.registry, steps[i].tool, other_function=True,
-                                   exclude=in_plan)[:_TOP_CANDIDATES]
+        candidates = [t for t in similar_tools(plan.registry, steps[i].tool, other_function=True,
+                                               exclude=in_plan)[:SIMILAR_WINDOW]
+                      if plan.fits(t)][:_TOP_CANDIDATES]
         if not candidates:
             continue
         old = plan.swap(i, plan.stream.choice(candidates))
         changes.append({"kind": "replaced", "index": i, "tool": old.tool,
-                        "new_tool": steps[i].tool})
+                        "new_tool": steps[i].tool, "arguments": dict(steps[i].arguments)})
     return changes
 
 
@@ -314,84 +333,117 @@ def _semantic_drift(plan: _Plan, count: int) -> list[Change]:
     used = set(plan.parent_tools)
     previous = steps[start - 1].tool if start > 0 else steps[0].tool
     for i in range(start, len(steps)):
-        candidates = similar_tools(plan.registry, previous, exclude=used)
+        candidates = [t for t in similar_tools(plan.registry, previous, exclude=used)
+                      [:SIMILAR_WINDOW] if plan.fits(t)]
         if not candidates:
             break
         new = plan.stream.choice(candidates[:_TOP_CANDIDATES])
         old = plan.swap(i, new)
         used.add(new)
         changes.append({"kind": "drifted", "index": i, "tool": old.tool, "new_tool": new,
-                        "neighbour_of": previous})
+                        "neighbour_of": previous, "arguments": dict(steps[i].arguments)})
         previous = new
     return changes
 
 
 def _parameter_error(plan: _Plan, count: int) -> list[Change]:
-    """Put a wrong value in one parameter of `count` steps: one that breaks the tool's schema
-    or contradicts the task's inputs (the simulator answers INVALID_INPUT either way)."""
+    """Put a wrong value in one parameter of `count` steps. The first is refused when run (a
+    value that breaks the tool's schema, or a location the task does not have); the others
+    are accepted, and make the wrong deliverable (another function, a near-miss destination):
+    only a reader who checks the plan against the task catches those (the output condition,
+    scoring.py)."""
     steps, changes = plan.steps, list[Change]()
-    for i in plan.permutation(range(len(steps))):
-        if len(changes) == count:
+    order = plan.permutation(range(len(steps)))
+    for accepted in [False] + [True] * (count - 1):
+        change = next((c for i in order if i not in {c["index"] for c in changes}
+                       and (c := _corrupt(plan, i, accepted)) is not None), None)
+        if change is None:  # none of that kind in this plan: the other kind
+            change = next((c for i in order if i not in {c["index"] for c in changes}
+                           and (c := _corrupt(plan, i, not accepted)) is not None), None)
+        if change is None:
             break
-        change = _corrupt(plan, i)
-        if change is not None:
-            changes.append(change)
+        changes.append(change)
     return changes
 
 
-def _corrupt(plan: _Plan, index: int) -> Change | None:
+def _corrupt(plan: _Plan, index: int, accepted: bool) -> Change | None:
+    """A wrong value in step `index`: refused at run time, or `accepted` (a task value that
+    says what to make, swapped for a plausible other one)."""
     step = plan.steps[index]
     spec = plan.registry.get(step.tool)
     if spec is None:
         return None
     props = _properties(spec)
-    present = [p for p in sorted(step.arguments) if p not in _FLOW_PARAMS and p in props]
-    # Prefer a value the task fixes (a wrong path reads as a slip); else add a bad option.
-    bound = [p for p in present if p in plan.task.inputs]
-    absent = [p for p in sorted(props) if p not in _FLOW_PARAMS and p not in step.arguments]
-    pool = bound or present or absent
+    inputs = plan.task.inputs
+    bound = [p for p in sorted(step.arguments) if p in props and p not in _FLOW_PARAMS
+             and p in inputs]
+    if accepted:
+        if not plan.feeds_deliverable(index):
+            return None  # a wrong value off the deliverable's lineage would change nothing
+        pool = [p for p in bound if p not in LOCATION_PARAMS]
+    else:
+        pool = [p for p in bound if p in LOCATION_PARAMS] or [
+            p for p in sorted(props) if p not in _FLOW_PARAMS
+            and ("enum" in props[p] or props[p].get("type") == "integer")
+            and p not in inputs]
     if not pool:
         return None
     param = plan.stream.choice(pool)
     old = step.arguments.get(param)
-    new = _wrong_value(param, props[param], old, param in plan.task.inputs, plan.stream)
+    new = _wrong_value(param, props[param], old, inputs, accepted, plan.stream)
+    if new is None or new == old:
+        return None
     arguments = dict(sorted({**step.arguments, param: new}.items()))
     schema_errors = plan.registry.argument_errors(spec.name, arguments)
-    contradicts = param in plan.task.inputs and new != plan.task.inputs[param]
-    if not schema_errors and not contradicts:
+    refused = bool(schema_errors) or (param in LOCATION_PARAMS and new != inputs.get(param))
+    if accepted == refused:
         return None
     plan.steps[index] = replace(step, arguments=arguments)
+    violates = "schema" if schema_errors else ("task_inputs" if not accepted else "deliverable")
     return {"kind": "parameter", "index": index, "tool": step.tool, "parameter": param,
-            "old": old, "new": new, "violates": "schema" if schema_errors else "task_inputs"}
+            "old": old, "new": new, "violates": violates, "accepted": accepted}
 
 
-_NOT_IN_ENUM = ("average", "auto", "full", "standard", "all", "median")
+# Near misses of an enum value the schema refuses (what a model might guess).
+_NOT_IN_ENUM = {"sum": "total", "mean": "average", "count": "tally", "min": "minimum",
+                "max": "maximum", "csv": "tsv", "json": "jsonl", "normalize": "normalise",
+                "daily": "every day", "hourly": "every hour", "weekly": "every week",
+                "once": "one-off", "statistical": "statistics", "minimize": "minimise",
+                "maximize": "maximise"}
 _SUFFIXES = ("_old", "_backup", "_v0", "_tmp")
 
 
 def _wrong_value(
-    param: str, schema: Mapping[str, Any], old: Any, bound: bool, stream: DrawStream
+    param: str, schema: Mapping[str, Any], old: Any, inputs: Mapping[str, Any], accepted: bool,
+    stream: DrawStream,
 ) -> Any:
-    """A plausible-looking wrong value: another allowed value where the task fixes one (it
-    contradicts the task), else a value outside the schema."""
+    """A plausible wrong value (None: none plausible). Accepted: another allowed value of an
+    enum, another of the integers tasks use, a near miss of a string. Refused: another input's
+    value of the same kind (a URL where a path goes), a near-miss location, a near miss of an
+    enum value outside the enum, an integer past the maximum."""
     if "enum" in schema:
-        others = [v for v in schema["enum"] if v != old]
-        if bound and others:
-            return stream.choice(others)
-        return stream.choice([v for v in _NOT_IN_ENUM if v not in schema["enum"]])
+        if accepted:
+            others = [v for v in schema["enum"] if v != old]
+            return stream.choice(others) if others else None
+        base = old if old is not None else schema.get("default", schema["enum"][0])
+        miss = _NOT_IN_ENUM.get(str(base), f"{base}s")
+        return miss if miss not in schema["enum"] else None
     kind = schema.get("type")
     if kind == "integer":
+        if accepted and isinstance(old, int):
+            return stream.choice([v for v in (7, 12, 14, 30, 90) if v != old])
         hi = schema.get("maximum")
-        return hi + stream.randint(1, 10) if hi is not None else -stream.randint(1, 10)
-    if kind == "boolean":
-        return stream.choice(("yes", "no"))
-    if kind == "array":
-        return stream.choice(("all", "*"))
-    if bound and isinstance(old, str) and old:
-        return _mutate_string(old, stream)
-    if "pattern" in schema:
-        return "ftp://" + _DEFAULT_STRINGS.get(param, param).split("://")[-1]
-    return ""  # breaks minLength: an empty value
+        if hi is None:
+            return None
+        return int(hi) * 2
+    if not isinstance(old, str) or not old:
+        return None
+    if not accepted:
+        other = [v for k, v in sorted(inputs.items()) if k in LOCATION_PARAMS and k != param
+                 and isinstance(v, str) and v != old]
+        if other and stream.random() < 0.5:
+            return stream.choice(other)
+    return _mutate_string(old, stream)
 
 
 _SWAPPED_OPERATORS = {" - ": " + ", " + ": " - ", " * ": " / ", " / ": " * ", " > ": " < ",
@@ -418,39 +470,76 @@ def _mutate_string(value: str, stream: DrawStream) -> str:
 
 
 def _logical_inconsistency(plan: _Plan, count: int) -> list[Change]:
-    """Make steps consume what their predecessors do not produce: a `format` no earlier step
-    has, or a `source` ref that no earlier step produces."""
+    """Make steps consume what they should not. The first consumes what its predecessors do
+    not produce (a `format` no earlier step has, or a `source` ref no earlier step produces:
+    refused when run); the others consume an earlier output that exists but skips a step the
+    data must go through (a `source` ref to it, with its format: accepted, and the deliverable
+    is wrong)."""
     steps, changes = plan.steps, list[Change]()
     takes_input = [i for i, s in enumerate(steps)
                    if s.tool in plan.registry
                    and {"format", "source"} & set(_properties(plan.registry[s.tool]))]
     eligible = [i for i in takes_input if i > 0] or takes_input
-    for i in plan.permutation(eligible)[:count]:
-        step, spec = steps[i], plan.registry[steps[i].tool]
-        flow = plan.formats()
-        seen = {str(plan.task.inputs.get("format", "json"))}
-        seen.update(f for pair in flow[: i + 1] for f in pair)
-        wrong_formats = [f for f in DATA_FORMATS if f not in seen]
-        kinds = [k for k in ("format", "source") if k in _properties(spec)]
-        if not wrong_formats and "format" in kinds:
-            kinds.remove("format")
-        if not kinds:
-            continue
-        kind = plan.stream.choice(kinds)
-        if kind == "format":
-            new: str = plan.stream.choice(wrong_formats)
-            detail: dict[str, Any] = {"consumes": flow[i][0]}
-        else:
-            later = [s.tool for s in steps[i + 1:] if s.tool != step.tool]
-            outside = [t for t in similar_tools(plan.registry, step.tool)
-                       if t not in plan.parent_tools][:_TOP_CANDIDATES]
-            new = f"{plan.stream.choice(later or outside)}#1"
-            detail = {"produced_by_then": [f"{s.tool}#1" for s in steps[:i]]}
-        old = step.arguments.get(kind)
-        steps[i] = replace(step, arguments=dict(sorted({**step.arguments, kind: new}.items())))
-        changes.append({"kind": kind, "index": i, "tool": step.tool, "parameter": kind,
-                        "old": old, "new": new, **detail})
+    order = plan.permutation(eligible)
+    for accepted in [False] + [True] * (count - 1):
+        done = {c["index"] for c in changes}
+        change = next((c for i in order if i not in done
+                       and (c := _inconsistent(plan, i, accepted)) is not None), None)
+        if change is None and accepted:
+            change = next((c for i in order if i not in done
+                           and (c := _inconsistent(plan, i, False)) is not None), None)
+        if change is None:
+            break
+        changes.append(change)
     return changes
+
+
+def _inconsistent(plan: _Plan, i: int, accepted: bool) -> Change | None:
+    steps = plan.steps
+    step, spec = steps[i], plan.registry[steps[i].tool]
+    flow = plan.flow()
+    props = _properties(spec)
+    if accepted:
+        if "source" not in props or not plan.feeds_deliverable(i):
+            return None
+        proper = plan.lineage(flow[i].producer, flow) if flow[i].producer is not None else set()
+        skipping = [k for k in range(i) if steps[k].tool != step.tool
+                    and k != flow[i].producer
+                    and plan.lineage(k, flow) < proper]
+        if not skipping:
+            return None
+        k = plan.stream.choice(skipping)
+        changed: dict[str, Any] = {"source": f"{steps[k].tool}#1"}
+        if "format" in step.arguments or "format" in spec.required_parameters:
+            changed["format"] = flow[k].produced
+        arguments = dict(sorted({**step.arguments, **changed}.items()))
+        steps[i] = replace(step, arguments=arguments)
+        return {"kind": "source", "index": i, "tool": step.tool, "parameter": "source",
+                "old": step.arguments.get("source"), "new": changed["source"],
+                "arguments": arguments, "skips": sorted(proper - plan.lineage(k, flow)),
+                "accepted": True}
+    seen = {str(plan.task.inputs.get("format", "json"))}
+    seen.update(f for fl in flow[: i + 1] for f in (fl.consumed, fl.produced))
+    wrong_formats = [f for f in DATA_FORMATS if f not in seen]
+    kinds = [k for k in ("format", "source") if k in props]
+    if not wrong_formats and "format" in kinds:
+        kinds.remove("format")
+    if not kinds:
+        return None
+    kind = plan.stream.choice(kinds)
+    if kind == "format":
+        new: str = plan.stream.choice(wrong_formats)
+        detail: dict[str, Any] = {"consumes": flow[i].consumed}
+    else:
+        later = [s.tool for s in steps[i + 1:] if s.tool != step.tool]
+        outside = [t for t in similar_tools(plan.registry, step.tool)
+                   if t not in plan.parent_tools][:_TOP_CANDIDATES]
+        new = f"{plan.stream.choice(later or outside)}#1"
+        detail = {"produced_by_then": [f"{s.tool}#1" for s in steps[:i]]}
+    old = step.arguments.get(kind)
+    steps[i] = replace(step, arguments=dict(sorted({**step.arguments, kind: new}.items())))
+    return {"kind": kind, "index": i, "tool": step.tool, "parameter": kind,
+            "old": old, "new": new, **detail, "accepted": False}
 
 
 _INJECTORS: dict[str, Injector] = {
@@ -469,14 +558,19 @@ def inject_flaw(
     flaw: str, severity: str, workflow: Workflow, task: Task,
     registry: ToolRegistry | None = None,
 ) -> tuple[Workflow, dict[str, Any]]:
-    """The flawed workflow and the record of what was injected (pure, deterministic)."""
+    """The flawed workflow and the record of what was injected (pure, deterministic). The
+    flawed plan is worded by the renderer of every plan (`plan_text.shown_plan`), so only
+    the tools and arguments the record lists tell it from its parent."""
     if flaw not in _INJECTORS:
         raise ValueError(f"unknown flaw {flaw!r}; choose from {', '.join(FLAWS)}")
     if severity not in SEVERITY_CHANGES:
         raise ValueError(f"unknown severity {severity!r}; choose from {', '.join(SEVERITIES)}")
     registry = registry or default_registry()
-    workflow = with_purposes(workflow, registry)
     plan = _Plan(list(workflow.steps), task, registry, DrawStream("flaw", task.id, flaw))
     changes = _INJECTORS[flaw](plan, SEVERITY_CHANGES[severity]) if plan.steps else []
-    flawed = Workflow(steps=tuple(plan.steps), advice=workflow.advice)
+    renamed = {c["tool"]: c["new_tool"] for c in changes if "new_tool" in c}
+    # A computed Advice is computed again; another profile's (docs/FAULTS.md) is kept.
+    advice = None if workflow.advice == plan_advice(workflow.steps) else workflow.advice
+    flawed = shown_plan(Workflow(tuple(plan.steps), workflow.advice), task.required_tools,
+                        registry, renamed=renamed, advice=advice)
     return flawed, {"flaw": flaw, "severity": severity, "changes": changes}

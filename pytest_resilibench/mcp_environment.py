@@ -319,6 +319,7 @@ class McpEnvironment:
         index = int(meta.get("call_index", n))
         deterministic = bool(meta.get("deterministic", False))
         event = meta.get("event") if isinstance(meta.get("event"), str) else None
+        deviations = meta.get("deviations")
         text = "\n".join(c.text for c in reply.content if isinstance(c, types.TextContent))
         if reply.is_error:
             code, message = parse_error_text(text)
@@ -331,8 +332,11 @@ class McpEnvironment:
             except ValueError:
                 decoded = None
             output = decoded if isinstance(decoded, dict) else {"content": text}
-        return self._result(name, arguments, index, output, None, "ok", latency,
-                            deterministic=False, event=event)
+        result = self._result(name, arguments, index, output, None, "ok", latency,
+                              deterministic=False, event=event)
+        if isinstance(deviations, list):
+            result.deviations = tuple(str(d) for d in deviations)
+        return result
 
     def _failure(self, name: str, arguments: Any, n: int, code: str, message: str,
                  start: float) -> CallResult:

@@ -26,7 +26,7 @@ user's MCP agent); without `--task` such a call is an invalid-params error.
 Results: a success is the output as structured content plus the same JSON as text; a failure is
 an `isError` result whose text is `"<CODE>: <message>"` (the simulator's own message). `_meta`
 carries the call's bookkeeping (`resilibench/call`: call index, simulated latency and clock,
-the realistic profile's event), never its hidden probability.
+the realistic profile's event, the task values it deviated from), never its hidden probability.
 """
 
 from __future__ import annotations
@@ -187,7 +187,11 @@ def error_text(result: CallResult) -> str:
 def to_mcp_result(result: CallResult) -> types.CallToolResult:
     call = {"call_index": result.call_index, "latency_s": result.latency_s,
             "clock_s": result.clock_s, "deterministic": result.deterministic}
-    meta = {META_KEY: call if result.event is None else {**call, "event": result.event}}
+    if result.event is not None:
+        call["event"] = result.event
+    if result.deviations:  # bookkeeping for the output condition (scoring.py)
+        call["deviations"] = list(result.deviations)
+    meta = {META_KEY: call}
     if result.ok:
         return types.CallToolResult(
             content=[types.TextContent(type="text", text=json.dumps(result.output))],

@@ -3,7 +3,10 @@
 Ten variants: `baseline` (task, inputs, outputs, tools), `cot` (baseline + step-by-step reasoning),
 `optimal` (baseline + the reference plan) and `flawed` x 7 (the same template with a flawed plan;
 the flaw is never named or hinted). The system message is the same for every variant of a tool
-mode, so providers can cache it; everything task-specific is in the user message.
+mode, so providers can cache it; everything task-specific is in the user message. The rules a
+model is scored by (which order counts, the completion signal, the turn budget, one tool per
+step) are in the system message and the task text, so every variant is told them: a plan
+variant adds the plan block and nothing else (docs/ARCHITECTURE.md, "What each variant adds").
 
 The plan block is readable and machine-parseable, one step a line:
 `1. data_processing_parser — Parse raw text — arguments: {"format": "csv"} — if it fails: retry`.
@@ -20,7 +23,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
-from pytest_resilibench.flaws import FLAWS, SEVERITIES, inject_flaw, with_purposes
+from pytest_resilibench.flaws import FLAWS, SEVERITIES, inject_flaw
+from pytest_resilibench.plan_text import shown_plan
 from pytest_resilibench.registry import ToolRegistry, default_registry
 from pytest_resilibench.tasks import Task
 from pytest_resilibench.workflow import PlanStep, Workflow
@@ -142,7 +146,7 @@ def _derived(task: Task, registry: ToolRegistry) -> _Derived:
     found = _DERIVED.get(id(task))
     if found is not None and found.task() is task and found.registry is registry:
         return found
-    parent = with_purposes(task.reference_workflow(), registry)
+    parent = shown_plan(task.reference_workflow(), task.required_tools, registry)
     derived = _Derived(weakref.ref(task), registry, _header(task), parent, _as_shown(parent))
     if len(_DERIVED) >= _DERIVED_SIZE:
         _DERIVED.clear()
@@ -179,7 +183,7 @@ def _realistic(task: Task, registry: ToolRegistry) -> _Derived:
         from pytest_resilibench.solver.realistic import realistic_solution
 
         plan = realistic_solution(task, registry=registry).workflow
-    parent = with_purposes(plan, registry)
+    parent = shown_plan(plan, task.required_tools, registry, advice=plan.advice)
     derived = _Derived(weakref.ref(task), registry, header, parent, _as_shown(parent))
     if len(_REALISTIC) >= _DERIVED_SIZE:
         _REALISTIC.clear()
@@ -275,19 +279,30 @@ def parse_task_inputs(text: str) -> dict[str, Any]:
 _RULES = (
     "You complete a task by calling tools, one tool call per turn; each call's result comes "
     "back in the next message.\n"
-    "Tools can fail (timeouts, network errors, invalid input, ...); you may retry a failed call, "
-    "change its arguments or work around it.\n"
+    "How a task is scored (the same for every task):\n"
+    "- Each step the task describes needs its own tool: another tool does not count for a "
+    "step unless the task lists it as a stand-in for that step.\n"
+    "- Do the steps in the order the task describes them: a step counts from its first "
+    "success, and each step's first success must come after the first successes of the "
+    "steps before it.\n"
+    "- The deliverable counts only if it is made as the task asks (its destination, values "
+    "and format) from data that went through every step.\n"
+    f"- When the task is done, reply with {COMPLETION_SIGNAL} (and no tool call); it is read "
+    "only in a reply without a tool call.\n"
+    f"- Every reply that is not {COMPLETION_SIGNAL} costs one turn; the task's constraints "
+    "give the turn budget, and every result reports the turns left.\n"
+    "Tools fail at random (timeouts, network errors, ...): retry a failed call, or fix its "
+    "arguments. A tool whose input steps have not succeeded (or failed last) fails far more "
+    "often.\n"
     "A tool's output has a `ref`; pass it as `source` to a later tool to consume that output "
     "(by default a tool consumes the latest output of the step it depends on).\n"
 )
 _TEXT_CALLS = (
     "To call a tool, reply with exactly one call in this form:\n"
     '<tool_call>{"name": "TOOL_NAME", "arguments": {...}}</tool_call>\n'
+    "Every argument goes inside `arguments`.\n"
 )
 _NATIVE_CALLS = "Call tools with the function-calling interface, one call per turn.\n"
-_FINISH = (
-    f"When the task is done, reply with {COMPLETION_SIGNAL} (and no tool call).\n"
-)
 _COT = (
     "Think step by step: before each tool call, briefly reason about what is done, what is "
     "left and which tool comes next, then make the call."
@@ -308,13 +323,13 @@ def _default_tools() -> tuple[dict[str, Any], ...]:
 
 def _render_system(tool_mode: str, registry: ToolRegistry) -> str:
     if tool_mode == "native":
-        return _RULES + _NATIVE_CALLS + _FINISH
+        return _RULES + _NATIVE_CALLS
     tools = "\n".join(
         f"- {spec.name}: {spec.description} Parameters: "
         f"{json.dumps(spec.to_openai()['function']['parameters'], sort_keys=True)}"
         for spec in registry
     )
-    return _RULES + _TEXT_CALLS + _FINISH + "\nAvailable tools:\n" + tools
+    return _RULES + _TEXT_CALLS + "\nAvailable tools:\n" + tools
 
 
 def _header(task: Task) -> str:

@@ -1,13 +1,22 @@
 """Scoring of one episode (SPEC §8): pure functions over its calls.
 
 A call is any mapping with at least `tool` and `ok` (a `CallResult.to_json()` or a recorded
-call), in the order made; `arguments` is read for deviations. The four conditions:
+call), in the order made; `arguments` is read for deviations from the plan, `output` (its
+`ref` and `inputs`) and `deviations` for the deliverable. The four conditions:
 - coverage: every required tool has a successful call;
-- order: the first successes of the required tools that succeeded come in the required order,
-  and at least one succeeded;
-- output: the task's output step (its last required tool) succeeded;
+- order: measured over the whole required list: every required tool succeeded, and their
+  first successes came in the required order (one lucky call in order is no progress);
+- output: the task's deliverable was produced where and as the task asked (`Deliverable`): a
+  success of the output step whose call and every call its data descends from used the task's
+  values (no `deviations`: not another destination, function or condition), whose data went
+  through every required step the task's data flow passes through (no skipped step), and in
+  the task's format. Without a `Deliverable` (callers that know no task), a success of the
+  output step;
 - completion: the model sent the explicit completion signal.
-Full success needs all four, partial at least two, anything less is a failure.
+Full success needs all four, partial at least two of which one is output or order (progress
+itself: every tool called in any order plus the signal is not), anything less is a failure. A different
+tool never counts for a step: the prompt says so (prompts.py), and only the realistic
+profile's listed stand-ins (below) are documented alternatives.
 
 Under the `realistic` fault profile (docs/FAULTS.md) `score_calls` takes the task's listed
 `alternatives` (step tool -> stand-in): a stand-in's success counts exactly as the step's, and
@@ -19,16 +28,21 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from pytest_resilibench.registry import ToolRegistry
+from pytest_resilibench.registry import Role, ToolRegistry
+
+if TYPE_CHECKING:
+    from pytest_resilibench.tasks import Task
 
 __all__ = [
     "OUTCOMES",
     "Conditions",
+    "Deliverable",
     "Score",
     "conditions",
     "coverage_ratio",
+    "deliverable_of",
     "deviation",
     "errors_met_and_recovered",
     "first_success_order",
@@ -119,14 +133,77 @@ def _adherence(done: list[str], required: Sequence[str]) -> float:
 
 def _conditions(done: list[str], required: Sequence[str], *, completed: bool,
                 delivered: bool | None = None) -> Conditions:
-    done_set = set(done)
-    in_required_order = [t for t in required if t in done_set]
     return Conditions(
         coverage=len(done) == len(set(required)),
-        order=bool(done) and done == in_required_order,
+        order=bool(done) and done == list(dict.fromkeys(required)),
         output=bool(required) and required[-1] in done if delivered is None else delivered,
         completion=completed,
     )
+
+
+@dataclass(frozen=True)
+class Deliverable:
+    """What the task's deliverable is: made by `tool`, in `format` (None: any), from data that
+    went through every tool of `lineage`."""
+
+    tool: str
+    format: str | None
+    lineage: frozenset[str]
+
+
+def deliverable_of(task: Task, registry: ToolRegistry) -> Deliverable:
+    """The task's deliverable. Its lineage follows the data as the simulator's default input
+    does (simulator.py `_default_input`: the latest output of a dependency, else the latest
+    output) through the reference plan, kept to the task's own steps."""
+    required = task.required_tools
+    latest_by_tool: dict[str, str] = {}
+    latest: str | None = None
+    lineage: dict[str, frozenset[str]] = {}
+    for step in task.reference_workflow().steps:
+        spec = registry.get(step.tool)
+        if spec is None:
+            continue
+        producer: str | None = None
+        if spec.role is not Role.SOURCE and "source" in spec.parameters.get("properties", {}):
+            deps = [d for d in registry.dependencies(spec.name, required) if d in latest_by_tool]
+            producer = max(deps, key=list(latest_by_tool).index) if deps else latest
+        lineage[spec.name] = frozenset({spec.name}) | lineage.get(producer or "", frozenset())
+        latest_by_tool.pop(spec.name, None)
+        latest_by_tool[spec.name] = latest = spec.name
+    output = required[-1]
+    fmt = task.expected_outputs.get("format")
+    return Deliverable(output, fmt if isinstance(fmt, str) else None,
+                       lineage.get(output, frozenset({output})) & frozenset(required))
+
+
+def _delivered_as_asked(steps: Sequence[Call], deliverable: Deliverable) -> bool:
+    """Whether some success of the output step is the task's deliverable (module docstring)."""
+    made: dict[str, Call] = {}
+    for call in steps:
+        output = call.get("output")
+        if call.get("ok") and isinstance(output, Mapping) and isinstance(output.get("ref"), str):
+            made[output["ref"]] = call
+    for call in steps:
+        output = call.get("output")
+        if not (call.get("ok") and call.get("tool") == deliverable.tool
+                and isinstance(output, Mapping)):
+            continue
+        if deliverable.format is not None and output.get("format") != deliverable.format:
+            continue
+        tools: set[str] = set()
+        refs: set[str] = set()
+        sound = True
+        at: Call | None = call
+        while at is not None:  # back through the data it descends from (made earlier)
+            tools.add(str(at.get("tool")))
+            sound = sound and not at.get("deviations")
+            inputs = (at.get("output") or {}).get("inputs")
+            ref = inputs[0] if isinstance(inputs, list) and inputs else None
+            at = made.get(ref) if isinstance(ref, str) and ref not in refs else None
+            refs.add(str(ref))
+        if sound and deliverable.lineage <= tools:
+            return True
+    return False
 
 
 def _as_steps(calls: Sequence[Call], alternatives: Mapping[str, str]) -> list[Call]:
@@ -144,9 +221,12 @@ def _delivered(steps: Sequence[Call], required: Sequence[str]) -> bool:
 
 
 def outcome(conds: Conditions) -> str:
+    """Full: all four. Partial: at least two, one of them progress itself (the deliverable
+    as asked, or every step in order): calling every tool in any order and saying done is
+    not progress. Anything less fails."""
     if conds.count == 4:
         return "full"
-    return "partial" if conds.count >= 2 else "failed"
+    return "partial" if conds.count >= 2 and (conds.output or conds.order) else "failed"
 
 
 def _alternatives(tool: str, registry: ToolRegistry | None) -> frozenset[str]:
@@ -200,13 +280,17 @@ def score_calls(
     completed: bool,
     registry: ToolRegistry | None = None,
     alternatives: Mapping[str, str] | None = None,
+    deliverable: Deliverable | None = None,
 ) -> Score:
-    """Score an episode; `alternatives` (realistic profile only) as the module says."""
+    """Score an episode; `alternatives` (realistic profile only) and `deliverable` as the
+    module says."""
     delivered = None
     steps = calls
     if alternatives is not None:
         steps = _as_steps(calls, alternatives)
         delivered = _delivered(steps, required)
+    if deliverable is not None:
+        delivered = (delivered is not False) and _delivered_as_asked(steps, deliverable)
     done = first_success_order(steps, required)
     conds = _conditions(done, required, completed=completed, delivered=delivered)
     met, recovered = errors_met_and_recovered(calls, registry=registry)

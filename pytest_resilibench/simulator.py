@@ -6,8 +6,12 @@ once three or more calls were made (k = failures among the episode's last three 
 [0.1, 0.95]. The solver imports this function, so the MDP and the simulator cannot drift apart.
 
 Calls that are wrong whatever the luck get INVALID_INPUT deterministically: arguments that break
-the tool's JSON schema, a value that contradicts the task's inputs (a path the task does not
-have), a `source` ref nothing produced, a `format` the consumed data does not have.
+the tool's JSON schema, a location the task does not have (`LOCATION_PARAMS`: a path, URL,
+directory, database or service other than the task's), a URL where a file path goes, a
+`source` ref nothing produced, a `format` the consumed data does not have. Any other task-bound
+value (a destination, a function, a condition) says what to make, not where to find it: another
+value is accepted, as a real tool would, and the result records it in `deviations` (never shown
+to the agent). The output condition (scoring.py) wants a deliverable without deviations.
 
 The n-th call of tool t in episode (seed, task, repeat) succeeds iff
 `outcome_draw(key, t, n) < p`; its error code, latency and output are keyed the same way.
@@ -21,6 +25,7 @@ profile) nothing here differs from the paper's simulator.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from statistics import NormalDist
@@ -32,6 +37,8 @@ from pytest_resilibench.rng import DrawStream
 
 __all__ = [
     "DEFAULT_BASE_SUCCESS",
+    "LOCATION_PARAMS",
+    "PATH_PARAMS",
     "CallResult",
     "EpisodeKey",
     "Simulator",
@@ -47,6 +54,13 @@ RECENT_WINDOW = 3
 _STANDARD_NORMAL = NormalDist()
 # Parameters checked for data flow rather than bound to a task input.
 _FLOW_PARAMS = frozenset({"source", "format"})
+# Task-bound parameters that locate something that must exist: another value is refused.
+LOCATION_PARAMS = frozenset({"path", "url", "directory", "endpoint", "service"})
+# Parameters that take a file path (a URL is refused there).
+PATH_PARAMS = frozenset({"path", "destination", "directory"})
+_URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.\-]*://")
+# Return fields that name what the call produced under another argument's name.
+_ECHOES = {"file_operations_writer": {"path": "destination"}}
 
 
 def success_probability(
@@ -97,11 +111,16 @@ class CallResult:
     deterministic: bool
     # The realistic profile's event behind this result (`faults.EVENT_KINDS`), else None.
     event: str | None = None
+    # Task-bound parameters the call was accepted with another value than the task's.
+    deviations: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
+        data = self._json()
         if self.event is not None:
-            return {**self._json(), "event": self.event}
-        return self._json()
+            data["event"] = self.event
+        if self.deviations:
+            data["deviations"] = list(self.deviations)
+        return data
 
     def _json(self) -> dict[str, Any]:
         return {
@@ -237,7 +256,7 @@ class Simulator:
         state = self._state(name)
         state.calls += 1
         n = state.calls
-        problem, consumed = self._check_arguments(spec, arguments)
+        problem, consumed, deviations = self._check_arguments(spec, arguments)
         draws = call_draws(self.key, name, n)
         outcome, error, latency = draws.random(), draws.random(), draws.random()
         if problem is not None:
@@ -256,6 +275,8 @@ class Simulator:
             self._blocked = name if result.event == "rate_limited" else None
             if result.ok and name == _faults.AUTHENTICATOR:
                 self._renewed = True
+        if deviations and problem is None:
+            result.deviations = deviations
         state.succeeded |= result.ok
         state.latest_failed = not result.ok
         self.history.append(result)
@@ -306,31 +327,42 @@ class Simulator:
         result.event = kind
         return result
 
-    def _check_arguments(self, spec: ToolSpec, arguments: Any) -> tuple[str | None, _Data | None]:
+    def _check_arguments(
+        self, spec: ToolSpec, arguments: Any
+    ) -> tuple[str | None, _Data | None, tuple[str, ...]]:
+        """The problem that refuses the call (None: none), the data it consumes and the
+        task-bound parameters it was given another value for."""
         if not isinstance(arguments, dict):
-            return f"arguments must be a JSON object, got {type(arguments).__name__}", None
+            return f"arguments must be a JSON object, got {type(arguments).__name__}", None, ()
         errors = self.registry.argument_errors(spec.name, arguments)
         if errors:
-            return "invalid arguments: " + "; ".join(errors[:3]), None
+            return "invalid arguments: " + "; ".join(errors[:3]), None, ()
+        deviations: list[str] = []
         for param, value in arguments.items():
+            if param in PATH_PARAMS and isinstance(value, str) and _URL.match(value):
+                return f"{param} {value!r} is a URL; {param} takes a file path", None, ()
             if param in _FLOW_PARAMS or param not in self.inputs:
                 continue
             if value != self.inputs[param]:
-                return f"{param} {value!r} is not available to this task", None
+                if param in LOCATION_PARAMS:
+                    return f"{param} {value!r} is not available to this task", None, ()
+                deviations.append(param)
         consumed: _Data | None = None
         if "source" in arguments:
             consumed = self._data.get(arguments["source"])
             if consumed is None:
                 known = ", ".join(self._data) or "none yet"
-                return f"source {arguments['source']!r} was not produced (available: {known})", None
+                return (f"source {arguments['source']!r} was not produced (available: {known})",
+                        None, ())
         elif spec.role is not Role.SOURCE and "source" in spec.parameters.get("properties", {}):
             consumed = self._default_input(spec.name)
         fmt = arguments.get("format")
         if fmt is not None:
             actual = consumed.format if consumed is not None else self.data_format
             if fmt != actual:
-                return f"format {fmt!r} does not match the input data, which is {actual}", None
-        return None, consumed
+                return (f"format {fmt!r} does not match the input data, which is {actual}",
+                        None, ())
+        return None, consumed, tuple(deviations)
 
     def _default_input(self, tool: str) -> _Data | None:
         """The latest output of a dependency, else the latest output of any tool."""
@@ -400,8 +432,11 @@ class Simulator:
             "records": records,
             "inputs": [consumed.ref] if consumed is not None else [],
         }
+        echoes = _ECHOES.get(spec.name, {})
         for prop, schema in spec.returns["properties"].items():
-            if prop not in output:
+            if prop in echoes and echoes[prop] in arguments:
+                output[prop] = arguments[echoes[prop]]  # the writer names what it wrote
+            elif prop not in output:
                 output[prop] = _field_value(prop, schema, arguments, rng, self, consumed, records)
         return output
 

@@ -25,6 +25,7 @@ from functools import cached_property
 
 import numpy as np
 
+from pytest_resilibench.plan_text import Contingency, shown_plan
 from pytest_resilibench.registry import ToolRegistry, default_registry
 from pytest_resilibench.simulator import DEFAULT_BASE_SUCCESS, RECENT_WINDOW
 from pytest_resilibench.tasks import Task
@@ -126,12 +127,7 @@ def naive_policy(mdp: TaskMDP) -> Policy:
 
 
 # --- the workflow shown to models ----------------------------------------------------------
-def _first_sentence(text: str) -> str:
-    sentence = text.split(". ")[0].rstrip(".")
-    return sentence[:1].lower() + sentence[1:]
-
-
-def _contingency(policy: Policy, state: MdpState, tool: str) -> str:
+def _contingency(policy: Policy, state: MdpState, tool: str) -> Contingency:
     """What the policy does when `tool` fails in `state`, assuming every other call
     succeeds and every retry of `tool` fails again: the tools it re-runs before retrying,
     how many retries, and where it goes on without `tool` once those are spent."""
@@ -143,66 +139,29 @@ def _contingency(policy: Policy, state: MdpState, tool: str) -> str:
         state = mdp.step(state, nxt, ok=nxt != tool)
     retries = calls.count(tool)
     if retries == 0:
-        if calls:
-            return f"go on with {calls[0]} without it"
-        return "stop: no turns are left for a retry"
+        return Contingency(0, then=calls[0] if calls else None)
     first, last = calls.index(tool), len(calls) - 1 - calls[::-1].index(tool)
 
-    def names(part: list[str]) -> str:
-        return ", ".join(dict.fromkeys(t for t in part if t != tool))
+    def names(part: list[str]) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(t for t in part if t != tool))
 
-    text = "retry once" if retries == 1 else f"retry up to {retries} times"
-    if first:
-        text = f"re-run {names(calls[:first])}, then {text}"
-    if between := names(calls[first:last]):
-        text += f", re-running {between} between retries"
-    if last < len(calls) - 1:
-        text += f"; if it still fails, go on with {calls[last + 1]} without it"
-    return text
+    return Contingency(retries, names(calls[:first]), names(calls[first:last]),
+                       calls[last + 1] if last < len(calls) - 1 else None)
 
 
 def workflow_of(policy: Policy, task: Task | None = None) -> Workflow:
-    """The policy's path when every call succeeds, with its contingencies on failure."""
+    """The policy's path when every call succeeds, with its contingencies on failure, worded
+    by the one plan renderer (`plan_text.shown_plan`) that also words flawed plans."""
     mdp = policy.mdp
-    registry = mdp.registry
     arguments = task.step_arguments if task is not None else {}
     state = mdp.initial_state()
     steps: list[PlanStep] = []
     while (tool := policy.action(state)) is not None:
-        spec = registry[tool]
-        if tool in mdp.required:
-            # No step numbers: a reordered or shortened (flawed) copy of this plan must not
-            # give itself away by its labels.
-            purpose = _first_sentence(spec.description)
-        else:
-            users = [t.name for t in mdp.tools
-                     if tool in registry.dependencies(t.name, mdp.task_tools)]
-            purpose = (f"prerequisite of {', '.join(users)}: "
-                       f"{_first_sentence(spec.description)}")
-        steps.append(PlanStep(tool=tool, purpose=purpose,
+        steps.append(PlanStep(tool=tool, purpose="",
                               arguments=dict(arguments.get(tool, {})),
-                              on_failure=_contingency(policy, state, tool)))
+                              on_failure=_contingency(policy, state, tool).render()))
         state = mdp.step(state, tool, ok=True)
-    return Workflow(steps=tuple(steps), advice=_advice(mdp))
-
-
-def _advice(mdp: TaskMDP) -> str:
-    """General advice, naming no tool: flawed plans keep the optimal plan's advice, which must
-    not point at a step the flaw moved, dropped or replaced."""
-    extra = [t.name for t in mdp.tools if t.required_index < 0]
-    parts = [
-        f"You have {mdp.max_turns} turns, one tool call each; tools fail at random, and a "
-        "tool whose inputs have not been produced (or whose input step failed last) fails "
-        "far more often.",
-        "Run the steps in this order: a step's first success must come after the earlier "
-        "steps' first successes, so never call a later step before the earlier ones "
-        "succeeded.",
-    ]
-    if extra:
-        parts.append("Steps marked as prerequisites are not task steps, but the steps that "
-                     "need them fail far more often without them: re-run them if they fail.")
-    parts.append("Reply TASK_COMPLETED as soon as the last step has succeeded.")
-    return " ".join(parts)
+    return shown_plan(Workflow(steps=tuple(steps)), mdp.required, mdp.registry)
 
 
 # --- the runtime API --------------------------------------------------------------------------

@@ -400,13 +400,13 @@ def _json(value: object) -> str:
 
 def realistic_workflow(mdp: RealisticMDP, task: Task) -> Workflow:
     """The optimal policy's happy path as a plan, each step with its contingencies."""
-    from .dp import _first_sentence
+    from pytest_resilibench.plan_text import tool_purpose
 
     faults = task_faults(task, mdp.registry)  # this task's arguments (the MDP is shared)
     steps = []
     for _, tool in _happy_path(mdp):
         spec = mdp.registry[tool]
-        purpose = _first_sentence(spec.description)
+        purpose = tool_purpose(spec)
         if tool not in mdp.steps:
             purpose = f"not a task step, but it prevents failures later: {purpose}"
         steps.append(PlanStep(tool=tool, purpose=purpose,

@@ -15,10 +15,13 @@ from pytest_resilibench.flaws import (
     FLAWS,
     SEVERITIES,
     SEVERITY_CHANGES,
+    SIMILAR_WINDOW,
     inject_flaw,
     similar_tools,
-    with_purposes,
+    task_value,
+
 )
+from pytest_resilibench.plan_text import shown_plan
 from pytest_resilibench.registry import DATA_FORMATS, default_registry
 from pytest_resilibench.simulator import EpisodeKey, Simulator
 from pytest_resilibench.tasks import Task
@@ -82,7 +85,7 @@ def tasks(draw: st.DrawFn) -> Task:
 
 
 def parent_of(task: Task) -> Workflow:
-    return with_purposes(task.reference_workflow(), REGISTRY)
+    return shown_plan(task.reference_workflow(), task.required_tools, REGISTRY)
 
 
 def inject(flaw: str, severity: str, task: Task) -> tuple[Workflow, dict[str, Any]]:
@@ -97,6 +100,14 @@ def step_keys(workflow: Workflow) -> list[str]:
 def is_subsequence(short: Sequence[str], long: Sequence[str]) -> bool:
     it = iter(long)
     return all(any(x == y for y in it) for x in short)
+
+
+def fits(task: Task, tool: str) -> bool:
+    """Whether the task has a value for each required parameter of the tool."""
+    spec = REGISTRY[tool]
+    props = spec.parameters.get("properties", {})
+    return all(p == "format" or task_value(p, props[p], task.inputs) is not None
+               for p in spec.required_parameters)
 
 
 def deterministic_failures(task: Task, workflow: Workflow, tries: int = 12) -> list[str]:
@@ -207,7 +218,9 @@ def test_tool_misuse_swaps_steps_for_similar_tools_with_another_function(
     assert swapped
     for old, new in swapped:
         assert REGISTRY[new.tool].operation != REGISTRY[old.tool].operation
-        assert new.tool in similar_tools(REGISTRY, old.tool, other_function=True)[:8]
+        assert new.tool in similar_tools(REGISTRY, old.tool, other_function=True)[
+            :SIMILAR_WINDOW + len(parent.steps)]
+        assert fits(task, new.tool)
         # The wrong tool is called correctly: this flaw is about function, not arguments.
         assert REGISTRY.argument_errors(new.tool, dict(new.arguments)) == []
         assert new.on_failure == old.on_failure
@@ -228,7 +241,9 @@ def test_semantic_drift_keeps_a_prefix_and_drifts_through_neighbours(
         # A neighbour: one of the three tools most like the previous one, new to the plan.
         used = {*parent.tools, *flawed.tools[start:i]}
         assert flawed.tools[i] not in used
-        assert flawed.tools[i] in similar_tools(REGISTRY, flawed.tools[i - 1], exclude=used)[:3]
+        near = [t for t in similar_tools(REGISTRY, flawed.tools[i - 1], exclude=used)
+                [:SIMILAR_WINDOW] if fits(task, t)]
+        assert flawed.tools[i] in near[:3]
     assert len(set(flawed.tools)) == len(flawed.tools)
 
 
@@ -245,7 +260,12 @@ def test_parameter_error_breaks_a_schema_or_the_task_inputs(task: Task, severity
                for k, v in step.arguments.items())
     ]
     assert len(broken) == len(record["changes"]) >= 1
-    assert len(deterministic_failures(task, flawed)) >= 1
+    # The first edit is refused when run; the others (medium, severe) are accepted.
+    assert not record["changes"][0]["accepted"] or len(record["changes"]) > 1
+    refused = [c for c in record["changes"] if not c["accepted"]]
+    assert len(deterministic_failures(task, flawed)) >= min(1, len(refused))
+    for change in record["changes"]:
+        assert change["accepted"] == (change["violates"] == "deliverable")
 
 
 @PROPERTY
@@ -261,13 +281,17 @@ def test_logical_inconsistency_consumes_what_no_predecessor_produces(
         assert change["index"] >= 1
         # Valid against the schema: the fault is in the data flow, not in a value.
         assert REGISTRY.argument_errors(step.tool, dict(step.arguments)) == []
-        if change["kind"] == "source":
-            earlier = {s.tool for s in flawed.steps[: change["index"]]}
+        earlier = {s.tool for s in flawed.steps[: change["index"]]}
+        if change["accepted"]:
+            # An output that exists but skips a step the data must go through.
+            assert step.arguments["source"].split("#")[0] in earlier and change["skips"]
+        elif change["kind"] == "source":
             assert step.arguments["source"].split("#")[0] not in earlier
         else:
             assert step.arguments["format"] != change["consumes"]
     refused = deterministic_failures(task, flawed)
-    assert refused and all("format" in r or "source" in r for r in refused)
+    assert all("format" in r or "source" in r for r in refused)
+    assert refused or all(c["accepted"] for c in record["changes"])
 
 
 # --- examples and bad input -----------------------------------------------------------------
@@ -282,10 +306,8 @@ def test_a_lighter_flaw_is_the_start_of_a_heavier_one() -> None:
 def test_placeholder_purposes_become_the_tools_purposes() -> None:
     parent = parent_of(SALES)
     assert SALES.reference_workflow().steps[0].purpose == "step 1"
-    assert parent.steps[0].purpose == "Read the contents of a file from disk and load its raw " \
+    assert parent.steps[0].purpose == "read the contents of a file from disk and load its raw " \
         "records for later steps"
-    solver_plan = Workflow((PlanStep("file_operations_reader", "load the sales file"),))
-    assert with_purposes(solver_plan, REGISTRY) == solver_plan
 
 
 def test_solver_prerequisites_and_advice_survive() -> None:
@@ -314,23 +336,25 @@ def test_a_tasks_flawed_plans_are_pinned() -> None:
     them): a change here is a deliberate change of the benchmark."""
     changes = {f: inject(f, "light", SALES)[1]["changes"] for f in FLAWS}
     assert changes["parameter_error"] == [
-        {"kind": "parameter", "index": 2, "tool": "data_processing_transformer",
-         "parameter": "operation", "old": "normalize", "new": "flatten",
-         "violates": "task_inputs"}]
+        {"kind": "parameter", "index": 0, "tool": "file_operations_reader",
+         "parameter": "path", "old": "data/sales_2025.csv", "new": "data/sales_2025_backup.csv",
+         "violates": "task_inputs", "accepted": False}]
     assert changes["logical_inconsistency"] == [
         {"kind": "format", "index": 2, "tool": "data_processing_transformer",
-         "parameter": "format", "old": None, "new": "xml", "consumes": "csv"}]
+         "parameter": "format", "old": None, "new": "xml", "consumes": "csv", "accepted": False}]
     assert changes["tool_misuse"] == [
         {"kind": "replaced", "index": 0, "tool": "file_operations_reader",
-         "new_tool": "file_operations_compressor"}]
+         "new_tool": "file_operations_compressor", "arguments": {}}]
     assert changes["semantic_drift"] == [
         {"kind": "drifted", "index": 4, "tool": "network_poster",
-         "new_tool": "data_processing_filter", "neighbour_of": "data_processing_aggregator"}]
+         "new_tool": "data_processing_validator", "neighbour_of": "data_processing_aggregator",
+         "arguments": {}}]
 
 
 def test_on_generated_tasks_bad_values_and_broken_data_flow_are_refused() -> None:
     """On a sample of the 5040 tasks: the parent plan meets only random failures; every
-    parameter_error and logical_inconsistency plan gets a deterministic INVALID_INPUT."""
+    parameter_error and logical_inconsistency plan gets a deterministic INVALID_INPUT (its
+    first edit is one the simulator refuses)."""
     from pytest_resilibench.tasks import load_tasks
 
     try:

@@ -10,7 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pytest_resilibench.flaws import FLAWS, SEVERITIES, with_purposes
+from pytest_resilibench.flaws import FLAWS, SEVERITIES
+from pytest_resilibench.plan_text import shown_plan
 from pytest_resilibench.prompts import (
     COMPLETION_SIGNAL,
     Variant,
@@ -132,8 +133,9 @@ def test_optimal_shows_the_reference_plan_step_by_step() -> None:
     text = prompt.messages[1]["content"]
     assert prompt.plan is not None and prompt.plan.tools == SALES.required_tools
     assert parse_plan(text) == prompt.plan
-    assert ('\n2. data_processing_parser — Parse raw text or structured data into records with '
-            'typed fields — arguments: {"format": "csv"} — if it fails: retry\n') in text
+    assert ('\n2. data_processing_parser — parse raw text or structured data into records with '
+            'typed fields, extracting structure — arguments: {"format": "csv"} — if it fails: '
+            'retry\n') in text
 
 
 @pytest.mark.parametrize("task", TASKS, ids=lambda t: t.id)
@@ -297,7 +299,7 @@ def test_the_plan_shown_is_what_an_agent_reads_back() -> None:
     solved = Workflow(
         (PlanStep("file_operations_reader", "load the\nsales file", {"path": "data/sales_2025.csv"},
                   on_failure="retry up to 3 times;\n  then stop"),
-         *with_purposes(SALES.reference_workflow(), REGISTRY).steps[1:]),
+         *shown_plan(SALES.reference_workflow(), SALES.required_tools, REGISTRY).steps[1:]),
         advice="Retry  TIMEOUTs.\nNever skip the parser.",
     )
     task = Task(**{**SALES.__dict__, "optimal": solved})
@@ -306,4 +308,7 @@ def test_the_plan_shown_is_what_an_agent_reads_back() -> None:
         assert parse_plan(prompt.messages[1]["content"]) == prompt.plan
     shown = render_prompt(task, Variant("optimal")).plan
     assert shown is not None and shown.steps[0].on_failure == "retry up to 3 times; then stop"
-    assert shown.advice == "Retry TIMEOUTs. Never skip the parser."
+    # Purposes and the Advice are computed from the plan as shown (plan_text.py), whatever
+    # the stored plan says: no step reads unlike the others.
+    assert shown.steps[0].purpose.startswith("read the contents of a file")
+    assert shown.advice == ""

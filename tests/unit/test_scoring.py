@@ -4,6 +4,7 @@ import pytest
 
 from pytest_resilibench.registry import default_registry
 from pytest_resilibench.scoring import (
+    Conditions,
     conditions,
     deviation,
     errors_met_and_recovered,
@@ -49,14 +50,26 @@ def test_order_needs_a_success_and_partial_needs_two() -> None:
     conds = conditions(nothing, REQUIRED, completed=True)
     assert not conds.order and conds.count == 1
     assert outcome(conds) == "failed"
-    # order holds over the tools that succeeded: reader alone, in order, + completion
-    assert outcome(conditions(calls((R, True)), REQUIRED, completed=True)) == "partial"
-    assert outcome(conditions(calls((R, True)), REQUIRED, completed=False)) == "failed"
+    # order is measured over the whole required list: one success in order is no progress
+    assert not conditions(calls((R, True)), REQUIRED, completed=True).order
+    assert outcome(conditions(calls((R, True)), REQUIRED, completed=True)) == "failed"
+    assert outcome(conditions(calls((R, True), (V, True)), REQUIRED, completed=True)) == "failed"
+
+
+def test_partial_needs_progress_itself() -> None:
+    # every tool, out of order, plus the signal: two conditions but neither is progress
+    shuffled = calls((V, True), (R, True), (W, True))
+    conds = conditions(shuffled, REQUIRED, completed=True)
+    assert conds.coverage and conds.completion and not conds.order
+    assert outcome(Conditions(True, False, False, True)) == "failed"
+    assert outcome(Conditions(True, True, False, False)) == "partial"  # every step in order
+    assert outcome(Conditions(False, False, True, True)) == "partial"  # the deliverable
 
 
 def test_output_is_the_last_required_tool() -> None:
     conds = conditions(calls((R, True), (V, True)), REQUIRED, completed=True)
-    assert not conds.output and not conds.coverage and conds.order
+    assert not conds.output and not conds.coverage and not conds.order
+    assert conditions(calls((W, True)), REQUIRED, completed=True).output
 
 
 def test_lcs_and_first_success_order() -> None:

@@ -148,7 +148,7 @@ def test_timeouts_cost_the_tools_timeout_and_time_only_moves_forward() -> None:
         ("data_processing_parser", {"format": "csv", "source": "network_fetcher#1"},
          "was not produced"),
         ("data_processing_aggregator", {"function": "median"}, "is not one of"),
-        ("data_processing_aggregator", {"function": "max"}, "not available"),
+            ("file_operations_reader", {"path": "https://example.com/sales.csv"}, "is a URL"),
         ("file_operations_writer", ["not", "an", "object"], "JSON object"),
     ],
 )
@@ -257,3 +257,26 @@ def test_bad_configuration_is_rejected() -> None:
         Simulator(REGISTRY, EpisodeKey(1, "t", 0), base_success=1.5)
     with pytest.raises(ValueError, match="format"):
         Simulator(REGISTRY, EpisodeKey(1, "t", 0), inputs={"format": "docx"})
+
+
+def test_a_value_that_says_what_to_make_is_accepted_and_recorded() -> None:
+    """Another function or destination than the task's is accepted, as a real tool would
+    accept it; the result records the deviation (for the output condition), never shown."""
+    result = make().call("data_processing_aggregator", {"function": "max"})
+    assert not result.deterministic  # not refused: random luck decides
+    assert result.deviations == ("function",)
+    assert result.to_json()["deviations"] == ["function"]
+    assert "deviations" not in result.observation()
+    assert make().call("data_processing_aggregator", {"function": "sum"}).deviations == ()
+
+
+def test_the_writer_reports_the_destination_it_wrote() -> None:
+    sim = Simulator(REGISTRY, EpisodeKey(3, "t0001"), task_tools=("file_operations_writer",),
+                    inputs={"format": "csv", "path": "/data/in.csv",
+                            "destination": "/reports/out.csv"})
+    for n in range(12):
+        result = sim.call("file_operations_writer", {"destination": "/reports/out.csv"})
+        if result.ok:
+            break
+    assert result.ok and result.output is not None
+    assert result.output["path"] == "/reports/out.csv"
