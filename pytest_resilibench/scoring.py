@@ -14,9 +14,9 @@ call), in the order made; `arguments` is read for deviations from the plan, `out
   output step;
 - completion: the model sent the explicit completion signal.
 Full success needs all four, partial at least two of which one is output or order (progress
-itself: every tool called in any order plus the signal is not), anything less is a failure. A different
-tool never counts for a step: the prompt says so (prompts.py), and only the realistic
-profile's listed stand-ins (below) are documented alternatives.
+itself: every tool called in any order plus the signal is not), anything less is a failure.
+A different tool never counts for a step: the prompt says so (prompts.py), and only the
+realistic profile's listed stand-ins (below) are documented alternatives.
 
 Under the `realistic` fault profile (docs/FAULTS.md) `score_calls` takes the task's listed
 `alternatives` (step tool -> stand-in): a stand-in's success counts exactly as the step's, and

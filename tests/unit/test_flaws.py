@@ -19,7 +19,6 @@ from pytest_resilibench.flaws import (
     inject_flaw,
     similar_tools,
     task_value,
-
 )
 from pytest_resilibench.plan_text import shown_plan
 from pytest_resilibench.registry import DATA_FORMATS, default_registry

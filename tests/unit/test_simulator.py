@@ -274,7 +274,7 @@ def test_the_writer_reports_the_destination_it_wrote() -> None:
     sim = Simulator(REGISTRY, EpisodeKey(3, "t0001"), task_tools=("file_operations_writer",),
                     inputs={"format": "csv", "path": "/data/in.csv",
                             "destination": "/reports/out.csv"})
-    for n in range(12):
+    for _ in range(12):
         result = sim.call("file_operations_writer", {"destination": "/reports/out.csv"})
         if result.ok:
             break
