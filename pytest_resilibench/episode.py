@@ -24,7 +24,9 @@ Early stops (stop_reason):
   budget already bounds them; stopping on them would cut a sound retry policy short.
 Other stop reasons: `completed`, `max_turns`, `infra_error` (the provider gave up: outcome
 `error`), `harness_error` (a bug here: outcome `error` with the traceback's last frames),
-`run_returned` (a loop-level agent's `run` returned without `finish()`).
+`run_returned` (a loop-level agent's `run` returned without `finish()`), and the model's own
+limits (`agents.base.ModelLimitError`): `context_overflow`, `refusal`, `length`; those
+episodes are scored as they stand (the model's failure, never `error`).
 
 Agents of both shapes (agents/base.py) share these books (`TurnKeeper`): a turn-level agent's
 replies go in as they are, a loop-level agent's calls as the replies they stand for
@@ -47,6 +49,7 @@ from pytest_resilibench.agents.base import (
     AnyAgent,
     InfrastructureError,
     LoopAgent,
+    ModelLimitError,
     ModelReply,
     ModelRequest,
     agent_shape,
@@ -177,13 +180,19 @@ def _observation_messages(
 
 
 def _notes(parsed: ParsedReply, reply: ModelReply) -> list[str]:
+    """What the observation must say about how the reply was read (each a sentence)."""
     notes = []
     extra = max(len(parsed.calls), len(reply.tool_calls)) - 1
     if extra > 0:
-        notes.append(f"one tool call per turn: only the first was executed, {extra} ignored")
+        notes.append(f"One tool call per turn: only the first was executed, {extra} ignored.")
+    call = parsed.call
+    if call is not None and call.ignored:
+        keys = ", ".join(call.ignored)
+        notes.append(f"Ignored {keys} beside arguments: the call ran without {keys}; put "
+                     "every argument inside arguments.")
     if mentions_completion(reply.content):
         notes.append("TASK_COMPLETED is only accepted in a reply without a tool call; "
-                     "send it once you have seen the results")
+                     "send it once you have seen the results.")
     return notes
 
 
@@ -250,6 +259,8 @@ async def run_episode(
         await _play(keeper, prompt, agent, task=task, variant=variant, repeat=repeat,
                     base_success=base_success, registry=registry)
         completed = keeper.completed
+    except ModelLimitError as exc:  # the model's own failure: scored like any other stop
+        record.stop_reason = exc.stop_reason
     except InfrastructureError as exc:
         record.outcome, record.stop_reason = "error", "infra_error"
         record.infra_error = str(exc) or type(exc).__name__

@@ -502,7 +502,8 @@ def _inconsistent(plan: _Plan, i: int, accepted: bool) -> Change | None:
     if accepted:
         if "source" not in props or not plan.feeds_deliverable(i):
             return None
-        proper = plan.lineage(flow[i].producer, flow) if flow[i].producer is not None else set()
+        producer = flow[i].producer
+        proper = plan.lineage(producer, flow) if producer is not None else set()
         skipping = [k for k in range(i) if steps[k].tool != step.tool
                     and k != flow[i].producer
                     and plan.lineage(k, flow) < proper]

@@ -185,7 +185,7 @@ def error_text(result: CallResult) -> str:
 
 
 def to_mcp_result(result: CallResult) -> types.CallToolResult:
-    call = {"call_index": result.call_index, "latency_s": result.latency_s,
+    call: dict[str, Any] = {"call_index": result.call_index, "latency_s": result.latency_s,
             "clock_s": result.clock_s, "deterministic": result.deterministic}
     if result.event is not None:
         call["event"] = result.event

@@ -9,7 +9,11 @@ Text mode accepts, in this order of preference:
 A call object may be `{"name", "arguments"}`, `{"tool", "parameters"}`, `{"function": {"name",
 "arguments"}}` (OpenAI's nested shape) or use `args`/`input`/`tool_name`; `arguments` may be an
 object or a JSON string of one. JSON objects that name no tool are ignored (a model may show
-data in a code block). The completion signal `TASK_COMPLETED` counts only in a reply without
+data in a code block), and so are quoted observations (an object with a `status` and no
+arguments: `{"tool": ..., "status": "success", ...}` is a result, not a call). Keys beside the
+call's name and arguments are not read as arguments (which tool parameter a stray key means is
+not always clear): the call lists them in `ignored`, and the episode tells the model so.
+The completion signal `TASK_COMPLETED` counts only in a reply without
 a tool call: a call with the signal beside it is executed, and the signal is not taken, because
 the model claimed completion before seeing the call's result.
 
@@ -60,6 +64,7 @@ class ParsedCall:
     name: str
     arguments: Any
     id: str | None = None
+    ignored: tuple[str, ...] = ()  # keys beside the name and arguments, not read
 
 
 @dataclass(frozen=True)
@@ -229,14 +234,20 @@ def _as_call(value: Any) -> ParsedCall | None:
     if name is None or not name.strip():
         return None
     raw: Any = {}
-    for key in _ARGUMENT_KEYS:
-        if key in value:
-            raw = value[key]
-            break
+    argument_key = next((key for key in _ARGUMENT_KEYS if key in value), None)
+    if argument_key is None and "status" in value:
+        return None  # a quoted observation, not a call
+    if argument_key is not None:
+        raw = value[argument_key]
     arguments, problem = _decode_arguments(raw)
+    ignored = tuple(str(k) for k in value if k not in _ENVELOPE_KEYS)
     # Undecodable string arguments go to the environment as they are: it answers with
     # INVALID_INPUT and the model learns what was wrong.
-    return ParsedCall(name.strip(), raw if problem is not None else arguments)
+    return ParsedCall(name.strip(), raw if problem is not None else arguments, ignored=ignored)
+
+
+# Keys of a call object that are not arguments: its name, its arguments, its envelope.
+_ENVELOPE_KEYS = frozenset({*_NAME_KEYS, *_ARGUMENT_KEYS, "function", "id", "type"})
 
 
 def _decode_arguments(raw: Any) -> tuple[Any, str | None]:

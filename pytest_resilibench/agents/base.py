@@ -17,7 +17,8 @@ if TYPE_CHECKING:
     from pytest_resilibench.loop_episode import LoopEpisode
 
 __all__ = ["Agent", "AnyAgent", "InfrastructureError", "LoopAgent", "MalformedReply",
-           "ModelReply", "ModelRequest", "ToolCall", "agent_shape", "error_cause"]
+           "ModelLimitError", "ModelReply", "ModelRequest", "ToolCall", "agent_shape",
+           "error_cause"]
 
 
 class InfrastructureError(Exception):
@@ -32,6 +33,20 @@ class InfrastructureError(Exception):
         super().__init__(message)
         self.status = status
         self.retryable = retryable
+
+
+class ModelLimitError(Exception):
+    """The model itself could not go on: its context window overflowed, it refused, or its
+    reply was cut at its length limit. The model's failure, not the infrastructure's: the
+    episode ends with `stop_reason` (context_overflow, refusal, length) and is scored."""
+
+    STOP_REASONS = ("context_overflow", "refusal", "length")
+
+    def __init__(self, message: str, *, stop_reason: str) -> None:
+        super().__init__(message)
+        if stop_reason not in self.STOP_REASONS:
+            raise ValueError(f"unknown model limit {stop_reason!r}")
+        self.stop_reason = stop_reason
 
 
 def error_cause(message: str) -> str:

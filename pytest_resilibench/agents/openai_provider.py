@@ -8,6 +8,11 @@ family's (`profiles.py`). The retry policy is ours, not the client's (its `max_r
 errors and bodies that are not completions are retried with exponential backoff and jitter; when the
 retries are exhausted, or the endpoint refuses the request outright (401, 404, 400 ...),
 `InfrastructureError` ends the episode as `error`, counted apart from the agent's failures.
+A limit of the model itself is no infrastructure error (`ModelLimitError`, `model_limit`): a
+400 saying the context window overflowed, a refusal (`finish_reason: "content_filter"` or a
+`refusal` message; OpenAI's chat API reference), a reply cut at the length limit
+(`finish_reason: "length"`; Responses API: `status: "incomplete"` with its reason) end the
+episode as the model's failure, scored.
 After `max_consecutive_errors` requests given up in a row the model is taken as unusable: the
 requests that follow are not sent but fail at once with that reason; `max_cost_usd` stops
 starting new episodes once this agent's spend (`pricing.py`) passes it.
@@ -24,6 +29,7 @@ import asyncio
 import email.utils
 import json
 import os
+import re
 import time
 from collections import Counter
 from collections.abc import Mapping
@@ -37,6 +43,7 @@ from pytest_resilibench import rng
 from pytest_resilibench.agents.base import (
     InfrastructureError,
     MalformedReply,
+    ModelLimitError,
     ModelReply,
     ModelRequest,
     ToolCall,
@@ -201,7 +208,12 @@ class OpenAIAgent:
             cached = self.cache.get(key)
             if cached is not None:
                 self.stats.cache_hits += 1
-                return self._replayed(request, cached)
+                reply = self._replayed(request, cached)
+                limit = model_limit(reply)
+                if limit is not None:
+                    raise ModelLimitError(f"model {self.model!r}: {limit[1]}",
+                                          stop_reason=limit[0])
+                return reply
         self._check_not_stopped(request)
         reply = await self._ask_with_retries(request, self.params)
         self._account(reply)
@@ -209,6 +221,9 @@ class OpenAIAgent:
             self._memo.remember(request.messages, reply)
         if self.cache is not None and key is not None:
             self.cache.put(key, reply)
+        limit = model_limit(reply)
+        if limit is not None:
+            raise ModelLimitError(f"model {self.model!r}: {limit[1]}", stop_reason=limit[0])
         return reply
 
     async def probe(self) -> None:
@@ -279,6 +294,9 @@ class OpenAIAgent:
                 self._consecutive_errors = 0
                 return failure
             self.stats.faults[failure.kind] += 1
+            if failure.kind == "context_overflow":
+                raise ModelLimitError(f"model {self.model!r}: {failure.message}",
+                                      stop_reason="context_overflow")
             if not failure.retryable or attempt == self.max_retries:
                 self.stats.infra_errors += 1
                 tries = f"after {attempt + 1} attempt{'s' * bool(attempt)}"
@@ -373,7 +391,45 @@ def _status_failure(exc: openai.APIStatusError) -> _Failure:
         return _Failure("server_error", message, retryable=True, status=status)
     if status in (408, 409):  # request timeout, lock conflict: worth another try
         return _Failure("server_error", message, retryable=True, status=status)
+    if status == 400 and _CONTEXT_OVERFLOW.search(message):
+        return _Failure("context_overflow", message, retryable=False, status=status)
     return _Failure("refused", message, retryable=False, status=status)
+
+
+# How servers say a request exceeds the model's context window: OpenAI's error code
+# `context_length_exceeded` ("maximum context length is N tokens"), vLLM's and llama.cpp's
+# wordings ("exceeds the available context size", "context window").
+_CONTEXT_OVERFLOW = re.compile(
+    r"context_length_exceeded|maximum context length|context (?:size|window|length)"
+    r"|too many tokens|exceeds? the (?:available )?context", re.IGNORECASE)
+
+
+def model_limit(reply: ModelReply) -> tuple[str, str] | None:
+    """(stop reason, what happened) when a reply says the model hit a limit of its own: a
+    refusal or a reply cut at the length limit; None for an ordinary reply."""
+    raw = reply.raw
+    if not isinstance(raw, Mapping):
+        return None
+    choices = raw.get("choices")
+    if isinstance(choices, list) and choices and isinstance(choices[0], Mapping):
+        choice = choices[0]
+        message = choice.get("message")
+        refusal = message.get("refusal") if isinstance(message, Mapping) else None
+        if isinstance(refusal, str) and refusal.strip():
+            return "refusal", f"the model refused: {refusal.strip()[:200]}"
+        reason = choice.get("finish_reason")
+        if reason == "content_filter":
+            return "refusal", "the reply was withheld by the content filter"
+        if reason == "length":
+            return "length", "the reply was cut at the model's length limit"
+        return None
+    if raw.get("status") == "incomplete":  # the Responses API
+        details = raw.get("incomplete_details")
+        why = details.get("reason") if isinstance(details, Mapping) else None
+        if why == "content_filter":
+            return "refusal", "the reply was withheld by the content filter"
+        return "length", f"the reply is incomplete ({why or 'no reason given'})"
+    return None
 
 
 def _error_message(exc: openai.APIStatusError) -> str:

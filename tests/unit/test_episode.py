@@ -7,7 +7,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pytest_resilibench.agents.base import InfrastructureError, ModelReply, ModelRequest, ToolCall
+from pytest_resilibench.agents.base import (
+    InfrastructureError,
+    ModelLimitError,
+    ModelReply,
+    ModelRequest,
+    ToolCall,
+)
 from pytest_resilibench.episode import (
     MAX_CONSECUTIVE_ERRORS,
     REPEAT_LIMIT,
@@ -266,3 +272,12 @@ def test_run_episodes_isolates_failures_and_bounds_concurrency() -> None:
     assert 1 < peak <= 4
     with pytest.raises(ValueError):
         asyncio.run(anext(run_episodes(specs, Slow(), concurrency=0)))
+
+
+def test_a_model_limit_ends_the_episode_as_the_models_failure() -> None:
+    """A context overflow (or a refusal, a reply cut by length) is scored, with its own stop
+    reason; it is never an infrastructure error kept out of the rates."""
+    rec = run(Scripted([READ, ModelLimitError("maximum context length", stop_reason=
+                                              "context_overflow")]))
+    assert (rec.outcome, rec.stop_reason, rec.infra_error) == ("failed", "context_overflow", None)
+    assert rec.tool_calls == 1 and rec.conditions["completion"] is False

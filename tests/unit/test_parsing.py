@@ -172,3 +172,20 @@ def test_one_tag_shortcut_reads_what_the_pattern_reads(text: str) -> None:
     assert found is None or found == [m.group(1) for m in _TAG.finditer(text)]
     assert found is not None or not (text.startswith("<tool_call>")
                                      and text.endswith("</tool_call>") and text.count("<") == 2)
+
+
+def test_a_quoted_observation_is_not_a_call() -> None:
+    reply = ('{"tool": "data_processing_parser", "status": "success", "output": {"ref": '
+             '"data_processing_parser#1"}}. TASK_COMPLETED')
+    parsed = parse_text(reply)
+    assert parsed.calls == () and parsed.completed
+
+
+def test_keys_beside_the_arguments_are_listed_as_ignored() -> None:
+    parsed = parse_text('{"name": "data_processing_filter", "arguments": {"condition": '
+                        '"days_overdue > 30"}, "source": "data_processing_parser#3"}')
+    assert parsed.call is not None
+    assert parsed.call.arguments == {"condition": "days_overdue > 30"}
+    assert parsed.call.ignored == ("source",)
+    assert parse_text('<tool_call>{"name": "utility_logger", "arguments": {}}</tool_call>'
+                      ).calls[0].ignored == ()

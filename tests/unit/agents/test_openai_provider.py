@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
 from collections.abc import Awaitable, Callable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, TypeVar
 
 import pytest
@@ -12,6 +14,7 @@ import pytest
 from pytest_resilibench.agents.base import (
     Agent,
     InfrastructureError,
+    ModelLimitError,
     ModelReply,
     ModelRequest,
     ToolCall,
@@ -454,3 +457,57 @@ def test_unknown_api_and_refused_options_fail_at_construction() -> None:
         OpenAIAgent("o3", base_url="http://127.0.0.1:9/v1", api="completions")
     with pytest.raises(ValueError, match="--resili-temperature"):
         OpenAIAgent("o3", base_url="http://127.0.0.1:9/v1", temperature=0.0)
+
+
+class _LimitHandler(BaseHTTPRequestHandler):
+    """A chat-completions endpoint that answers each model's limit as real servers do."""
+
+    def do_POST(self) -> None:
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        model = body["model"]
+        if model == "overflow":  # llama.cpp's / OpenAI's 400 for a context overflow
+            status, data = 400, {"error": {
+                "message": "This model's maximum context length is 8192 tokens. However, you "
+                           "requested 8322 tokens.", "code": "context_length_exceeded"}}
+        else:
+            reason = {"cut": "length", "filtered": "content_filter"}.get(model, "stop")
+            status, data = 200, {"choices": [{"index": 0, "finish_reason": reason, "message": {
+                "role": "assistant", "content": "<tool_call>{\"name\": \"x\""}}],
+                "usage": {"prompt_tokens": 5, "completion_tokens": 7}}
+        raw = json.dumps(data).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(raw)))
+        self.end_headers()
+        self.wfile.write(raw)
+
+    def log_message(self, *args: Any) -> None:
+        return None
+
+
+@pytest.mark.parametrize(("model", "stop_reason"), [
+    ("overflow", "context_overflow"), ("cut", "length"), ("filtered", "refusal")])
+def test_model_limits_are_the_models_failure_not_infrastructure(
+    model: str, stop_reason: str
+) -> None:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _LimitHandler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        agent = OpenAIAgent(model, base_url=f"http://127.0.0.1:{server.server_port}/v1",
+                            api_key=SECRET, timeout_s=5.0, backoff_base_s=0.005)
+
+        async def ask() -> None:
+            try:
+                await agent.complete(ModelRequest(messages=[{"role": "user", "content": "hi"}]))
+            finally:
+                await agent.aclose()
+
+        with pytest.raises(ModelLimitError) as raised:
+            asyncio.run(ask())
+        assert raised.value.stop_reason == stop_reason
+        assert not isinstance(raised.value, InfrastructureError)
+        assert agent.stats.infra_errors == 0 and agent.stats.retries == 0
+    finally:
+        server.shutdown()
+        server.server_close()
