@@ -135,7 +135,7 @@ def test_native_mode_answers_every_call_id() -> None:
     tool_messages = [m for m in rec.messages if m["role"] == "tool"]
     assert [m["tool_call_id"] for m in tool_messages] == ["a1", "a2", "b1"]
     first = json.loads(tool_messages[0]["content"])
-    assert "one tool call per turn" in first["note"]
+    assert "One tool call per turn" in first["note"]
     assert json.loads(tool_messages[1]["content"])["error_code"] == "NOT_EXECUTED"
     assert rec.messages[2]["tool_calls"][0]["function"]["name"] == READER
 
@@ -281,3 +281,17 @@ def test_a_model_limit_ends_the_episode_as_the_models_failure() -> None:
                                               "context_overflow")]))
     assert (rec.outcome, rec.stop_reason, rec.infra_error) == ("failed", "context_overflow", None)
     assert rec.tool_calls == 1 and rec.conditions["completion"] is False
+
+
+def test_notes_are_sentences_and_ignored_keys_are_reported() -> None:
+    stray = ('{"name": "file_operations_reader", "arguments": {"path": "/data/in.csv"}, '
+             '"source": "x#1"} {"name": "utility_logger", "arguments": {}} TASK_COMPLETED')
+    agent = Scripted([stray, "TASK_COMPLETED"])
+    rec = run(agent)
+    first = read_observation(rec.messages[3])
+    assert first is not None
+    assert first["note"] == (
+        "One tool call per turn: only the first was executed, 1 ignored. Ignored source beside "
+        "arguments: the call ran without source; put every argument inside arguments. "
+        "TASK_COMPLETED is only accepted in a reply without a tool call; send it once you "
+        "have seen the results.")
