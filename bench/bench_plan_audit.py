@@ -1,0 +1,76 @@
+"""The plan audit of issue 13 over every shipped task x flaw x severity (5040 x 7 x 3).
+
+For each flawed plan: the surface problems `plan_audit.surface_problems` finds (an injected
+step worded unlike a genuine one, a contingency or prerequisite mark naming a tool not in the
+plan, an Advice about unmarked prerequisites, an argument value from nowhere in the task), and
+whether replaying its record on the optimal plan gives it back exactly (`plan_audit.replay`).
+Also the purpose lengths of injected and genuine steps (a length detector's material) and how
+many plans have an edit at all. Figures are printed, not asserted. Run:
+    python bench/bench_plan_audit.py [--every 1]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+from collections import Counter
+
+from pytest_resilibench.flaws import FLAWS, SEVERITIES
+from pytest_resilibench.plan_audit import replay, surface_problems
+from pytest_resilibench.prompts import Variant, plan_for
+from pytest_resilibench.registry import default_registry
+from pytest_resilibench.tasks import load_tasks
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--every", type=int, default=1, help="take every n-th task")
+    args = parser.parse_args()
+    registry = default_registry()
+    tasks = load_tasks().tasks[:: args.every]
+    started = time.perf_counter()
+    plans = Counter[str]()
+    flagged = Counter[str]()
+    replay_differs = Counter[str]()
+    unchanged = Counter[str]()
+    kinds = Counter[str]()
+    lengths: dict[str, list[int]] = {"genuine": [], "injected": []}
+    for task in tasks:
+        optimal, _ = plan_for(task, Variant("optimal"), registry)
+        assert optimal is not None
+        if surface_problems(task, optimal, None, registry):
+            flagged["optimal"] += 1
+        plans["optimal"] += 1
+        genuine = {s.tool for s in optimal.steps}
+        for flaw in FLAWS:
+            for severity in SEVERITIES:
+                plan, record = plan_for(task, Variant("flawed", flaw, severity), registry)
+                assert plan is not None and record is not None
+                plans[flaw] += 1
+                problems = surface_problems(task, plan, record, registry)
+                flagged[flaw] += bool(problems)
+                for problem in problems:
+                    kinds[problem.split(": ", 1)[-1].split(" ")[0]] += 1
+                replay_differs[flaw] += replay(optimal, record, task, registry) != plan
+                unchanged[flaw] += not record["changes"]
+                for step in plan.steps:
+                    side = "genuine" if step.tool in genuine else "injected"
+                    lengths[side].append(len(step.purpose))
+    elapsed = time.perf_counter() - started
+    print(f"{len(tasks)} tasks x {len(FLAWS)} flaws x {len(SEVERITIES)} severities "
+          f"in {elapsed:.0f} s")
+    print(f"{'plans':>24} {'n':>7} {'flagged':>8} {'replay differs':>15} {'no edit':>8}")
+    for name in ("optimal", *FLAWS):
+        print(f"{name:>24} {plans[name]:>7} {flagged[name]:>8} {replay_differs[name]:>15} "
+              f"{unchanged[name]:>8}")
+    if kinds:
+        print("problems by kind:", dict(kinds))
+    for side, values in lengths.items():
+        if values:
+            print(f"purpose length, {side} steps: n={len(values)} mean={statistics.mean(values):.1f}"
+                  f" median={statistics.median(values):.0f} sd={statistics.pstdev(values):.1f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,99 @@
+"""No surface feature separates injected steps from genuine ones; a flawed prompt differs from
+the optimal one only as its flaw record says; the baseline and optimal prompts differ by the
+plan block alone. Hypothesis over the shipped tasks x flaws x severities (a sample here; every
+combination in bench/bench_plan_audit.py)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from pytest_resilibench.flaws import FLAWS, SEVERITIES
+from pytest_resilibench.plan_audit import plan_block_only, replay, surface_problems
+from pytest_resilibench.prompts import Variant, all_variants, plan_for, render_plan, render_prompt
+from pytest_resilibench.registry import default_registry
+from pytest_resilibench.tasks import Task, load_tasks
+from pytest_resilibench.workflow import PlanStep
+
+REGISTRY = default_registry()
+TASKS = load_tasks().tasks
+SWEEP = settings(max_examples=150, deadline=None)
+task_index = st.integers(min_value=0, max_value=len(TASKS) - 1)
+
+
+@SWEEP
+@given(task_index, st.sampled_from(FLAWS), st.sampled_from(SEVERITIES))
+def test_injected_steps_read_like_genuine_ones(index: int, flaw: str, severity: str) -> None:
+    task = TASKS[index]
+    plan, record = plan_for(task, Variant("flawed", flaw, severity), REGISTRY)
+    assert plan is not None and record is not None
+    assert surface_problems(task, plan, record, REGISTRY) == []
+
+
+@SWEEP
+@given(task_index, st.sampled_from(FLAWS), st.sampled_from(SEVERITIES))
+def test_a_flawed_plan_is_its_parent_with_the_recorded_changes(
+    index: int, flaw: str, severity: str
+) -> None:
+    task = TASKS[index]
+    optimal, _ = plan_for(task, Variant("optimal"), REGISTRY)
+    plan, record = plan_for(task, Variant("flawed", flaw, severity), REGISTRY)
+    assert optimal is not None and record is not None
+    assert replay(optimal, record, task, REGISTRY) == plan
+
+
+@settings(max_examples=60, deadline=None)
+@given(task_index, st.sampled_from(["text", "native"]))
+def test_baseline_and_optimal_prompts_differ_by_the_plan_block_only(
+    index: int, tool_mode: str
+) -> None:
+    task = TASKS[index]
+    prompts = {v.label: render_prompt(task, v, tool_mode=tool_mode) for v in all_variants()}
+    baseline = prompts["baseline"]
+    for label, prompt in prompts.items():
+        assert prompt.messages[0] == baseline.messages[0], label  # one system prompt for all
+        assert prompt.tools == baseline.tools, label
+        if prompt.plan is not None:
+            assert plan_block_only(baseline.messages[1]["content"],
+                                   prompt.messages[1]["content"], render_plan(prompt.plan))
+
+
+def test_the_scoring_rules_reach_every_variant() -> None:
+    system = render_prompt(TASKS[0], Variant("baseline")).messages[0]["content"]
+    for rule in ("its own tool", "first success", "TASK_COMPLETED", "turns left",
+                 "deliverable"):
+        assert rule in system
+    assert "work around" not in system
+    assert "finish within 10 turns" in render_prompt(TASKS[0], Variant("baseline")
+                                                     ).messages[1]["content"]
+
+
+# --- the checks can fail ------------------------------------------------------------------------
+def _optimal(task: Task):  # type: ignore[no-untyped-def]
+    plan, _ = plan_for(task, Variant("optimal"), REGISTRY)
+    assert plan is not None
+    return plan
+
+
+@pytest.mark.parametrize("defect", ["capitalised", "placeholder", "dangling", "advice"])
+def test_each_surface_defect_is_found(defect: str) -> None:
+    task = next(t for t in TASKS if any(s.purpose.startswith("prerequisite of")
+                                        for s in _optimal(t).steps))
+    plan = _optimal(task)
+    step = plan.steps[0]
+    if defect == "capitalised":
+        step = replace(step, purpose=step.purpose[:1].upper() + step.purpose[1:])
+    elif defect == "placeholder":
+        step = replace(step, arguments={**step.arguments, "url": "https://api.example.com/x"})
+    elif defect == "dangling":
+        step = replace(step, on_failure="retry once; if it still fails, go on with "
+                                        "network_poster without it")
+    steps = (step, *plan.steps[1:])
+    if defect == "advice":
+        steps = tuple(PlanStep(s.tool, s.purpose.split(": ", 1)[-1], s.arguments, s.on_failure)
+                      for s in steps)
+    problems = surface_problems(task, replace(plan, steps=steps), None, REGISTRY)
+    assert problems, defect
