@@ -27,6 +27,7 @@ from functools import lru_cache
 from typing import Any, TypeVar
 
 from pytest_resilibench.agents.base import ModelReply, ModelRequest, ToolCall
+from pytest_resilibench.agents.prompt_reader import ShownTool, ShownTools, shown_tools
 from pytest_resilibench.episode import read_observation
 from pytest_resilibench.parsing import COMPLETION_SIGNAL
 from pytest_resilibench.registry import Role, ToolRegistry, ToolSpec, default_registry
@@ -491,16 +492,19 @@ def _consumed_format(
 _FORMAT_HINT = re.compile(r"does not match the input data, which is (\w+)")
 
 
-class AdaptiveAgent(BuiltinAgent):
-    """Repairs the plan it is shown, then runs it, fixing arguments and switching on errors.
+class PrivilegedAgent(BuiltinAgent):
+    """Repairs the plan it is shown, then runs it, fixing arguments and switching on errors,
+    with registry knowledge no prompt shows (the privileged reference: what `adaptive` was
+    before issue 13).
 
-    Repairs, from what a model can see: unknown and repeated steps are dropped; a step whose
-    tool needs values the task does not have (a URL for a task that has only a path) is
-    swapped for a similar tool the inputs do fit; tools the task text or an unused task input
-    calls for are added with their prerequisites; the steps are reordered by dependencies.
+    Repairs: unknown and repeated steps are dropped; a step whose tool needs values the task
+    does not have (a URL for a task that has only a path) is swapped for a similar tool the
+    inputs do fit (the flaw injector's similarity ranking); tools the task text (BM25 over
+    descriptions and the registry's keywords) or an unused task input calls for are added
+    with their hidden prerequisites; the steps are reordered by the registry's dependencies.
     At run time the arguments come from the task inputs and the observed data formats."""
 
-    kind = "adaptive"
+    kind = "privileged"
 
     def decide(
         self, request: ModelRequest, view: _View
@@ -509,7 +513,7 @@ class AdaptiveAgent(BuiltinAgent):
         steps = _repaired_plan(view.text, self.registry)
         stand_ins = _stand_ins(view.text)
         if stand_ins or any(_event_seen(o) for o in view.history):
-            return self._realistic(steps, stand_ins, inputs, view)
+            return self._realistic(request, steps, stand_ins, inputs, view)
         index, tries = _next_step(steps, view.history)
         if index >= len(steps):
             return None
@@ -518,12 +522,19 @@ class AdaptiveAgent(BuiltinAgent):
         if tries and view.history and view.history[-1].tool == step.tool:
             match = _FORMAT_HINT.search(view.history[-1].message)
             hint = match.group(1) if match else None
-        return step.tool, _arguments(self.registry.get(step.tool), step.arguments, inputs,
-                                     view, [s.tool for s in steps], self.registry, hint)
+        return step.tool, self._arguments_for(request, step.tool, step.arguments, inputs, view,
+                                              steps, hint)
+
+    def _arguments_for(
+        self, request: ModelRequest, tool: str, given: Mapping[str, Any],
+        inputs: Mapping[str, Any], view: _View, steps: Sequence[_Step], hint: str | None = None,
+    ) -> dict[str, Any]:
+        return _arguments(self.registry.get(tool), given, inputs, view,
+                          [s.tool for s in steps], self.registry, hint)
 
 
     def _realistic(
-        self, steps: Sequence[_Step], stand_ins: Mapping[str, tuple[str, dict[str, Any]]],
+        self, request: ModelRequest, steps: Sequence[_Step], stand_ins: Mapping[str, tuple[str, dict[str, Any]]],
         inputs: Mapping[str, Any], view: _View,
     ) -> tuple[str, Mapping[str, Any]] | None:
         """The realistic profile's events, read off the observations (docs/FAULTS.md): a tool
@@ -547,8 +558,7 @@ class AdaptiveAgent(BuiltinAgent):
                 return "integration_authenticator", {"service": service}
             if code == "RATE_LIMITED" and last.tool == tool and _RETRY_AFTER in last.message:
                 return "utility_logger", {"message": "waiting for the rate limit to pass"}
-        return tool, _arguments(self.registry.get(tool), args, inputs, view,
-                                [s.tool for s in steps], self.registry)
+        return tool, self._arguments_for(request, tool, args, inputs, view, steps)
 
 
 _STAND_IN = re.compile(r"^- (\w+): (\w+) with arguments (\{.*\})$", re.MULTILINE)
@@ -692,6 +702,251 @@ def _replacement(
     return None
 
 
+# --- the prompt-only adaptive agent -----------------------------------------------------------
+class AdaptiveAgent(PrivilegedAgent):
+    """Repairs the plan it is shown from what the prompt shows alone, then runs it.
+
+    It reads only its request (`agents.prompt_reader`): the task text, the plan, the tools'
+    names, descriptions and parameter schemas. Repairs: unknown and repeated steps are
+    dropped; a step whose tool needs values the task does not have is swapped for a tool the
+    text describes (or the one whose shown words are nearest) that the inputs fit; a task
+    input no step takes, or a tool the text clearly describes, adds a step; the steps are
+    ordered as the shown facts say: the steps the text mentions in the order it mentions
+    them, a step marked "prerequisite of X" before X, the tool that makes the expected
+    deliverable last. At run time: the task's values, `format` read off
+    the latest output (or an error message naming the format), no `source` (the default
+    input is the step it depends on)."""
+
+    kind = "adaptive"
+
+    def decide(
+        self, request: ModelRequest, view: _View
+    ) -> tuple[str, Mapping[str, Any]] | None:
+        tools = _request_tools(request)
+        inputs = _inputs(view.text)
+        steps = _read_plan(view.text, tools)
+        stand_ins = _stand_ins(view.text)
+        if stand_ins or any(_event_seen(o) for o in view.history):
+            return self._realistic(request, steps, stand_ins, inputs, view)
+        index, tries = _next_step(steps, view.history)
+        if index >= len(steps):
+            return None
+        step = steps[index]
+        hint = None
+        if tries and view.history and view.history[-1].tool == step.tool:
+            match = _FORMAT_HINT.search(view.history[-1].message)
+            hint = match.group(1) if match else None
+        return step.tool, _shown_arguments(tools.get(step.tool), step.arguments, inputs, view,
+                                           hint)
+
+    def _arguments_for(
+        self, request: ModelRequest, tool: str, given: Mapping[str, Any],
+        inputs: Mapping[str, Any], view: _View, steps: Sequence[_Step], hint: str | None = None,
+    ) -> dict[str, Any]:
+        return _shown_arguments(_request_tools(request).get(tool), given, inputs, view, hint)
+
+
+def _request_tools(request: ModelRequest) -> ShownTools:
+    system = next((str(m.get("content") or "") for m in request.messages
+                   if m.get("role") == "system"), "")
+    return shown_tools(system, request.tools)
+
+
+def _shown_fits(tool: ShownTool, inputs: Collection[str]) -> bool:
+    return all(p in _FLOW_PARAMS or p in inputs for p in tool.required)
+
+
+def _shown_bound(tool: ShownTool, inputs: Collection[str]) -> set[str]:
+    return {p for p in tool.required if p not in _FLOW_PARAMS and p in inputs}
+
+
+def _shown_arguments(
+    tool: ShownTool | None, given: Mapping[str, Any], inputs: Mapping[str, Any], view: _View,
+    hint: str | None,
+) -> dict[str, Any]:
+    """The task's values for the task's parameters, the plan's other values where the shown
+    schema allows them, `format` from the data the tool will read; no `source`."""
+    if tool is None:
+        return dict(given)
+    props = tool.properties
+    args: dict[str, Any] = {}
+    for param, value in given.items():
+        if param in _FLOW_PARAMS or param not in props:
+            continue
+        value = inputs.get(param, value)
+        enum = props[param].get("enum")
+        if param in tool.required or param in inputs or enum is None or value in enum:
+            args[param] = value
+    for param in tool.required:
+        if param not in args and param in inputs and param not in _FLOW_PARAMS:
+            args[param] = inputs[param]
+    if "format" in props and ("format" in tool.required or "format" in given):
+        outputs = [o for o in view.successes if o.output.get("format")]
+        args["format"] = hint or (str(outputs[-1].output["format"]) if outputs and
+                                  tool.takes_data else str(inputs.get("format", "json")))
+    return args
+
+
+_PLAN_MEMO: dict[tuple[str, int], tuple[ShownTools, tuple[_Step, ...]]] = {}
+
+
+def _read_plan(text: str, tools: ShownTools) -> tuple[_Step, ...]:
+    """The plan to run, memoised per (prompt text, tool view)."""
+    key = (text, id(tools))
+    found = _PLAN_MEMO.get(key)
+    if found is None or found[0] is not tools:
+        if len(_PLAN_MEMO) >= _EPISODE_MEMO_SIZE:
+            _PLAN_MEMO.clear()
+        found = _PLAN_MEMO[key] = (tools, _repaired_from_prompt(text, tools))
+    return found[1]
+
+
+# A clause names a tool when its best BM25 score over the shown words is this high and this
+# far ahead of the runner-up (calibrated on the shipped task texts, as for `_STRONG_MATCH`).
+_SHOWN_MATCH, _SHOWN_MARGIN = 5.0, 1.0
+
+
+def _shown_mentions(description: str, tools: ShownTools) -> dict[str, int]:
+    """Tools a clause of the text clearly describes -> where the text first mentions them."""
+    found: dict[str, int] = {}
+    cursor = 0
+    for clause in _CLAUSE.split(description):
+        at = description.find(clause, cursor)
+        cursor = max(cursor, at)
+        if len(clause.split()) < 2:
+            continue
+        ranked = tools.rank(clause)
+        if not ranked:
+            continue
+        best, score = ranked[0]
+        runner_up = ranked[1][1] if len(ranked) > 1 else 0.0
+        if score >= _SHOWN_MATCH and score - runner_up >= _SHOWN_MARGIN:
+            found.setdefault(best, at)
+    return found
+
+
+def _repaired_from_prompt(text: str, tools: ShownTools) -> tuple[_Step, ...]:
+    from pytest_resilibench.prompts import parse_plan
+
+    inputs = _inputs(text)
+    description = _description(text)
+    mentions = _shown_mentions(description, tools)
+    described = list(mentions)
+    plan = parse_plan(text)
+    shown = [(_Step(s.tool, dict(s.arguments)), s.purpose) for s in plan.steps] \
+        if plan is not None and plan.steps else [(_Step(t, {}), "") for t in described]
+    steps: list[_Step] = []
+    marks: dict[str, list[str]] = {}
+    for step, purpose in shown:
+        tool = tools.get(step.tool)
+        if tool is None:
+            continue
+        if not _shown_fits(tool, inputs):
+            replacement = _shown_replacement(tool, inputs, described, tools,
+                                             {s.tool for s in steps} | {step.tool})
+            if replacement is None:
+                continue
+            step, purpose = _Step(replacement, {}), ""
+        if step.tool in {s.tool for s in steps}:
+            continue
+        steps.append(step)
+        if purpose.startswith("prerequisite of "):
+            marks[step.tool] = purpose.removeprefix("prerequisite of ").split(":")[0].split(", ")
+    have = {s.tool for s in steps}
+    used = set().union(*(_shown_bound(tools.by_name[s.tool], inputs) for s in steps))
+    for key in sorted(k for k in inputs if k not in _FLOW_PARAMS and k not in used):
+        takers = [t for t in tools.tools if key in _shown_bound(t, inputs)
+                  and _shown_fits(t, inputs) and t.name not in have]
+        if takers:
+            best = next((t for t in takers if t.name in described), None) or \
+                _nearest(str(inputs[key]), description, takers, tools)
+            steps.append(_Step(best.name, {}))
+            have.add(best.name)
+            used |= _shown_bound(best, inputs)
+    for name in described:
+        tool = tools.by_name[name]
+        if name not in have and _shown_fits(tool, inputs) and not _shown_bound(tool, inputs):
+            steps.append(_Step(name, {}))
+            have.add(name)
+    return _shown_order(steps, tools, inputs, description, mentions, text, marks)
+
+
+def _nearest(value: str, description: str, takers: Sequence[ShownTool],
+             tools: ShownTools) -> ShownTool:
+    """The taker whose shown words best match the sentence of the text that holds `value`."""
+    at = description.find(value)
+    if at < 0:
+        return takers[0]
+    start = description.rfind(".", 0, at) + 1
+    end = description.find(".", at + len(value))
+    sentence = description[start:end if end >= 0 else len(description)].replace(value, " ")
+    scores = dict(tools.rank(sentence))
+    return max(takers, key=lambda t: scores.get(t.name, 0.0))
+
+
+def _shown_replacement(
+    tool: ShownTool, inputs: Mapping[str, Any], described: Sequence[str], tools: ShownTools,
+    exclude: set[str],
+) -> str | None:
+    """A tool to run instead of one the inputs do not fit: a described tool the inputs fit,
+    else the fitting tool whose shown words are nearest the step's description."""
+    for name in described:
+        other = tools.by_name[name]
+        if name not in exclude and _shown_fits(other, inputs):
+            return name
+    for name, _ in tools.rank(tool.description):
+        other = tools.by_name[name]
+        if name not in exclude and _shown_fits(other, inputs) and _shown_bound(other, inputs):
+            return name
+    return None
+
+
+def _shown_order(
+    steps: list[_Step], tools: ShownTools, inputs: Mapping[str, Any], description: str,
+    mentions: Mapping[str, int], text: str, marks: Mapping[str, list[str]],
+) -> tuple[_Step, ...]:
+    """Steps in the order the shown facts give (see `AdaptiveAgent`)."""
+    deliverable = _expected_deliverable(text)
+
+    def mentioned(step: _Step) -> int | None:
+        tool = tools.by_name[step.tool]
+        spots = [description.find(str(inputs[p])) for p in _shown_bound(tool, inputs)]
+        spots = [i for i in spots if i >= 0]
+        return min(spots) if spots else mentions.get(step.tool)
+
+    # Steps the text mentions run in the order it mentions them (a task's text tells its
+    # steps in order); a step marked as a prerequisite keeps its place before its users.
+    at = {s.tool: mentioned(s) for s in steps if s.tool not in marks}
+    slots = [i for i, s in enumerate(steps) if at.get(s.tool) is not None]
+    for i, step in zip(slots, sorted((steps[i] for i in slots), key=lambda s: at[s.tool] or 0),
+                       strict=True):
+        steps[i] = step
+
+    def makes_deliverable(step: _Step) -> bool:
+        tool = tools.by_name[step.tool]
+        return deliverable is not None and any(inputs.get(p) == deliverable
+                                               for p in _shown_bound(tool, inputs))
+
+    ordered = sorted(steps, key=makes_deliverable)
+    for tool, users in marks.items():
+        later = [ordered.index(s) for s in ordered if s.tool in users]
+        here = next(i for i, s in enumerate(ordered) if s.tool == tool)
+        if later and min(later) < here:
+            ordered.insert(min(later), ordered.pop(here))
+    return tuple(ordered)
+
+
+def _expected_deliverable(text: str) -> Any:
+    for line in text.split("\n"):
+        if line.startswith("Expected outputs: "):
+            try:
+                value = json.loads(line.removeprefix("Expected outputs: "))
+            except json.JSONDecodeError:
+                return None
+            return value.get("deliverable") if isinstance(value, dict) else None
+    return None
+
+
 # --- the random agent -------------------------------------------------------------------------
 class RandomAgent(BuiltinAgent):
     """Calls a random tool with arguments from the task inputs; finishes with chance 1/8."""
@@ -711,12 +966,13 @@ class RandomAgent(BuiltinAgent):
 
 
 BUILTIN_AGENTS: dict[str, type[BuiltinAgent]] = {
-    cls.kind: cls for cls in (OracleAgent, FollowerAgent, AdaptiveAgent, RandomAgent)
+    cls.kind: cls
+    for cls in (OracleAgent, FollowerAgent, AdaptiveAgent, PrivilegedAgent, RandomAgent)
 }
 
 
 def make_builtin(name: str, **options: Any) -> BuiltinAgent:
-    """The built-in agent `name` (`oracle`, `follower`, `adaptive`, `random`)."""
+    """The built-in agent `name` (`oracle`, `follower`, `adaptive`, `privileged`, `random`)."""
     cls = BUILTIN_AGENTS.get(name)
     if cls is None:
         raise ValueError(f"unknown built-in agent {name!r}; choose from "

@@ -86,7 +86,7 @@ def test_fair_agents_read_only_the_messages(tasks: list[Task]) -> None:
     """Without the privileged context the fair agents decide exactly as with it."""
     task = tasks[7]
     prompt = render_prompt(task, Variant("flawed", "tool_misuse", "medium"))
-    for name in ("follower", "adaptive", "random"):
+    for name in ("follower", "adaptive", "privileged", "random"):
         agent = make_agent(f"builtin:{name}")
         bare = ModelRequest(messages=prompt.messages, task_id=task.id)
         rich = ModelRequest(messages=prompt.messages, task_id=task.id,
@@ -160,3 +160,39 @@ def test_follower_and_adaptive_react_to_flaws(tasks: list[Task]) -> None:
     assert drop["follower"]["sequence_disorder"] >= 0.25
     for flaw in FLAWS:
         assert drop["adaptive"][flaw] < drop["follower"][flaw], (flaw, drop)
+
+
+def _blind_registry() -> Any:
+    """The default registry with every fact no prompt shows scrambled: keywords, categories,
+    roles, operations and prerequisites (names, descriptions and schemas are kept)."""
+    from dataclasses import replace
+
+    from pytest_resilibench.registry import Role, ToolRegistry, default_registry
+
+    return ToolRegistry(tuple(replace(t, keywords=("zzz",), category="misc", operation="op",
+                                      role=Role.UTILITY, prerequisites=())
+                              for t in default_registry()))
+
+
+@pytest.mark.parametrize("tool_mode", ["text", "native"])
+def test_adaptive_reads_only_its_prompt_and_tool_schemas(
+    tasks: list[Task], tool_mode: str
+) -> None:
+    """Given a registry whose hidden facts are scrambled, `builtin:adaptive` replies exactly
+    as with the true one, over whole episodes; the privileged agent does not (it reads them)."""
+    from pytest_resilibench.agents.builtin import make_builtin
+
+    blind = _blind_registry()
+    variants = [Variant("baseline"), Variant("optimal"),
+                *(Variant("flawed", f, "severe") for f in FLAWS)]
+
+    def calls(name: str, registry: Any) -> list[Any]:
+        agent = make_builtin(name, registry=registry)
+        return [[(c["tool"], c["arguments"]) for c in asyncio.run(run_episode(
+            task, variant, agent, seed=SEED, tool_mode=tool_mode)).calls]
+            for task in tasks[:40] for variant in variants]
+
+    from pytest_resilibench.registry import default_registry
+
+    assert calls("adaptive", blind) == calls("adaptive", default_registry())
+    assert calls("privileged", blind) != calls("privileged", default_registry())
