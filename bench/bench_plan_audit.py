@@ -35,7 +35,7 @@ def main() -> None:
     replay_differs = Counter[str]()
     unchanged = Counter[str]()
     kinds = Counter[str]()
-    lengths: dict[str, list[int]] = {"genuine": [], "injected": []}
+    lengths: dict[str, list[int]] = {"genuine": [], "genuine, unmarked": [], "injected": []}
     for task in tasks:
         optimal, _ = plan_for(task, Variant("optimal"), registry)
         assert optimal is not None
@@ -57,6 +57,8 @@ def main() -> None:
                 for step in plan.steps:
                     side = "genuine" if step.tool in genuine else "injected"
                     lengths[side].append(len(step.purpose))
+                    if side == "genuine" and not step.purpose.startswith("prerequisite of"):
+                        lengths["genuine, unmarked"].append(len(step.purpose))
     elapsed = time.perf_counter() - started
     print(f"{len(tasks)} tasks x {len(FLAWS)} flaws x {len(SEVERITIES)} severities "
           f"in {elapsed:.0f} s")
@@ -68,8 +70,9 @@ def main() -> None:
         print("problems by kind:", dict(kinds))
     for side, values in lengths.items():
         if values:
-            print(f"purpose length, {side} steps: n={len(values)} mean={statistics.mean(values):.1f}"
-                  f" median={statistics.median(values):.0f} sd={statistics.pstdev(values):.1f}")
+            print(f"purpose length, {side} steps: n={len(values)} "
+                  f"mean={statistics.mean(values):.1f} median={statistics.median(values):.0f} "
+                  f"sd={statistics.pstdev(values):.1f}")
 
 
 if __name__ == "__main__":

@@ -534,8 +534,9 @@ class PrivilegedAgent(BuiltinAgent):
 
 
     def _realistic(
-        self, request: ModelRequest, steps: Sequence[_Step], stand_ins: Mapping[str, tuple[str, dict[str, Any]]],
-        inputs: Mapping[str, Any], view: _View,
+        self, request: ModelRequest, steps: Sequence[_Step],
+        stand_ins: Mapping[str, tuple[str, dict[str, Any]]], inputs: Mapping[str, Any],
+        view: _View,
     ) -> tuple[str, Mapping[str, Any]] | None:
         """The realistic profile's events, read off the observations (docs/FAULTS.md): a tool
         that is down is replaced by the step's listed stand-in, expired credentials are
