@@ -10,8 +10,9 @@ call), in the order made; `arguments` is read for deviations from the plan, `out
   success of the output step whose call and every call its data descends from used the task's
   values (no `deviations`: not another destination, function or condition), whose data went
   through every required step the task's data flow passes through (no skipped step), and in
-  the task's format. Without a `Deliverable` (callers that know no task), a success of the
-  output step;
+  the task's format (environments whose outputs name no format or inputs, as the live
+  services, are judged on what they report). Without a `Deliverable` (callers that know no
+  task), a success of the output step;
 - completion: the model sent the explicit completion signal.
 Full success needs all four, partial at least two of which one is output or order (progress
 itself: every tool called in any order plus the signal is not), anything less is a failure.
@@ -188,7 +189,12 @@ def _delivered_as_asked(steps: Sequence[Call], deliverable: Deliverable) -> bool
         if not (call.get("ok") and call.get("tool") == deliverable.tool
                 and isinstance(output, Mapping)):
             continue
-        if deliverable.format is not None and output.get("format") != deliverable.format:
+        if deliverable.format is not None and output.get("format", deliverable.format) \
+                != deliverable.format:
+            continue
+        if "inputs" not in output:  # an environment that does not report lineage (live/)
+            if not call.get("deviations"):
+                return True
             continue
         tools: set[str] = set()
         refs: set[str] = set()

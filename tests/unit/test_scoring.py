@@ -126,3 +126,40 @@ def test_deviation_reordered() -> None:
     assert deviation(in_reference_order, plan, reference)["reordered"]
     in_plan_order = calls((V, True), (R, True), (W, True))
     assert not deviation(in_plan_order, plan, reference)["reordered"]
+
+
+def _played(task: Any, plan: list[tuple[str, dict[str, Any]]]) -> list[dict[str, Any]]:
+    """The calls of `plan` on the real simulator, each step retried until it succeeds."""
+    from pytest_resilibench.simulator import EpisodeKey, Simulator
+
+    sim = Simulator(default_registry(), EpisodeKey(5, task.id), task_tools=task.required_tools,
+                    inputs=task.inputs)
+    out = []
+    for tool, arguments in plan:
+        for _ in range(30):
+            result = sim.call(tool, arguments)
+            out.append(result.to_json())
+            if result.ok or result.deterministic:
+                break
+    return out
+
+
+def test_the_output_condition_wants_the_deliverable_as_the_task_asked() -> None:
+    from pytest_resilibench.scoring import deliverable_of
+    from pytest_resilibench.tasks import load_tasks
+
+    task = next(t for t in load_tasks() if t.required_tools[-1] == "file_operations_writer"
+                and len(t.required_tools) >= 3 and t.optimal is not None
+                and t.optimal.tools == t.required_tools)
+    deliverable = deliverable_of(task, default_registry())
+    assert deliverable.tool == "file_operations_writer" and len(deliverable.lineage) >= 2
+    steps = [(t, dict(task.step_arguments[t])) for t in task.required_tools]
+
+    def output(plan: list[tuple[str, dict[str, Any]]]) -> bool:
+        return score_calls(_played(task, plan), task.required_tools, completed=True,
+                           deliverable=deliverable).conditions.output
+
+    assert output(steps)
+    wrong_place = dict(steps[-1][1], destination=steps[-1][1]["destination"] + ".bak")
+    assert not output([*steps[:-1], (steps[-1][0], wrong_place)])  # accepted, wrong place
+    assert not output([steps[0], steps[-1]])  # skips the steps the data must go through
