@@ -12,13 +12,13 @@ own coherence, so a harness bug fails loudly here instead of skewing the numbers
 from __future__ import annotations
 
 from pytest_resilibench.record import EpisodeRecord
+from pytest_resilibench.scoring import Conditions, outcome
 
 __all__ = ["test_resilibench"]
 
 
 def test_resilibench(resili_episode: EpisodeRecord) -> None:
     ep = resili_episode
-    met = sum(ep.conditions.values())
-    assert ep.outcome == ("full" if met == 4 else "partial" if met >= 2 else "failed")
+    assert ep.outcome == outcome(Conditions(**ep.conditions))
     assert 0 <= ep.turns <= ep.max_turns
     assert 0.0 <= ep.coverage <= 1.0
