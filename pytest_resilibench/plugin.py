@@ -319,8 +319,9 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
     tr.section("ResiliBench results")
     tr.write_line(render_terminal(state.summary))
     tr.write_line("full = every condition met; partial = at least two of coverage, order, "
-                  "output, completion, one of them output or order; unsolved = the episode failed (a benchmark result, "
-                  "not a broken test); infra errors are kept out of the rates.")
+                  "output, completion, one of them output or order; unsolved = the episode "
+                  "failed (a benchmark result, not a broken test); infra errors are kept out "
+                  "of the rates.")
     if state.config.report is not None:
         tr.write_line(f"JSON report: {state.config.report}")
     for message in state.lost:

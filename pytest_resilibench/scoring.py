@@ -9,10 +9,11 @@ call), in the order made; `arguments` is read for deviations from the plan, `out
 - output: the task's deliverable was produced where and as the task asked (`Deliverable`): a
   success of the output step whose call and every call its data descends from used the task's
   values (no `deviations`: not another destination, function or condition), whose data went
-  through every required step the task's data flow passes through (no skipped step), and in
-  the task's format (environments whose outputs name no format or inputs, as the live
-  services, are judged on what they report). Without a `Deliverable` (callers that know no
-  task), a success of the output step;
+  through every required step the task's data flow passes through (no skipped step; the
+  format follows from the data's path, so a deliverable in another format is caught there, and
+  a prerequisite the exact DP may skip does not count against it); environments whose outputs
+  name no inputs (the live services) are judged on the deviations alone. Without a
+  `Deliverable` (callers that know no task), a success of the output step;
 - completion: the model sent the explicit completion signal.
 Full success needs all four, partial at least two of which one is output or order (progress
 itself: every tool called in any order plus the signal is not), anything less is a failure.
@@ -144,8 +145,8 @@ def _conditions(done: list[str], required: Sequence[str], *, completed: bool,
 
 @dataclass(frozen=True)
 class Deliverable:
-    """What the task's deliverable is: made by `tool`, in `format` (None: any), from data that
-    went through every tool of `lineage`."""
+    """What the task's deliverable is: made by `tool` (in `format`, for the record: the
+    lineage decides it) from data that went through every tool of `lineage`."""
 
     tool: str
     format: str | None
@@ -188,9 +189,6 @@ def _delivered_as_asked(steps: Sequence[Call], deliverable: Deliverable) -> bool
         output = call.get("output")
         if not (call.get("ok") and call.get("tool") == deliverable.tool
                 and isinstance(output, Mapping)):
-            continue
-        if deliverable.format is not None and output.get("format", deliverable.format) \
-                != deliverable.format:
             continue
         if "inputs" not in output:  # an environment that does not report lineage (live/)
             if not call.get("deviations"):
