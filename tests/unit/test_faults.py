@@ -63,8 +63,9 @@ def seeds_where(task: Task, wanted: Any, limit: int = 2000) -> Iterator[int]:
 
 # --- paper: unchanged --------------------------------------------------------------------------
 # sha256 of 720 paper episodes (3 built-in agents x 40 tasks x 3 variants x 2 seeds): outcome,
-# conditions, calls, messages and turns, computed before the realistic profile existed.
-PAPER_DIGEST = "4a0fdc602f23b0a3689ea73f3f26131b527aec34298cbb8f1c2ae8d8c491bebd"
+# conditions, calls, messages and turns; the realistic profile left it unchanged, issue 13
+# (prompts, plan wording, scoring, the prompt-only adaptive agent) deliberately changed it.
+PAPER_DIGEST = "a34601085de575e13f82025f9d093e0a80364c004e0a1212f1b2d241e8b5bc1f"
 
 
 def _paper_digest(**kwargs: Any) -> str:

@@ -232,11 +232,16 @@ def test_semantic_drift_keeps_a_prefix_and_drifts_through_neighbours(
 ) -> None:
     parent = parent_of(task)
     flawed, record = inject("semantic_drift", severity, task)
-    start = len(parent.steps) - len(record["changes"])
-    assert start >= 1
+    # The drift runs from a kept prefix on, and stops early only when no neighbour fits.
+    drifted = [c["index"] for c in record["changes"]]
+    start = drifted[0] if drifted else len(parent.steps)
+    assert start >= 1 and drifted == list(range(start, start + len(drifted)))
+    assert start == max(len(parent.steps) - SEVERITY_CHANGES[severity], 1) or not drifted
+    end = start + len(drifted)
     assert flawed.steps[:start] == parent.steps[:start]
+    assert [s.tool for s in flawed.steps[end:]] == [s.tool for s in parent.steps[end:]]
     assert len(flawed.steps) == len(parent.steps)
-    for i in range(start, len(parent.steps)):
+    for i in range(start, end):
         # A neighbour: one of the three tools most like the previous one, new to the plan.
         used = {*parent.tools, *flawed.tools[start:i]}
         assert flawed.tools[i] not in used
