@@ -48,6 +48,7 @@ __all__ = [
     "FAULT_PROFILES",
     "OUTAGE_RATE",
     "RATE_LIMIT_RATE",
+    "EVENT_RULES",
     "REALISTIC_PLANS",
     "REALISTIC_PLANS_SCHEMA",
     "RETRY_AFTER_TURNS",
@@ -277,6 +278,14 @@ def observed_event(faults: TaskFaults, registry: ToolRegistry, tool: str, ok: bo
     return None
 
 
+# What every prompt of a realistic run says about the profile's events (in the task text, so
+# that baseline and CoT are told what the plan variants are told; their plans add steps only).
+EVENT_RULES = (
+    "Under this task's fault profile some failures are not random: a tool that is down stays "
+    "down for the episode (use its step's stand-in), expired credentials need a new "
+    f"authentication ({AUTHENTICATOR}), a rate limit needs another call before the retry, and "
+    "a source that returns records: 0 must be re-run before anything uses its data."
+)
 REALISTIC_PLANS = "realistic_workflows.jsonl.gz"
 REALISTIC_PLANS_SCHEMA = "resilibench.realistic_workflows/1"
 

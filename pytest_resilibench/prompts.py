@@ -164,12 +164,13 @@ def _realistic(task: Task, registry: ToolRegistry) -> _Derived:
     found = _REALISTIC.get(id(task))
     if found is not None and found.task() is task and found.registry is registry:
         return found
-    from pytest_resilibench.faults import stored_plans, task_faults
+    from pytest_resilibench.faults import EVENT_RULES, stored_plans, task_faults
     from pytest_resilibench.tasks import FIXTURES_DIR
 
     faults = task_faults(task, registry)
     header = _header(task).replace(
         f"finish within {_PAPER_TURNS} turns", f"finish within {faults.max_turns} turns")
+    header += "\n" + EVENT_RULES
     if faults.alternatives:
         header += "\nStand-ins (use one only when its step's tool is unavailable):\n" + \
             "\n".join(f"- {step}: {alt} with arguments {_json(dict(faults.arguments[alt]))}"
@@ -183,7 +184,9 @@ def _realistic(task: Task, registry: ToolRegistry) -> _Derived:
         from pytest_resilibench.solver.realistic import realistic_solution
 
         plan = realistic_solution(task, registry=registry).workflow
-    parent = shown_plan(plan, task.required_tools, registry, advice=plan.advice)
+    # The solver's Advice restates the profile's rules, which the header now gives every
+    # variant: the plan's own Advice, as under the paper profile, explains its marks only.
+    parent = shown_plan(plan, task.required_tools, registry)
     derived = _Derived(weakref.ref(task), registry, header, parent, _as_shown(parent))
     if len(_REALISTIC) >= _DERIVED_SIZE:
         _REALISTIC.clear()

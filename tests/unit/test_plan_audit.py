@@ -46,12 +46,13 @@ def test_a_flawed_plan_is_its_parent_with_the_recorded_changes(
 
 
 @settings(max_examples=60, deadline=None)
-@given(task_index, st.sampled_from(["text", "native"]))
+@given(task_index, st.sampled_from(["text", "native"]), st.sampled_from(["paper", "realistic"]))
 def test_baseline_and_optimal_prompts_differ_by_the_plan_block_only(
-    index: int, tool_mode: str
+    index: int, tool_mode: str, faults: str
 ) -> None:
     task = TASKS[index]
-    prompts = {v.label: render_prompt(task, v, tool_mode=tool_mode) for v in all_variants()}
+    prompts = {v.label: render_prompt(task, v, tool_mode=tool_mode, faults=faults)
+               for v in all_variants()}
     baseline = prompts["baseline"]
     for label, prompt in prompts.items():
         assert prompt.messages[0] == baseline.messages[0], label  # one system prompt for all
@@ -69,6 +70,15 @@ def test_the_scoring_rules_reach_every_variant() -> None:
     assert "work around" not in system
     assert "finish within 10 turns" in render_prompt(TASKS[0], Variant("baseline")
                                                      ).messages[1]["content"]
+
+
+def test_the_realistic_profile_s_rules_reach_every_variant_and_no_plan_repeats_them() -> None:
+    from pytest_resilibench.faults import EVENT_RULES
+
+    for variant in all_variants():
+        prompt = render_prompt(TASKS[7], variant, faults="realistic")
+        assert EVENT_RULES in prompt.messages[1]["content"], variant.label
+        assert prompt.plan is None or "stays down" not in prompt.plan.advice, variant.label
 
 
 # --- the checks can fail ------------------------------------------------------------------------
