@@ -510,7 +510,7 @@ class PrivilegedAgent(BuiltinAgent):
         self, request: ModelRequest, view: _View
     ) -> tuple[str, Mapping[str, Any]] | None:
         inputs = _inputs(view.text)
-        steps = _repaired_plan(view.text, self.registry)
+        steps = self._plan_steps(request, view.text)
         stand_ins = _stand_ins(view.text)
         if stand_ins or any(_event_seen(o) for o in view.history):
             return self._realistic(request, steps, stand_ins, inputs, view)
@@ -524,6 +524,10 @@ class PrivilegedAgent(BuiltinAgent):
             hint = match.group(1) if match else None
         return step.tool, self._arguments_for(request, step.tool, step.arguments, inputs, view,
                                               steps, hint)
+
+    def _plan_steps(self, request: ModelRequest, text: str) -> tuple[_Step, ...]:
+        """The plan it follows: the prompt's, repaired with the registry's facts."""
+        return _repaired_plan(text, self.registry)
 
     def _arguments_for(
         self, request: ModelRequest, tool: str, given: Mapping[str, Any],
@@ -720,25 +724,9 @@ class AdaptiveAgent(PrivilegedAgent):
 
     kind = "adaptive"
 
-    def decide(
-        self, request: ModelRequest, view: _View
-    ) -> tuple[str, Mapping[str, Any]] | None:
-        tools = _request_tools(request)
-        inputs = _inputs(view.text)
-        steps = _read_plan(view.text, tools)
-        stand_ins = _stand_ins(view.text)
-        if stand_ins or any(_event_seen(o) for o in view.history):
-            return self._realistic(request, steps, stand_ins, inputs, view)
-        index, tries = _next_step(steps, view.history)
-        if index >= len(steps):
-            return None
-        step = steps[index]
-        hint = None
-        if tries and view.history and view.history[-1].tool == step.tool:
-            match = _FORMAT_HINT.search(view.history[-1].message)
-            hint = match.group(1) if match else None
-        return step.tool, _shown_arguments(tools.get(step.tool), step.arguments, inputs, view,
-                                           hint)
+    def _plan_steps(self, request: ModelRequest, text: str) -> tuple[_Step, ...]:
+        """The plan it follows: the prompt's, checked against the request's tool schemas."""
+        return _read_plan(text, _request_tools(request))
 
     def _arguments_for(
         self, request: ModelRequest, tool: str, given: Mapping[str, Any],
