@@ -343,6 +343,11 @@ def _described_tools(description: str, registry: ToolRegistry) -> tuple[str, ...
 @_memo
 def _mentions(description: str, registry: ToolRegistry) -> dict[str, int]:
     """Clearly described tools -> where the text first mentions them (character offset)."""
+    return _clause_mentions(description, lambda clause: _clause_tool(clause, registry))
+
+
+def _clause_mentions(description: str, tool_of: Callable[[str], str | None]) -> dict[str, int]:
+    """Tools -> the offset of the first clause of the text that `tool_of` names one for."""
     found: dict[str, int] = {}
     cursor = 0
     for clause in _CLAUSE.split(description):
@@ -350,7 +355,7 @@ def _mentions(description: str, registry: ToolRegistry) -> dict[str, int]:
         cursor = max(cursor, at)
         if len(clause.split()) < 2:
             continue
-        best = _clause_tool(clause, registry)
+        best = tool_of(clause)
         if best is not None:
             found.setdefault(best, at)
     return found
@@ -797,21 +802,16 @@ _SHOWN_MATCH, _SHOWN_MARGIN = 5.0, 1.0
 
 def _shown_mentions(description: str, tools: ShownTools) -> dict[str, int]:
     """Tools a clause of the text clearly describes -> where the text first mentions them."""
-    found: dict[str, int] = {}
-    cursor = 0
-    for clause in _CLAUSE.split(description):
-        at = description.find(clause, cursor)
-        cursor = max(cursor, at)
-        if len(clause.split()) < 2:
-            continue
+
+    def clear_best(clause: str) -> str | None:
         ranked = tools.rank(clause)
         if not ranked:
-            continue
+            return None
         best, score = ranked[0]
         runner_up = ranked[1][1] if len(ranked) > 1 else 0.0
-        if score >= _SHOWN_MATCH and score - runner_up >= _SHOWN_MARGIN:
-            found.setdefault(best, at)
-    return found
+        return best if score >= _SHOWN_MATCH and score - runner_up >= _SHOWN_MARGIN else None
+
+    return _clause_mentions(description, clear_best)
 
 
 def _repaired_from_prompt(text: str, tools: ShownTools) -> tuple[_Step, ...]:
