@@ -44,7 +44,9 @@ def test_rates_exclude_errors_from_denominators() -> None:
     assert row["full_ci"] == pytest.approx(list(stats.wilson(3, 5)))
     assert row["score"] == pytest.approx((3 + 0.5) / 5)
     assert s["counts"] == {"episodes": 6, "scored": 5, "errors": 1, "models": ["m"],
-                           "variants": ["optimal"]}
+                           "variants": ["optimal"],
+                           "outcomes": {"full": 3, "partial": 1, "failed": 1, "infra_error": 1}}
+    assert list(s["counts"]["outcomes"]) == ["full", "partial", "failed", "infra_error"]
     assert s["errors_by_model"] == {"m": 1}
 
 
@@ -135,7 +137,7 @@ def test_terminal_tables_follow_the_paper_layout() -> None:
                           "Outcomes by model and variant",
                           "Optimal → flawed plan, paired on the same tool luck"]
     assert "By task type" in titles and "By difficulty" in titles
-    assert "Infrastructure errors (outside every rate)" in titles
+    assert "Infra errors (outside every rate)" in titles
     main = text.split("-- Outcomes")[0]
     assert "best model" in main
     optimal_row = next(line for line in main.splitlines() if line.startswith("optimal"))
@@ -143,7 +145,7 @@ def test_terminal_tables_follow_the_paper_layout() -> None:
     assert optimal_row.split()[1:3] == ["80.0", "[49.0,"] and "70.0" in optimal_row
     assert "alpha 80.0" in optimal_row
     assert "+40.0" in text  # alpha's drop in pp
-    assert "41 episodes, 40 scored, 1 infrastructure errors" in text
+    assert "41 episodes: 24 full, 0 partial, 16 failed, 1 infra error" in text
 
 
 def test_markdown_has_a_heading_per_table() -> None:
@@ -159,7 +161,7 @@ def test_empty_and_malformed_input_do_not_crash() -> None:
     assert s["counts"]["episodes"] == 0 and analysis.tables(s) == []
     odd = analysis.summary([episode(outcome="exploded", tokens=None), "not a dict"])  # type: ignore[list-item]
     assert odd["counts"]["errors"] == 1
-    assert "1 episodes" in analysis.render_terminal(odd)
+    assert "1 episode: 0 full, 0 partial, 0 failed, 1 infra error" in analysis.render_terminal(odd)
 
 
 def test_variant_order_is_the_papers() -> None:
