@@ -67,7 +67,8 @@ td.vs.lost{background:#fbe4e2!important}td.vs.gained{background:#e3f4e8!importan
 .cond.no{color:#b3261e}.links{margin:6px 0 10px}.button{font-weight:600}
 .pair{display:grid;grid-template-columns:1fr 1fr;gap:16px;align-items:start}
 .pair>div{min-width:0}tr.diverge td{background:#fff4d6!important}
-table.turns{width:100%}pre.plan{max-height:none}pre.plan span.only{background:#fff4d6;display:inline-block;width:100%}
+table.turns{width:100%}pre.plan{max-height:none}
+pre.plan span.only{background:#fff4d6;display:inline-block;width:100%}
 .tool{font-family:ui-monospace,monospace;font-size:12.5px}
 details{border:1px solid #dde3ea;border-radius:4px;margin:6px 0;padding:4px 10px}
 details[open]{background:#fcfdfe}summary{cursor:pointer}
