@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pytest_resilibench import analysis, report_data, vocabulary
+from pytest_resilibench.outputs import prepare
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -356,7 +357,6 @@ def embedded_episodes(document: str) -> list[dict[str, Any]]:
 
 
 def write_html(path: str | Path, report: Mapping[str, Any], **options: Any) -> Path:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    path = prepare(path)
     path.write_text(render_html(report, **options), encoding="utf-8")
     return path

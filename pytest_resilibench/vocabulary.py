@@ -80,26 +80,27 @@ def counts_line(counts: Mapping[str, int], *, zeros: bool = True) -> str:
 
 def run_category(key: str) -> str:
     """The terminal-stats category of an outcome while the run goes. Never pytest's own
-    `failed`: that one lists its reports as test failures."""
-    return {"failed": "failed episodes", "infra_error": "infra errors"}.get(key, key)
+    `failed` (that one lists its reports as test failures), nor a count that reads as it:
+    pytest's last line is parsed as `N noun` (pytester's `parseoutcomes`, CI scripts), so a
+    failed episode reads `N episodes failed`, never `N failed`."""
+    return {"failed": "episodes failed", "infra_error": "infra errors"}.get(key, key)
+
+
+def _final_category(key: str, n: int) -> str:
+    if key == "failed":
+        return plural(n, "episode").split(" ", 1)[1] + " failed"
+    return plural(n, WORDS[key]).split(" ", 1)[1]
 
 
 def order_stats(terminalreporter: Any) -> None:
     """Rename and reorder a terminal reporter's stats (in place) so that pytest's last line
     counts the episodes in `COUNT_ORDER` with correct plurals, after pytest's own categories
-    (`3 passed, 1236 full, 249 partial, 15 failed episodes, 1 infra error`)."""
+    (`3 passed, 1236 full, 249 partial, 15 episodes failed, 1 infra error`)."""
     stats: dict[str, list[Any]] = terminalreporter.stats
     present = [k for k in COUNT_ORDER if stats.get(run_category(k))]
     moved = {k: stats.pop(run_category(k)) for k in present}
-    scored = [k for k in present if k in SCORED]
     for key, reports in moved.items():
-        if key == "infra_error":
-            name = plural(len(reports), "infra error").split(" ", 1)[1]
-        elif key == scored[-1]:  # "249 partial, 15 failed episodes"
-            name = plural(len(reports), f"{WORDS[key]} episode").split(" ", 1)[1]
-        else:
-            name = WORDS[key]
-        stats[name] = reports
+        stats[_final_category(key, len(reports))] = reports
     # pytest lists the categories it has not heard of in the order `_set_main_color` first saw
     # them and caches that list (_pytest/terminal.py, `_get_main_color`): drop the cache.
     if present and hasattr(terminalreporter, "_main_color"):
