@@ -484,23 +484,26 @@ def _rate_links(row: Filter, *columns: str | None) -> list[Filter | None]:
     return [row if c is None else {**row, "outcome": c} for c in columns]
 
 
-def paired_legend(methods: Iterable[str], confidence: float) -> str:
+def paired_legend(methods: Iterable[str], confidence: float, *, mde: bool = True) -> str:
     """What the paired table's columns mean, in one line, for the methods it used."""
     level = f"{100 * confidence:g}%"
+    used = set(methods)
     tests = []
-    if any(m.startswith("mcnemar") for m in methods):
-        tests.append("exact McNemar test over the pairs whose two episodes disagree, with "
-                     f"Newcombe's {level} interval")
-    if any(m.startswith("sign") for m in methods):
-        tests.append("a sign test over units (each optimal episode once, against the mean of "
-                     "its flawed siblings), with a bootstrap interval")
-    how = "; ".join(tests) or "paired test"
-    return (f"drop = optimal − flawed on the same tool luck. p: chance of a drop this large if "
-            f"the plan made no difference ({how}); the interval and the test are different "
-            "methods, so near the edge one can exclude 0 while p > 0.05. MDE: the drop these "
-            "pairs would detect 80% of the time at the observed disagreement, a planning "
-            "figure, not a bound: a significant drop can be smaller than the MDE (it was "
-            "caught with less than 80% chance).")
+    if any(m.startswith("mcnemar") for m in used):
+        tests.append(f"exact McNemar test on the pairs that disagree, Newcombe's {level} "
+                     "interval")
+    if any(m.startswith("sign") for m in used):
+        tests.append("sign test over units, each optimal episode once against the mean of its "
+                     f"flawed siblings, bootstrap {level} interval")
+    text = ("drop = optimal − flawed, pair by pair on the same tool luck. p: two-sided chance "
+            "of a difference this large if the plan made no difference ("
+            + ("; ".join(tests) or "paired test") + "); the interval is not the test, so near "
+            "the edge one can exclude 0 while p > 0.05.")
+    if mde:
+        text += (" MDE: the drop these pairs detect 80% of the time at the observed "
+                 "disagreement, a planning figure, not a bound: a significant drop may be "
+                 "smaller than the MDE (it was caught with less than 80% chance).")
+    return text
 
 
 def _identical_note(s: Mapping[str, Any]) -> str:
@@ -588,8 +591,7 @@ def tables(s: Mapping[str, Any]) -> list[Table]:
             [[d["model"], d["flaw"], _pct(d["optimal_rate"]), _pct(d["flawed_rate"]),
               _signed(d["drop_pp"]), _ci_pp(d["ci_pp"]), _p(d["p_value"]), d["pairs"]]
              for d in drops["by_flaw"]],
-            paired_legend((d["method"] for d in drops["by_flaw"]), confidence)
-            + " lost: flawed episodes whose optimal sibling was full and they were not.",
+            paired_legend((d["method"] for d in drops["by_flaw"]), confidence, mde=False),
             [[{"model": d["model"]}, {"model": d["model"], "flaw": d["flaw"]},
               {"model": d["model"], "variant": "optimal"},
               {"model": d["model"], "flaw": d["flaw"]},

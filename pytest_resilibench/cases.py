@@ -2,7 +2,7 @@
 
 Built from the `RunConfig` and the task fixtures alone, in a fixed order, so every xdist worker
 collects exactly the same items. Each case has the readable id pytest shows and `-k` matches,
-fields in a fixed order: `o3-flawed-semantic_drift-data_pipeline-hard-t0421-r0` (severity and
+fields in a fixed order: `o3-flawed-semantic_drift-simple_task-medium-t0421-r0` (severity and
 base rate appear only when the run sweeps them). The id spells a model name safely
 (`builtin:adaptive` → `builtin_adaptive`); `keywords` lets `-k` match the name as typed too.
 """

@@ -319,3 +319,49 @@ def test_realistic_runs_show_success_by_event_kind() -> None:
     assert "Success by event kind (realistic faults)" in doc
     assert report_html.embedded_episodes(doc)[0]["calls"][0]["event"] == "outage"
     assert "Success by event kind" not in report_html.render_html(run([episode(0)]))
+
+
+def test_report_outputs_default_to_the_ignored_folder(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.chdir(tmp_path)
+    path = tmp_path / "night.json"
+    path.write_text(json.dumps(sweep_run()))
+    assert main(["report", str(path), "--html", "--markdown"]) == 0
+    out = capsys.readouterr().out
+    assert (tmp_path / ".resilibench" / "night.html").is_file()
+    assert (tmp_path / ".resilibench" / "night.md").is_file()
+    assert (tmp_path / ".resilibench" / ".gitignore").is_file()
+    assert "HTML report: .resilibench/night.html" in out
+
+
+@pytest.fixture(scope="module")
+def default_run_episodes() -> list[dict[str, Any]]:
+    """The default run's 1500 episodes (builtin:adaptive, every variant, 10 tasks a cell),
+    trajectories kept: the report a new user makes first."""
+    from pytest_resilibench.agents import make_agent
+    from pytest_resilibench.cases import build_cases
+    from pytest_resilibench.options import RunConfig
+    from pytest_resilibench.registry import default_registry
+    from pytest_resilibench.runner import EpisodeRunner
+    from pytest_resilibench.tasks import load_tasks
+
+    config = RunConfig()
+    todo = build_cases(config, list(load_tasks()))
+    runner = EpisodeRunner(config, default_registry(), agent_factory=make_agent)
+    try:
+        runner.start(todo)
+        return [runner.result(case).to_json() for case in todo]
+    finally:
+        runner.close()
+
+
+@pytest.mark.slow
+def test_a_1500_episode_report_with_trajectories_stays_under_3_mb(
+        default_run_episodes: list[dict[str, Any]]) -> None:
+    eps = default_run_episodes
+    assert len(eps) == 1500 and all(ep["messages"] and ep["calls"] for ep in eps)
+    doc = report_html.render_html(run(eps))
+    size = len(doc.encode("utf-8"))
+    assert size <= 3_000_000, size
+    assert report_html.embedded_episodes(doc) == [dict(ep) for ep in report_data.order(eps)]
