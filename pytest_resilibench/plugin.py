@@ -23,22 +23,10 @@ from typing import Any
 import pytest
 
 from pytest_resilibench.options import RunConfig, add_options, benchmark_requested, read_config
-from pytest_resilibench.vocabulary import (
-    COUNT_ORDER,
-    LEGEND,
-    LETTERS,
-    VERBOSE_WORDS,
-    order_stats,
-    run_category,
-)
 
 SESSION_KEY = pytest.StashKey["Any"]()
 _CONFIGURED = pytest.StashKey[bool]()  # this plugin's pytest_configure has run
 _ASKED = pytest.StashKey[bool]()  # a suite folder asked for the benchmark (`ask_for_benchmark`)
-_MARKUP = {"full": {"green": True}, "partial": {"yellow": True}, "failed": {"red": True},
-           "infra_error": {"red": True, "bold": True}}
-OUTCOME_STATUS = {key: (run_category(key), LETTERS[key], (VERBOSE_WORDS[key], _MARKUP[key]))
-                  for key in COUNT_ORDER}
 
 
 class _EpisodeFailure(Exception):
@@ -265,16 +253,20 @@ def pytest_report_teststatus(
     report: pytest.TestReport, config: pytest.Config
 ) -> tuple[str, str, Any] | None:
     outcome = getattr(report, "resili_outcome", None)
+    if outcome is None:  # not a benchmark item
+        return None
+    from pytest_resilibench.vocabulary import STATUSES
+
     if outcome == "infra_error":
         reason = getattr(report, "resili_reason", None)
         if reason and config.get_verbosity() > 0:
-            category, letter, (word, markup) = OUTCOME_STATUS[outcome]
+            category, letter, (word, markup) = STATUSES[outcome]
             from pytest_resilibench.agents.base import error_cause
 
             return category, letter, (f"{word} ({_short(error_cause(reason))})", markup)
-        return OUTCOME_STATUS[outcome]
-    if outcome in OUTCOME_STATUS and report.when == "call" and report.passed:
-        return OUTCOME_STATUS[outcome]
+        return STATUSES[outcome]
+    if outcome in STATUSES and report.when == "call" and report.passed:
+        return STATUSES[outcome]
     return None
 
 
@@ -323,6 +315,7 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
     if state is None or state.summary is None:
         return
     from pytest_resilibench.analysis import render_terminal
+    from pytest_resilibench.vocabulary import LEGEND, order_stats
 
     tr = terminalreporter
     tr.section("ResiliBench results")

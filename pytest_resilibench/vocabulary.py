@@ -16,6 +16,7 @@ __all__ = [
     "LEGEND",
     "LETTERS",
     "SCORED",
+    "STATUSES",
     "VERBOSE_WORDS",
     "WORDS",
     "count",
@@ -84,6 +85,13 @@ def run_category(key: str) -> str:
     pytest's last line is parsed as `N noun` (pytester's `parseoutcomes`, CI scripts), so a
     failed episode reads `N episodes failed`, never `N failed`."""
     return {"failed": "episodes failed", "infra_error": "infra errors"}.get(key, key)
+
+
+_MARKUP = {"full": {"green": True}, "partial": {"yellow": True}, "failed": {"red": True},
+           "infra_error": {"red": True, "bold": True}}
+# What `pytest_report_teststatus` returns per outcome: (category, letter, (word, markup)).
+STATUSES = {key: (run_category(key), LETTERS[key], (VERBOSE_WORDS[key], _MARKUP[key]))
+            for key in COUNT_ORDER}
 
 
 def _final_category(key: str, n: int) -> str:
