@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 from tabulate import tabulate
 
-from pytest_resilibench import stats
+from pytest_resilibench import stats, vocabulary
 from pytest_resilibench.agents.base import error_cause
 from pytest_resilibench.flaws import FLAWS, SEVERITIES
 from pytest_resilibench.report import REPORT_SCHEMA
@@ -35,8 +35,10 @@ __all__ = [
     "Table",
     "compare",
     "compare_table",
+    "headline",
     "known_first",
     "load_report",
+    "paired_legend",
     "render_compare",
     "render_markdown",
     "render_terminal",
@@ -48,7 +50,7 @@ __all__ = [
 
 SUMMARY_SCHEMA = "resilibench.summary/1"
 # Two runs' episodes pair on these (plus the model when both runs ran the same models).
-OUTCOMES = ("full", "partial", "failed")
+OUTCOMES = vocabulary.SCORED
 _WEIGHTS = {"full": 1.0, "partial": 0.5, "failed": 0.0}
 _BASE_VARIANTS = ("baseline", "cot", "optimal")
 # Severity on a numeric axis for the robustness slope; the optimal plan is "no flaw" (0).
@@ -294,7 +296,8 @@ def summary(
         "schema": SUMMARY_SCHEMA,
         "confidence": confidence,
         "counts": {"episodes": len(eps), "scored": sum(1 for ep in eps if _is_scored(ep)),
-                   "errors": sum(errors.values()), "models": models, "variants": variants},
+                   "errors": sum(errors.values()), "models": models, "variants": variants,
+                   "outcomes": vocabulary.tally(ep.get("outcome") for ep in eps)},
         "errors_by_model": dict(sorted(errors.items())),
         "infra_causes": _infra_causes(eps),
         "usage": _usage(eps, models),
@@ -309,6 +312,7 @@ def summary(
         "by_flaw": rows("model", "flaw", "severity", subset=flawed, order=lambda k: (
             str(k[0]), variant_order(f"flawed-{k[1]}"), _rank(k[2], SEVERITIES))),
         "drops": {"by_model": drops_by_model, "by_flaw": drops_by_flaw},
+        "identical_variants": _identical_variants(eps),
         "pass_k": _pass_k(eps),
         "surfaces": {
             "base_success": _surface(eps, "base_success", _float_or_none("base_success"),
@@ -321,6 +325,30 @@ def summary(
         },
         **_fault_sections(eps, confidence),
     }
+
+
+def _identical_variants(eps: Sequence[Episode]) -> list[dict[str, Any]]:
+    """Per model, whether its baseline and cot episodes are the same episodes (same calls,
+    turns and outcome on every unit). The built-in agents never read the CoT instruction, so
+    for them the two rows are identical by construction, and a reader must be told."""
+    out = []
+    for (model,), mine in sorted(_group(eps, "model").items(), key=lambda kv: str(kv[0])):
+        by_variant = _group(mine, "variant")
+        base, cot = by_variant.get(("baseline",)), by_variant.get(("cot",))
+        if not base or not cot:
+            continue
+
+        def trace(ep: Episode) -> tuple[Any, ...]:
+            calls = tuple((c.get("tool"), c.get("ok")) for c in ep.get("calls") or ())
+            return (ep.get("outcome"), ep.get("turns"), ep.get("tool_calls"), calls)
+
+        a = {unit_key(ep): trace(ep) for ep in base}
+        b = {unit_key(ep): trace(ep) for ep in cot}
+        if a == b:
+            builtin = str(model).startswith("builtin:")
+            out.append({"model": model, "variants": ["baseline", "cot"],
+                        "by_construction": builtin})
+    return out
 
 
 _TOKEN_KINDS = ("prompt", "cached", "completion", "reasoning", "replayed")
@@ -397,12 +425,20 @@ def _float_or_none(field: str) -> Callable[[Episode], float | None]:
 # --- tables ---------------------------------------------------------------------------------
 
 
+Filter = dict[str, str]
+
+
 @dataclass(frozen=True)
 class Table:
+    """A titled table; `note` is its legend. `links[i][j]`, where given, is the episode
+    filter behind cell (i, j) (field -> value, e.g. {"model": "o3", "outcome": "failed"}):
+    the HTML report links the cell to those episodes."""
+
     title: str
     headers: list[str]
     rows: list[list[Any]]
     note: str = ""
+    links: list[list[Filter | None]] | None = None
 
 
 def _pct(x: float | None, digits: int = 1) -> str:
@@ -435,15 +471,63 @@ def _pivot(rows: Sequence[Mapping[str, Any]], column: str, columns: Sequence[str
     cells: dict[str, dict[str, str]] = defaultdict(dict)
     for r in rows:
         cells[str(r["model"])][str(r[column])] = f"{_pct(r['full_rate'])} ({r['n']})"
-    body = [[model, *(cells[model].get(c, "–") for c in columns)] for model in sorted(cells)]
-    return Table(title, ["model", *columns], body, "full success %, (scored episodes)")
+    models = sorted(cells)
+    body = [[model, *(cells[model].get(c, "–") for c in columns)] for model in models]
+    links: list[list[Filter | None]] = [
+        [{"model": m}, *({"model": m, column: c} for c in columns)] for m in models]
+    return Table(title, ["model", *columns], body, "full success %, (scored episodes)", links)
+
+
+def _rate_links(row: Filter, *columns: str | None) -> list[Filter | None]:
+    """A row's cells: the row's episodes, or, under an outcome's column, those of that
+    outcome (`columns` names the outcome key of each cell, None for the row's)."""
+    return [row if c is None else {**row, "outcome": c} for c in columns]
+
+
+def paired_legend(methods: Iterable[str], confidence: float, *, mde: bool = True) -> str:
+    """What the paired table's columns mean, in one line, for the methods it used."""
+    level = f"{100 * confidence:g}%"
+    used = set(methods)
+    tests = []
+    if any(m.startswith("mcnemar") for m in used):
+        tests.append(f"exact McNemar test on the pairs that disagree, Newcombe's {level} "
+                     "interval")
+    if any(m.startswith("sign") for m in used):
+        tests.append("sign test over units, each optimal episode once against the mean of its "
+                     f"flawed siblings, bootstrap {level} interval")
+    text = ("drop = optimal − flawed, pair by pair on the same tool luck. p: two-sided chance "
+            "of a difference this large if the plan made no difference ("
+            + ("; ".join(tests) or "paired test") + "); the interval is not the test, so near "
+            "the edge one can exclude 0 while p > 0.05.")
+    if mde:
+        text += (" MDE: the drop these pairs detect 80% of the time at the observed "
+                 "disagreement, a planning figure, not a bound: a significant drop may be "
+                 "smaller than the MDE (it was caught with less than 80% chance).")
+    return text
+
+
+def _identical_note(s: Mapping[str, Any]) -> str:
+    same = s.get("identical_variants") or []
+    if not same:
+        return ""
+    built = [r["model"] for r in same if r["by_construction"]]
+    other = [r["model"] for r in same if not r["by_construction"]]
+    parts = []
+    if built:
+        parts.append(f"baseline and cot are identical by construction for {', '.join(built)}: "
+                     "built-in agents ignore the CoT instruction")
+    if other:
+        parts.append(f"baseline and cot gave the same episodes for {', '.join(other)}")
+    return "; ".join(parts) + "."
 
 
 def tables(s: Mapping[str, Any]) -> list[Table]:
-    """The summary's tables in the paper's layout, each with a title; empty ones left out."""
+    """The summary's tables in the paper's layout, each with a title and a legend; empty ones
+    left out."""
     out: list[Table] = []
     by_mv = s.get("by_model_variant", [])
     variants = s.get("counts", {}).get("variants", [])
+    identical = _identical_note(s)
     if by_mv:
         # The paper's main table: a row per prompt variant, a column per model.
         grid: dict[str, dict[str, str]] = defaultdict(dict)
@@ -452,51 +536,77 @@ def tables(s: Mapping[str, Any]) -> list[Table]:
         models = sorted({r["model"] for r in by_mv})
         averages = {a["variant"]: a for a in s.get("variant_averages", [])}
         several = len(models) > 1
-        body = []
+        body, links = [], []
         for v in variants:
             row = [v, *(grid[v].get(m, "–") for m in models)]
+            link: list[Filter | None] = [{"variant": v},
+                                         *({"variant": v, "model": m} for m in models)]
             if several:
                 a = averages.get(v)
                 row += ["–", "–"] if a is None else [
                     _pct(a["mean_full_rate"]), f"{a['best_model']} {_pct(a['best_full_rate'])}"]
+                link += [{"variant": v}, None if a is None else
+                         {"variant": v, "model": a["best_model"]}]
             body.append(row)
+            links.append(link)
         out.append(Table("Full success rate by prompt variant (%, 95% CI)",
                          ["variant", *models, *(["mean", "best model"] if several else [])],
-                         body))
+                         body, identical, links))
         out.append(Table(
             "Outcomes by model and variant",
             ["model", "variant", "n", "full % [95% CI]", "partial %", "failed %", "score",
-             "turns", "calls", "recovered %", "errors"],
+             "turns", "calls", "recovered %", "infra errors"],
             [[r["model"], r["variant"], r["n"], _pct_ci(r["full_rate"], r["full_ci"]),
               _pct(r["partial_rate"]), _pct(r["failed_rate"]),
               "–" if r["score"] is None else f"{r['score']:.3f}",
               "–" if r["turns"] is None else f"{r['turns']:.1f}",
               "–" if r["tool_calls"] is None else f"{r['tool_calls']:.1f}",
               _pct(r["recovery_rate"], 0), r["errors"]] for r in by_mv],
-            "score: full = 1, partial = 0.5; errors (infrastructure) are outside every rate"))
+            "score: full = 1, partial = 0.5; infra errors are outside every rate"
+            + (f". {identical}" if identical else ""),
+            [_rate_links({"model": r["model"], "variant": r["variant"]}, None, None, None,
+                         "full", "partial", "failed", None, None, None, None, "infra_error")
+             for r in by_mv]))
     drops = s.get("drops", {})
+    confidence = float(s.get("confidence", 0.95))
     if drops.get("by_model"):
         out.append(Table(
             "Optimal → flawed plan, paired on the same tool luck",
-            ["model", "optimal %", "flawed %", "drop pp", "95% CI", "p", "pairs", "MDE pp"],
+            ["model", "optimal %", "flawed %", "drop pp", f"{100 * confidence:g}% CI", "p",
+             "pairs", "MDE pp"],
             [[d["model"], _pct(d["optimal_rate"]), _pct(d["flawed_rate"]),
               _signed(d["drop_pp"]), _ci_pp(d["ci_pp"]), _p(d["p_value"]), d["pairs"],
               "–" if d["mde_paired_pp"] is None else f"{d['mde_paired_pp']:.1f}"]
              for d in drops["by_model"]],
-            "drop = optimal − flawed; MDE: smallest paired drop detectable at 80% power"))
+            paired_legend((d["method"] for d in drops["by_model"]), confidence),
+            [[{"model": d["model"]}, {"model": d["model"], "variant": "optimal"},
+              {"model": d["model"], "kind": "flawed"},
+              *[{"model": d["model"], "kind": "flawed", "vs_optimal": "lost"}] * 4,
+              None] for d in drops["by_model"]]))
     if drops.get("by_flaw"):
         out.append(Table(
             "Drop by flaw",
-            ["model", "flaw", "optimal %", "flawed %", "drop pp", "95% CI", "p", "pairs"],
+            ["model", "flaw", "optimal %", "flawed %", "drop pp", f"{100 * confidence:g}% CI",
+             "p", "pairs"],
             [[d["model"], d["flaw"], _pct(d["optimal_rate"]), _pct(d["flawed_rate"]),
               _signed(d["drop_pp"]), _ci_pp(d["ci_pp"]), _p(d["p_value"]), d["pairs"]]
+             for d in drops["by_flaw"]],
+            paired_legend((d["method"] for d in drops["by_flaw"]), confidence, mde=False),
+            [[{"model": d["model"]}, {"model": d["model"], "flaw": d["flaw"]},
+              {"model": d["model"], "variant": "optimal"},
+              {"model": d["model"], "flaw": d["flaw"]},
+              *[{"model": d["model"], "flaw": d["flaw"], "vs_optimal": "lost"}] * 4]
              for d in drops["by_flaw"]]))
     if s.get("by_flaw") and len({r.get("severity") for r in s["by_flaw"]}) > 1:
         out.append(Table(
             "Flawed plans by severity",
             ["model", "flaw", "severity", "n", "full % [95% CI]", "partial %", "failed %"],
             [[r["model"], r["flaw"], r["severity"], r["n"], _pct_ci(r["full_rate"], r["full_ci"]),
-              _pct(r["partial_rate"]), _pct(r["failed_rate"])] for r in s["by_flaw"]]))
+              _pct(r["partial_rate"]), _pct(r["failed_rate"])] for r in s["by_flaw"]],
+            links=[_rate_links({"model": r["model"], "flaw": r["flaw"],
+                                "severity": r["severity"]},
+                               None, None, None, None, "full", "partial", "failed")
+                   for r in s["by_flaw"]]))
     if s.get("by_task_type"):
         types = known_first((r["task_type"] for r in s["by_task_type"]), TASK_TYPES)
         out.append(_pivot(s["by_task_type"], "task_type", types, "By task type"))
@@ -509,7 +619,9 @@ def tables(s: Mapping[str, Any]) -> list[Table]:
             "pass^k over repeats (%)", ["model", "variant", "tasks", *(f"pass^{k}" for k in ks)],
             [[r["model"], r["variant"], r["tasks"], *(_pct(r["pass_k"].get(k)) for k in ks)]
              for r in s["pass_k"]],
-            "pass^k: chance that k repeats of a task all succeed (tau-bench)"))
+            "pass^k: chance that k repeats of a task all succeed (tau-bench)",
+            [[{"model": r["model"], "variant": r["variant"]}] * (3 + len(ks))
+             for r in s["pass_k"]]))
     surfaces = [*s.get("surfaces", {}).get("base_success", []),
                 *s.get("surfaces", {}).get("severity", [])]
     if surfaces:
@@ -519,7 +631,8 @@ def tables(s: Mapping[str, Any]) -> list[Table]:
             [[r["model"], r["axis"],
               "  ".join(f"{_axis_label(r['axis'], p['x'])}: {_pct(p['full_rate'])}"
                         for p in r["points"]),
-              _slope_label(r)] for r in surfaces]))
+              _slope_label(r)] for r in surfaces],
+            links=[[{"model": r["model"]}] * 4 for r in surfaces]))
     if s.get("by_event"):
         out.append(Table(
             f"Success by event kind ({', '.join(s.get('faults', []))} faults)",
@@ -529,7 +642,8 @@ def tables(s: Mapping[str, Any]) -> list[Table]:
               _pct(r["partial_rate"]), r["calls"], _pct(r["recovered_share"], 0)]
              for r in s["by_event"]],
             "episodes that met each event at least once (none: met no event); recovered: "
-            "event calls later followed by a clean success of the same step"))
+            "event calls later followed by a clean success of the same step",
+            [[{"model": r["model"]}] * 7 for r in s["by_event"]]))
     usage = [r for r in s.get("usage", []) if any(r["tokens"].values())
              or r["cost_usd"] is not None]
     if usage:
@@ -539,7 +653,8 @@ def tables(s: Mapping[str, Any]) -> list[Table]:
             [[r["model"], r["episodes"], *(f"{r['tokens'][k]:,}" for k in _TOKEN_KINDS),
               "–" if r["cost_usd"] is None else f"{r['cost_usd']:.4f}"] for r in usage],
             "cached is part of prompt, reasoning part of completion; replayed: answered by "
-            "the model-call cache, not spent; cost: –  where the price is unknown"))
+            "the model-call cache, not spent; cost: – where the price is unknown",
+            [[{"model": r["model"]}] * (3 + len(_TOKEN_KINDS)) for r in usage]))
     providers = s.get("providers", {})
     if providers:
         out.append(Table(
@@ -550,17 +665,20 @@ def tables(s: Mapping[str, Any]) -> list[Table]:
               p.get("faults", {}).get("rate_limit", 0), p.get("faults", {}).get("timeout", 0),
               p.get("faults", {}).get("server_error", 0), p.get("faults", {}).get("refused", 0),
               p.get("not_sent", 0), p.get("cache_hits", 0)] for m, p in providers.items()],
-            "sent: HTTP requests, retries included"))
+            "sent: HTTP requests, retries included",
+            [[{"model": m}] * 10 for m in providers]))
     causes = s.get("infra_causes")
     errors = s.get("errors_by_model", {})
     if causes:
-        out.append(Table("Infrastructure errors (outside every rate)",
-                         ["model", "errors", "cause"],
+        out.append(Table("Infra errors (outside every rate)",
+                         ["model", "infra errors", "cause"],
                          [[r["model"], r["count"], r["cause"]] for r in causes],
-                         "grouped by cause"))
+                         "grouped by cause",
+                         [[{"model": r["model"], "outcome": "infra_error"}] * 3 for r in causes]))
     elif errors:
-        out.append(Table("Infrastructure errors (outside every rate)", ["model", "errors"],
-                         [[m, n] for m, n in errors.items()]))
+        out.append(Table("Infra errors (outside every rate)", ["model", "infra errors"],
+                         [[m, n] for m, n in errors.items()],
+                         links=[[{"model": m, "outcome": "infra_error"}] * 2 for m in errors]))
     return out
 
 
@@ -579,17 +697,24 @@ def _slope_label(r: Mapping[str, Any]) -> str:
 
 
 def _render(s: Mapping[str, Any], fmt: str, heading: Callable[[str], str]) -> str:
+    # Blank lines around every table and its legend: in markdown a line straight under a
+    # table is read as one more row (GFM tables end at a blank line).
     parts = []
     for t in tables(s):
         block = [heading(t.title), tabulate(t.rows, headers=t.headers, tablefmt=fmt,
                                             disable_numparse=True)]
         if t.note:
             block.append(t.note)
-        parts.append("\n".join(block))
+        parts.append(("\n\n" if fmt == "github" else "\n").join(block))
+    return "\n\n".join([headline(s), *parts]) + "\n"
+
+
+def headline(s: Mapping[str, Any]) -> str:
+    """`1500 episodes: 1236 full, 249 partial, 15 failed, 0 infra errors`."""
     counts = s.get("counts", {})
-    head = (f"{counts.get('episodes', 0)} episodes, {counts.get('scored', 0)} scored, "
-            f"{counts.get('errors', 0)} infrastructure errors")
-    return "\n\n".join([head, *parts]) + "\n"
+    outcomes = counts.get("outcomes") or {"infra_error": counts.get("errors", 0)}
+    return f"{vocabulary.plural(counts.get('episodes', 0), 'episode')}: " \
+        f"{vocabulary.counts_line(outcomes)}"
 
 
 def render_terminal(s: Mapping[str, Any]) -> str:
@@ -598,7 +723,7 @@ def render_terminal(s: Mapping[str, Any]) -> str:
 
 
 def render_markdown(s: Mapping[str, Any], *, title: str = "ResiliBench report") -> str:
-    return f"# {title}\n\n" + _render(s, "github", lambda t: f"## {t}\n")
+    return f"# {title}\n\n" + _render(s, "github", lambda t: f"## {t}")
 
 
 # --- reports on disk and run-to-run comparison -------------------------------------------------
@@ -697,4 +822,6 @@ def _verdict_cells(v: Mapping[str, Any]) -> list[str]:
 def render_compare(c: Mapping[str, Any], *, fmt: str = "simple") -> str:
     t = compare_table(c)
     body = tabulate(t.rows, headers=t.headers, tablefmt=fmt, disable_numparse=True)
+    if fmt == "github":  # blank lines end the table (see `_render`)
+        return f"## {t.title}\n\n{body}\n\n{t.note}\n\nverdict: {c['overall']['text']}\n"
     return f"-- {t.title} --\n{body}\n{t.note}\nverdict: {c['overall']['text']}\n"

@@ -2,8 +2,9 @@
 
 Built from the `RunConfig` and the task fixtures alone, in a fixed order, so every xdist worker
 collects exactly the same items. Each case has the readable id pytest shows and `-k` matches,
-fields in a fixed order: `o3-flawed-semantic_drift-data_pipeline-hard-t0421-r0` (severity and
-base rate appear only when the run sweeps them).
+fields in a fixed order: `o3-flawed-semantic_drift-simple_task-medium-t0421-r0` (severity and
+base rate appear only when the run sweeps them). The id spells a model name safely
+(`builtin:adaptive` → `builtin_adaptive`); `keywords` lets `-k` match the name as typed too.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from pytest_resilibench.prompts import Variant
 from pytest_resilibench.rng import key_int
 from pytest_resilibench.tasks import Task
 
-__all__ = ["Case", "build_cases", "sample_tasks", "variants_of"]
+__all__ = ["Case", "build_cases", "keywords", "sample_tasks", "variants_of"]
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
 
@@ -87,3 +88,9 @@ def build_cases(config: RunConfig, tasks: Sequence[Task]) -> list[Case]:
                         parts.append(f"r{repeat}")
                         cases.append(Case("-".join(parts), model, variant, task, repeat, base))
     return cases
+
+
+def keywords(case: Case) -> set[str]:
+    """Extra names `-k` matches for a case's item: the model as the user typed it
+    (`-k builtin:adaptive`), which the id spells `builtin_adaptive`."""
+    return {case.model}

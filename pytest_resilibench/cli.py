@@ -314,6 +314,7 @@ def _add_serve_openai(sub: argparse._SubParsersAction) -> None:
 
 def _cmd_report(args: argparse.Namespace) -> int:
     from pytest_resilibench import analysis
+    from pytest_resilibench.outputs import default_path, prepare
 
     run = analysis.load_report(args.run)
     summary = analysis.summary(run["episodes"])
@@ -325,19 +326,23 @@ def _cmd_report(args: argparse.Namespace) -> int:
         comparison = analysis.compare(other["episodes"], run["episodes"],
                                       max_drop_pp=args.max_drop, alpha=args.alpha)
         sys.stdout.write("\n" + analysis.render_compare(comparison))
-    if args.markdown:
+    stem = Path(args.run).stem
+    if args.markdown is not None:
         text = analysis.render_markdown(summary)
         if comparison is not None:
             text += "\n" + analysis.render_compare(comparison, fmt="github")
-        with open(args.markdown, "w", encoding="utf-8") as fh:
-            fh.write(text)
-    if args.html:
+        md = prepare(args.markdown or default_path(f"{stem}.md"))
+        md.write_text(text, encoding="utf-8")
+        print(f"markdown report: {md}")
+    if args.html is not None:
         try:
             from pytest_resilibench.report_html import write_html
-            write_html(args.html, run, summary=summary, comparison=comparison)
+            out = write_html(args.html or default_path(f"{stem}.html"), run, summary=summary,
+                             comparison=comparison)
         except ImportError as exc:
             print(f"resilibench report: error: {exc}", file=sys.stderr)
             return 2
+        print(f"HTML report: {out} ({out.stat().st_size / 1e6:.1f} MB, open it in a browser)")
     if comparison is not None and comparison["overall"]["kind"] == "regression":
         return 1
     return 0
@@ -349,8 +354,12 @@ def _add_report(sub: argparse._SubParsersAction) -> None:
                        "trajectories, one offline file) or markdown; with --compare, a paired "
                        "verdict of RUN against OTHER (exit 1 on a regression).")
     p.add_argument("run", metavar="RUN.json", help="a resilibench.report/1 file")
-    p.add_argument("--html", metavar="OUT.html", help="write the self-contained HTML report")
-    p.add_argument("--markdown", metavar="OUT.md", help="write the tables as markdown")
+    # Without a path, outputs go to .resilibench/ (outputs.py), which git ignores.
+    p.add_argument("--html", metavar="OUT.html", nargs="?", const="",
+                   help="write the self-contained HTML report (default: "
+                        ".resilibench/RUN.html)")
+    p.add_argument("--markdown", metavar="OUT.md", nargs="?", const="",
+                   help="write the tables as markdown (default: .resilibench/RUN.md)")
     p.add_argument("--compare", metavar="OTHER.json",
                    help="reference run: pair episodes on the same tool luck and judge the drop")
     p.add_argument("--max-drop", type=float, default=5.0, metavar="PP",

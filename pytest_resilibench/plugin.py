@@ -27,12 +27,6 @@ from pytest_resilibench.options import RunConfig, add_options, benchmark_request
 SESSION_KEY = pytest.StashKey["Any"]()
 _CONFIGURED = pytest.StashKey[bool]()  # this plugin's pytest_configure has run
 _ASKED = pytest.StashKey[bool]()  # a suite folder asked for the benchmark (`ask_for_benchmark`)
-OUTCOME_STATUS = {
-    "full": ("full", ".", ("FULL", {"green": True})),
-    "partial": ("partial", "p", ("PARTIAL", {"yellow": True})),
-    "failed": ("unsolved", "u", ("UNSOLVED", {"red": True})),
-    "infra_error": ("infra errors", "I", ("INFRA-ERROR", {"red": True, "bold": True})),
-}
 
 
 class _EpisodeFailure(Exception):
@@ -143,10 +137,13 @@ class _Benchmark:
             # Asked for, but no test takes a case: the package's own suite module.
             items.extend(session.genitems(_BuiltinSuite.from_parent(
                 session, path=Path(_suite_module().__file__ or ""), nodeid="resilibench")))
+        from pytest_resilibench.cases import keywords
+
         marker = pytest.mark.resilibench
         for item in items:
-            if _case_of(item) is not None:
+            if (case := _case_of(item)) is not None:
                 item.add_marker(marker)
+                item.extra_keyword_matches.update(keywords(case))
         if self.session.config.gate == "sequential":
             # Episodes in a seeded random order, so that any prefix is a random sample of the
             # selection; the user's own tests keep their place in front.
@@ -256,16 +253,20 @@ def pytest_report_teststatus(
     report: pytest.TestReport, config: pytest.Config
 ) -> tuple[str, str, Any] | None:
     outcome = getattr(report, "resili_outcome", None)
+    if outcome is None:  # not a benchmark item
+        return None
+    from pytest_resilibench.vocabulary import STATUSES
+
     if outcome == "infra_error":
         reason = getattr(report, "resili_reason", None)
         if reason and config.get_verbosity() > 0:
-            category, letter, (word, markup) = OUTCOME_STATUS[outcome]
+            category, letter, (word, markup) = STATUSES[outcome]
             from pytest_resilibench.agents.base import error_cause
 
             return category, letter, (f"{word} ({_short(error_cause(reason))})", markup)
-        return OUTCOME_STATUS[outcome]
-    if outcome in OUTCOME_STATUS and report.when == "call" and report.passed:
-        return OUTCOME_STATUS[outcome]
+        return STATUSES[outcome]
+    if outcome in STATUSES and report.when == "call" and report.passed:
+        return STATUSES[outcome]
     return None
 
 
@@ -314,21 +315,21 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
     if state is None or state.summary is None:
         return
     from pytest_resilibench.analysis import render_terminal
+    from pytest_resilibench.vocabulary import LEGEND, order_stats
 
     tr = terminalreporter
     tr.section("ResiliBench results")
     tr.write_line(render_terminal(state.summary))
-    tr.write_line("full = every condition met; partial = at least two of coverage, order, "
-                  "output, completion, one of them output or order; unsolved = the episode "
-                  "failed (a benchmark result, not a broken test); infra errors are kept out "
-                  "of the rates.")
+    tr.write_line(LEGEND)
     if state.config.report is not None:
-        tr.write_line(f"JSON report: {state.config.report}")
+        tr.write_line(f"JSON report: {state.config.report} (browse its episodes: resilibench "
+                      f"report {state.config.report} --html)")
     for message in state.lost:
         tr.write_line(message, red=True, bold=True)
     for result in state.gate_results:
         color = {"pass": "green", "inconclusive": "yellow"}.get(result.kind, "red")
         tr.write_line(f"resilibench gate: {result.line}", **{color: True, "bold": True})
+    order_stats(tr)
 
 
 def _short(reason: str, limit: int = 160) -> str:

@@ -19,6 +19,8 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from pytest_resilibench.outputs import prepare
+
 __all__ = ["REPORT_SCHEMA", "TIMING_FIELDS", "envelope", "fixture_hash", "write_report"]
 
 REPORT_SCHEMA = "resilibench.report/1"
@@ -70,8 +72,7 @@ def write_report(path: Path, head: Mapping[str, Any], episode_lines: Iterable[st
     (a run's episodes need not fit in memory as objects) and atomically: to a temporary file
     beside `path`, then renamed over it, so a reader never sees half a report and an
     interrupted write leaves the old one intact."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    path = prepare(path)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
         os.fchmod(fd, 0o644)  # mkstemp's 0600 would hide the report from CI artifact readers

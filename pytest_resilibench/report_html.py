@@ -1,9 +1,12 @@
-"""The HTML report: one self-contained file (inline CSS, PNG plots as base64, a few lines of
-inline script) that opens offline. Tables in the paper's layout, matplotlib plots, and every
-episode's trajectory — conversation, tool calls, errors, outcome — one click from the tables.
+"""The HTML report: one self-contained file that opens offline (inline CSS, PNG plots as
+base64, the episodes gzip-compressed inside it, `report_data.py`). A summary in the paper's
+layout whose every cell links to its episodes, matplotlib plots, and an episode viewer
+(`report_viewer.js`): a sortable, filterable table of every episode with free-text search over
+the conversations, each trajectory rendered on demand, and an episode side by side with its
+optimal or flawed sibling of the same tool luck.
 
-Everything that came from a run (model text, tool output, ids) goes through `html.escape`:
-model output is untrusted text.
+What came from a run (model text, tool output, ids) goes through `html.escape` here and through
+`textContent` in the viewer: model output is untrusted text.
 """
 
 from __future__ import annotations
@@ -13,18 +16,21 @@ import html
 import io
 import json
 import re
+import urllib.parse
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
+from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pytest_resilibench import analysis
+from pytest_resilibench import analysis, report_data, vocabulary
+from pytest_resilibench.outputs import prepare
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
 
-__all__ = ["figures", "render_html", "write_html"]
+__all__ = ["embedded_episodes", "figures", "render_html", "write_html"]
 
 _MISSING_MATPLOTLIB = ("the HTML report draws its plots with matplotlib, which is not installed: "
                        "pip install 'pytest-resilibench[report]'")
@@ -44,7 +50,27 @@ td.num{text-align:right;font-variant-numeric:tabular-nums}
 padding:6px;border-radius:4px}figcaption{font-size:12.5px;color:#5b6670}
 img{max-width:100%;height:auto}
 .full{color:#17692f;font-weight:600}.partial{color:#8a5a00;font-weight:600}
-.failed{color:#b3261e;font-weight:600}.error{color:#6b3fa0;font-weight:600}
+.failed{color:#b3261e;font-weight:600}.infra_error{color:#6b3fa0;font-weight:600}
+nav{display:flex;gap:4px;margin:10px 0 14px;border-bottom:1px solid #dde3ea}
+nav a{padding:6px 14px;text-decoration:none;color:#1d232a;border:1px solid transparent;
+border-bottom:none;border-radius:4px 4px 0 0}nav a.active{border-color:#dde3ea;background:#f3f6f9;
+font-weight:600}a{color:#1f5fbf}td a{text-decoration:none}td a:hover{text-decoration:underline}
+td.id{white-space:nowrap}
+.filters{display:flex;flex-wrap:wrap;gap:6px 14px;align-items:center;padding:8px 10px;
+background:#f3f6f9;border:1px solid #dde3ea;border-radius:4px;font-size:13px}
+.filters select,.filters input{font:inherit}.chip{background:#fff;border:1px solid #c6d0da;
+border-radius:10px;padding:1px 8px;text-decoration:none}.pager{font-size:13px;margin:8px 0 4px}
+.timing{color:#5b6670}
+table.episodes{width:100%}table.episodes th{position:sticky;top:0}
+table.episodes th a{color:inherit;text-decoration:none}
+td.vs.lost{background:#fbe4e2!important}td.vs.gained{background:#e3f4e8!important}
+.facts th{width:1%;white-space:nowrap}.cond{margin-right:10px}.cond.ok{color:#17692f}
+.cond.no{color:#b3261e}.links{margin:6px 0 10px}.button{font-weight:600}
+.pair{display:grid;grid-template-columns:1fr 1fr;gap:16px;align-items:start}
+.pair>div{min-width:0}tr.diverge td{background:#fff4d6!important}
+table.turns{width:100%}pre.plan{max-height:none}
+pre.plan span.only{background:#fff4d6;display:inline-block;width:100%}
+.tool{font-family:ui-monospace,monospace;font-size:12.5px}
 details{border:1px solid #dde3ea;border-radius:4px;margin:6px 0;padding:4px 10px}
 details[open]{background:#fcfdfe}summary{cursor:pointer}
 pre{white-space:pre-wrap;word-break:break-word;background:#f6f8fa;padding:6px 8px;margin:4px 0;
@@ -56,15 +82,6 @@ border-radius:3px;font-size:12.5px;max-height:420px;overflow:auto}
 .verdict.pass{background:#e3f4e8}.verdict.regression{background:#fbe4e2}
 .verdict.inconclusive{background:#fff4d6}
 """
-
-# Opening a link to an episode opens its <details> (a fragment alone only scrolls to it).
-_SCRIPT = """
-function openTarget(){var id=location.hash.slice(1);if(!id)return;
-var el=document.getElementById(id);if(el&&el.tagName==='DETAILS'){el.open=true;
-el.scrollIntoView();}}
-window.addEventListener('hashchange',openTarget);window.addEventListener('load',openTarget);
-"""
-
 
 def _e(value: object) -> str:
     return html.escape("" if value is None else str(value), quote=True)
@@ -215,23 +232,27 @@ def figures(s: Mapping[str, Any]) -> list[tuple[str, str]]:
     return out
 
 
-# --- tables and trajectories ----------------------------------------------------------------
+# --- summary tables ---------------------------------------------------------------------------
 
 
-def _group_anchor(model: object, variant: object) -> str:
-    return "g-" + "".join(c if c.isalnum() else "-" for c in f"{model}-{variant}")
+def _episodes_href(filters: Mapping[str, object]) -> str:
+    """The viewer's URL-fragment state for the episodes behind a summary cell."""
+    return "#" + urllib.parse.urlencode({"view": "episodes", **{k: str(v) for k, v in
+                                                                 filters.items()}})
 
 
-def _table(t: analysis.Table, links: Mapping[int, str] | None = None) -> str:
-    """A table; `links[i]` makes row i's first cell a link."""
+def _table(t: analysis.Table) -> str:
+    """A summary table; each cell with a filter (`Table.links`) links to its episodes."""
     head = "".join(f"<th>{_e(h)}</th>" for h in t.headers)
     body = []
     for i, row in enumerate(t.rows):
+        links = t.links[i] if t.links and i < len(t.links) else []
         cells = []
         for j, cell in enumerate(row):
             text = _e(cell)
-            if j == 0 and links and i in links:
-                text = f'<a href="#{_e(links[i])}">{text}</a>'
+            target = links[j] if j < len(links) else None
+            if target:
+                text = f'<a href="{_e(_episodes_href(target))}">{text}</a>'
             num = ' class="num"' if j and _looks_numeric(cell) else ""
             cells.append(f"<td{num}>{text}</td>")
         body.append("<tr>" + "".join(cells) + "</tr>")
@@ -240,126 +261,12 @@ def _table(t: analysis.Table, links: Mapping[int, str] | None = None) -> str:
             f"<tbody>{''.join(body)}</tbody></table>{note}")
 
 
-_NUMERIC = re.compile(r"^(–|[+-]?\d[\d.]*(e-?\d+)?( \[.*\])?( \(\d+\))?|<1e-4|\[.*\])$")
+_NUMERIC = re.compile(r"^(–|[+-]?\d[\d.,]*(e-?\d+)?( \[.*\])?( \(\d+\))?|<1e-4|\[.*\])$")
 
 
 def _looks_numeric(cell: object) -> bool:
     """Numbers, rates with intervals, counts: right-aligned; text stays left."""
     return bool(_NUMERIC.match(str(cell)))
-
-
-def _outcome(outcome: object) -> str:
-    return f'<span class="{_e(outcome)}">{_e(outcome)}</span>'
-
-
-def _episode_index(episodes: Sequence[Mapping[str, Any]]) -> str:
-    """Episodes grouped by model × variant; each row opens its trajectory."""
-    groups: dict[tuple[str, str], list[int]] = defaultdict(list)
-    for i, ep in enumerate(episodes):
-        groups[(str(ep.get("model")), str(ep.get("variant")))].append(i)
-    parts = []
-    for model, variant in sorted(groups, key=lambda k: (k[0], analysis.variant_order(k[1]))):
-        rows = []
-        for i in groups[(model, variant)]:
-            ep = episodes[i]
-            rows.append(
-                f'<tr><td><a href="#ep-{i}">{_e(ep.get("task_id"))}</a></td>'
-                f'<td>{_e(ep.get("severity") or "")}</td><td>{_e(ep.get("task_type"))}</td>'
-                f'<td>{_e(ep.get("difficulty"))}</td><td class="num">{_e(ep.get("repeat"))}</td>'
-                f'<td class="num">{_e(ep.get("base_success"))}</td>'
-                f'<td>{_outcome(ep.get("outcome"))}</td><td class="num">{_e(ep.get("turns"))}</td>'
-                f'<td class="num">{_e(ep.get("tool_calls"))}</td>'
-                f'<td>{_e(ep.get("stop_reason") or "")}</td></tr>')
-        parts.append(
-            f'<details id="{_group_anchor(model, variant)}"><summary>{_e(model)} · '
-            f'{_e(variant)} — {len(rows)} episodes</summary><table><thead><tr><th>task</th>'
-            "<th>severity</th><th>type</th><th>difficulty</th><th>repeat</th><th>base</th>"
-            "<th>outcome</th><th>turns</th><th>calls</th><th>stop</th></tr></thead>"
-            f"<tbody>{''.join(rows)}</tbody></table></details>")
-    return "".join(parts)
-
-
-def _json(value: object) -> str:
-    return json.dumps(value, indent=1, sort_keys=True, ensure_ascii=False, default=str)
-
-
-def _text(msg: Mapping[str, Any]) -> str:
-    content = msg.get("content")
-    return content if isinstance(content, str) else _json(content) if content else ""
-
-
-def _message(msg: Mapping[str, Any], prompts: Mapping[str, int]) -> str:
-    role = str(msg.get("role", "?"))
-    text = _text(msg)
-    if role == "system" and text in prompts:
-        # Every episode of a run shares a few long system prompts: shown once, linked here.
-        k = prompts[text]
-        return (f'<div class="msg system"><div class="role">system</div>'
-                f'<a href="#sys-{k}">system prompt {k + 1}</a> ({len(text)} characters)</div>')
-    parts = [f'<div class="msg {_e(role)}"><div class="role">{_e(role)}'
-             + (f' → {_e(msg["tool_call_id"])}' if msg.get("tool_call_id") else "") + "</div>"]
-    if text:
-        parts.append(f"<pre>{_e(text)}</pre>")
-    for call in msg.get("tool_calls") or []:
-        fn = call.get("function", {}) if isinstance(call, Mapping) else {}
-        parts.append(f"<pre>call {_e(fn.get('name'))}({_e(fn.get('arguments'))})</pre>")
-    parts.append("</div>")
-    return "".join(parts)
-
-
-def _system_prompts(episodes: Sequence[Mapping[str, Any]]) -> dict[str, int]:
-    prompts: dict[str, int] = {}
-    for ep in episodes:
-        for msg in ep.get("messages") or []:
-            if isinstance(msg, Mapping) and msg.get("role") == "system":
-                prompts.setdefault(_text(msg), len(prompts))
-    return prompts
-
-
-def _calls(calls: Sequence[Mapping[str, Any]]) -> str:
-    rows = []
-    for c in calls:
-        status = ('<span class="full">ok</span>' if c.get("ok")
-                  else f'<span class="failed">{_e(c.get("error_code"))}</span>')
-        if c.get("event"):  # the realistic fault profile's event (docs/FAULTS.md)
-            status += f' <span class="partial">[{_e(c["event"])}]</span>'
-        p = c.get("success_probability")
-        rows.append(
-            f'<tr><td class="num">{_e(c.get("turn"))}</td><td>{_e(c.get("tool"))}</td>'
-            f'<td><pre>{_e(_json(c.get("arguments")))}</pre></td><td>{status}</td>'
-            f'<td>{_e(c.get("message") or "")}</td>'
-            f'<td class="num">{"" if p is None else f"{float(p):.2f}"}</td></tr>')
-    return ("<table><thead><tr><th>turn</th><th>tool</th><th>arguments</th><th>result</th>"
-            "<th>message</th><th>p(success)</th></tr></thead>"
-            f"<tbody>{''.join(rows)}</tbody></table>")
-
-
-_FACTS = ("id", "model", "variant", "flaw", "severity", "task_id", "task_type", "difficulty",
-          "repeat", "seed", "base_success", "tool_mode", "outcome", "stop_reason", "turns",
-          "tool_calls", "coverage", "order_adherence", "errors_met", "errors_recovered",
-          "infra_error")
-
-
-def _trajectory(i: int, ep: Mapping[str, Any], prompts: Mapping[str, int]) -> str:
-    facts = "".join(f"<tr><th>{_e(k)}</th><td>{_e(ep.get(k))}</td></tr>"
-                    for k in _FACTS if ep.get(k) is not None)
-    extra = {k: ep[k] for k in ("conditions", "deviation", "tokens") if ep.get(k) is not None}
-    parts = [f"<table>{facts}</table>"]
-    if extra:
-        parts.append(f"<pre>{_e(_json(extra))}</pre>")
-    messages, calls = ep.get("messages"), ep.get("calls")
-    if calls:
-        parts.append(f"<h3>Tool calls</h3>{_calls(calls)}")
-    if messages:
-        parts.append("<h3>Conversation</h3>" + "".join(
-            _message(m, prompts) for m in messages if isinstance(m, Mapping)))
-    if not messages and not calls:
-        parts.append('<p class="note">Trajectory not kept in this report (run with '
-                     "--resili-trajectories to keep the conversation and calls).</p>")
-    head = (f"{_e(ep.get('task_id'))} · {_e(ep.get('model'))} · {_e(ep.get('variant'))}"
-            + (f" ({_e(ep.get('severity'))})" if ep.get("severity") else "")
-            + f" · repeat {_e(ep.get('repeat'))} · {_outcome(ep.get('outcome'))}")
-    return f'<details id="ep-{i}"><summary>{head}</summary>{"".join(parts)}</details>'
 
 
 def _key_values(title: str, data: Mapping[str, Any]) -> str:
@@ -370,6 +277,22 @@ def _key_values(title: str, data: Mapping[str, Any]) -> str:
     return f"<details><summary>{_e(title)}</summary><table>{rows}</table></details>"
 
 
+def _json(value: object) -> str:
+    return json.dumps(value, indent=1, sort_keys=True, ensure_ascii=False, default=str)
+
+
+def _script_json(value: object) -> str:
+    """JSON safe inside a <script> element (no `</script>` can close it early)."""
+    return json.dumps(value, ensure_ascii=False).replace("<", "\\u003c")
+
+
+def _asset(name: str) -> str:
+    return resources.files("pytest_resilibench").joinpath(name).read_text(encoding="utf-8")
+
+
+# --- the document ---------------------------------------------------------------------------
+
+
 def render_html(
     report: Mapping[str, Any],
     *,
@@ -377,18 +300,18 @@ def render_html(
     comparison: Mapping[str, Any] | None = None,
     title: str = "ResiliBench report",
 ) -> str:
-    """The whole report as one HTML document. `summary` defaults to a fresh
-    `analysis.summary` of the report's episodes."""
+    """The whole report as one HTML document: the summary (tables whose cells link to their
+    episodes, plots), and the episode viewer over the embedded episodes (`report_data.py`).
+    `summary` defaults to a fresh `analysis.summary` of the report's episodes."""
     episodes: list[Mapping[str, Any]] = list(report.get("episodes", []))
     s = summary if summary is not None else analysis.summary(episodes)
     providers = report.get("summary", {}).get("providers")
     if providers and "providers" not in s:  # counted at run time, not from the episodes
         s = {**s, "providers": providers}
     counts = s.get("counts", {})
-    parts = [f"<h1>{_e(title)}</h1>",
-             f'<p class="meta">{_e(counts.get("episodes", 0))} episodes · '
-             f'{_e(counts.get("scored", 0))} scored · {_e(counts.get("errors", 0))} '
-             f'infrastructure errors · models: {_e(", ".join(counts.get("models", [])))}</p>',
+    parts = [f'<p class="meta">{_e(analysis.headline(s))} · models: '
+             f'{_e(", ".join(counts.get("models", [])))}</p>',
+             f'<p class="note">{_e(vocabulary.LEGEND)}</p>',
              _key_values("Run configuration", report.get("config", {})),
              _key_values("Environment", report.get("environment", {}))]
     if comparison is not None:
@@ -396,36 +319,44 @@ def render_html(
         parts += ["<h2>Comparison with the other run</h2>",
                   f'<p class="verdict {_e(kind)}">{_e(comparison["overall"]["text"])}</p>',
                   _table(analysis.compare_table(comparison))]
-    parts.append("<h2>Tables</h2>")
-    for t in analysis.tables(s):
-        links = None
-        if t.title == "Outcomes by model and variant":
-            links = {i: _group_anchor(row[0], row[1]) for i, row in enumerate(t.rows)}
-        parts.append(_table(t, links))
+    parts.append('<h2>Tables</h2><p class="note">Each cell links to its episodes.</p>')
+    parts += [_table(t) for t in analysis.tables(s)]
     plots = figures(s)
     if plots:
         parts.append("<h2>Plots</h2><div class=\"grid\">" + "".join(
             f'<figure><img alt="{_e(caption)}" src="data:image/png;base64,{png}">'
             f"<figcaption>{_e(caption)}</figcaption></figure>" for caption, png in plots)
             + "</div>")
-    if episodes:
-        prompts = _system_prompts(episodes)
-        parts += ["<h2>Episodes</h2>",
-                  '<p class="note">By model and variant; a task opens its trajectory.</p>',
-                  _episode_index(episodes), "<h2>Trajectories</h2>",
-                  "".join(_trajectory(i, ep, prompts) for i, ep in enumerate(episodes))]
-        if prompts:
-            parts += ["<h2>System prompts</h2>", "".join(
-                f'<details id="sys-{k}"><summary>system prompt {k + 1}</summary>'
-                f"<pre>{_e(text)}</pre></details>" for text, k in prompts.items())]
+    meta = {"words": vocabulary.WORDS, "order": list(vocabulary.COUNT_ORDER),
+            "episodes": len(episodes)}
+    nav = (f'<nav><a id="tab-summary" href="#view=summary">Summary</a>'
+           f'<a id="tab-episodes" href="#view=episodes">Episodes ({len(episodes)})</a></nav>')
+    views = ('<section id="view-episodes" hidden></section>'
+             '<section id="view-episode" hidden></section>'
+             '<section id="view-pair" hidden></section>')
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             f"<meta name=\"viewport\" content=\"width=device-width\"><title>{_e(title)}</title>"
-            f"<style>{_CSS}</style><script>{_SCRIPT}</script></head><body>"
-            + "\n".join(p for p in parts if p) + "</body></html>\n")
+            f"<style>{_CSS}</style></head><body><h1>{_e(title)}</h1>{nav}"
+            "<noscript><p class=\"note\">The episode viewer needs JavaScript; the tables and "
+            "plots below do not.</p></noscript>"
+            '<section id="view-summary">' + "\n".join(p for p in parts if p) + "</section>"
+            + views
+            + f'<script type="application/json" id="resili-meta">{_script_json(meta)}</script>'
+            + '<script type="application/octet-stream" id="resili-data">'
+            + report_data.encode(report_data.pack(episodes)) + "</script>"
+            + f"<script>{_asset('report_viewer.js')}</script></body></html>\n")
+
+
+def embedded_episodes(document: str) -> list[dict[str, Any]]:
+    """The episodes a rendered report carries (what its viewer shows), in the viewer's order."""
+    match = re.search(r'<script type="application/octet-stream" id="resili-data">([^<]*)'
+                      r"</script>", document)
+    if match is None:
+        raise ValueError("not a ResiliBench HTML report: no embedded episodes")
+    return report_data.unpack(report_data.decode(match.group(1)))
 
 
 def write_html(path: str | Path, report: Mapping[str, Any], **options: Any) -> Path:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    path = prepare(path)
     path.write_text(render_html(report, **options), encoding="utf-8")
     return path

@@ -4,8 +4,8 @@ The plugin collects this module by itself when the benchmark is asked for (`--re
 other `--resili-*` option or `resili_*` ini key) and no collected test takes `resili_case`, so a
 repository needs no test file of its own; this repository's `suites/` re-exports it.
 
-Each item's status is its episode's verdict: FULL, PARTIAL or UNSOLVED (a benchmark result, not
-a broken test); INFRA-ERROR when the model could not be reached. The body re-checks the record's
+Each item's status is its episode's outcome: FULL, PARTIAL or FAILED-EPISODE (a benchmark result,
+not a broken test); INFRA-ERROR when the model could not be reached. The body re-checks the record's
 own coherence, so a harness bug fails loudly here instead of skewing the numbers.
 """
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -140,8 +140,10 @@ class TrainResult:
 
 
 def train(structures: Sequence[TaskMDP], config: PpoConfig = PpoConfig(), *,
-          progress: bool = True, device: str | None = None) -> TrainResult:
-    """Train on the given task structures (MDPs sharing one turn budget)."""
+          progress: bool = True, device: str | None = None,
+          log: Callable[[str], None] | None = None) -> TrainResult:
+    """Train on the given task structures (MDPs sharing one turn budget). With `log`, the
+    first update's time and the whole run's estimate from it are reported."""
     from tqdm.auto import tqdm
 
     if config.threads:
@@ -164,7 +166,7 @@ def train(structures: Sequence[TaskMDP], config: PpoConfig = PpoConfig(), *,
     env.set_pool(pools[stage])
     start = time.perf_counter()
     result = TrainResult(model, config, 0.0, 0)
-    bar = tqdm(range(config.updates), desc="ppo", disable=not progress, leave=False)
+    bar = tqdm(range(config.updates), desc="ppo", unit="update", disable=not progress)
     for update in bar:
         batch, wins, episodes = _rollout(model, env, steps_per_env, dev, autocast, config)
         _optimise(model, optimizer, scaler, batch, dev, autocast, config)
@@ -181,6 +183,12 @@ def train(structures: Sequence[TaskMDP], config: PpoConfig = PpoConfig(), *,
         result.env_steps += steps_per_env * config.n_envs
         result.history.append(record)
         bar.set_postfix(success=f"{rate:.2f}", stage=stage + 1, phase=env.phase)
+        if update == 0 and log is not None:
+            first = time.perf_counter() - start
+            line = (f"PPO: first update in {first:.0f}s; about "
+                    f"{first * config.updates / 60:.0f} min for {config.updates} updates on "
+                    f"{dev.type}")
+            (bar.write if progress else log)(line)  # bar.write keeps the bar on its line
         if config.checkpoint_dir and (update + 1) % config.checkpoint_every == 0:
             save_checkpoint(Path(config.checkpoint_dir) / "ppo.pt", model, optimizer, config,
                             update + 1)

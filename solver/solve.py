@@ -19,7 +19,7 @@ import io
 import json
 import resource
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -52,15 +52,28 @@ def write_jsonl_gz(path: Path, rows: Sequence[dict[str, Any]]) -> None:
     write_fixture_file(path.parent, path.name, buffer.getvalue())
 
 
+def _progress(items: Sequence[Any], desc: str, on: bool) -> Iterable[Any]:
+    """A tqdm bar (rate and time left) over `items` when asked and tqdm is installed (the
+    `solver` extra); the items alone otherwise."""
+    if not on:
+        return items
+    try:
+        from tqdm.auto import tqdm
+    except ImportError:
+        return items
+    return tqdm(items, desc=desc, unit="task", leave=False)
+
+
 def _differs(tools: Sequence[str], required: Sequence[str]) -> bool:
     return tuple(tools) != tuple(required)
 
 
-def _sweep(tasks: Sequence[Task], max_turns: int) -> dict[str, dict[str, float]]:
+def _sweep(tasks: Sequence[Task], max_turns: int, progress: bool = False
+           ) -> dict[str, dict[str, float]]:
     out = {}
     for base in SWEEP:
         gains, differs, values = [], [], []
-        for task in tasks:
+        for task in _progress(tasks, f"sweep at base {base}", progress):
             policy = optimal_policy(task.required_tools, base_success=base, max_turns=max_turns)
             naive = naive_policy(policy.mdp).value
             gains.append(policy.value - naive)
@@ -103,7 +116,7 @@ def solve_all(
     out_dir.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()
     rows: dict[str, dict[str, Any]] = {}
-    for task in tasks:
+    for task in _progress(tasks, "exact DP", progress):
         solution = solve_task(task, base_success=base_success, max_turns=max_turns)
         workflow = solution.workflow
         rows[task.id] = {
@@ -130,7 +143,7 @@ def solve_all(
         "mean_gain_over_naive": float((dp - naive).mean()),
         "mean_gain_where_differs": float((dp - naive)[dp - naive > 1e-9].mean())
         if (dp - naive > 1e-9).any() else 0.0,
-        "base_success_sweep": _sweep(tasks, max_turns),
+        "base_success_sweep": _sweep(tasks, max_turns, progress),
         "outside_closure_gain": 0.0,  # checked in tests/solver/test_dp.py against brute force
         "timings": {"exact_all_tasks_s": exact_seconds,
                     "exact_per_task_ms": 1000 * exact_seconds / len(tasks)},
@@ -162,7 +175,9 @@ def _train_and_compare(
                 < HELD_OUT_SHARE}
     training = [TaskMDP(s, base_success=base, max_turns=max_turns)
                 for s in structures if s not in held_out]
-    result = train(training, config, progress=progress)
+    log(f"PPO: {config.updates} updates of {config.n_steps} steps on {len(training)} "
+        "structures; the bar shows the time left after the first update")
+    result = train(training, config, progress=progress, log=log)
     log(f"PPO: {result.env_steps} steps in {result.seconds:.0f}s")
     policies = {s: greedy_policy(result.model, TaskMDP(s, base_success=base,
                                                       max_turns=max_turns))

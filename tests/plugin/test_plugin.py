@@ -32,6 +32,16 @@ def test_k_selects_a_slice(suite: pytest.Pytester) -> None:
     assert all("flawed-semantic_drift" in i and "-hard-" in i for i in ids)
 
 
+def test_k_matches_the_model_as_typed(suite: pytest.Pytester) -> None:
+    """Ids spell `builtin:random` as `builtin_random`; `-k` takes either."""
+    models = "--resili-model=builtin:follower,builtin:random"
+    for expression in ("builtin:random and hard", "builtin_random and hard"):
+        result = suite.runpytest("--collect-only", "-q", *SMALL, models, "-k", expression)
+        ids = [line for line in result.outlines if "::test_resilibench[" in line]
+        assert len(ids) == 10 * 5, expression  # 10 variants x one hard task per type
+        assert all("[builtin_random-" in i for i in ids)
+
+
 def test_sweeps_show_severity_and_base_rate_in_ids(suite: pytest.Pytester) -> None:
     result = suite.runpytest(
         "--collect-only", "-q", *SMALL, "--resili-variants=flawed",
@@ -51,7 +61,7 @@ def test_outcomes_are_statuses_and_the_report_has_every_episode(
                              f"--resili-report={report}")
     result.assert_outcomes()  # no pytest failures or errors: verdicts are statuses
     final = result.outlines[-1]
-    assert re.search(r"\d+ full", final) and "failed" not in final, final
+    assert re.search(r"\d+ full", final) and not re.search(r"\d+ failed", final), final
     data = load(report)
     assert data["schema"] == "resilibench.report/1"
     assert len(data["episodes"]) == 30

@@ -127,7 +127,7 @@ def test_refusals_in_a_row_stop_the_model_and_the_terminal_says_why(
                      "filter") == 3
     assert out.count("INFRA-ERROR (not sent: 3 requests to o3 failed in a row") == 17
     result.stdout.fnmatch_lines([
-        "*Infrastructure errors (outside every rate)*",
+        "*Infra errors (outside every rate)*",
         "*o3*17*not sent: 3 requests to o3 failed in a row (--resili-max-consecutive-errors)*",
         "*o3*3*HTTP 400: policy for 'o3' raised ValueError: content filter: prompt refused*",
         "*20 infra errors*"])

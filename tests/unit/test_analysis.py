@@ -44,7 +44,9 @@ def test_rates_exclude_errors_from_denominators() -> None:
     assert row["full_ci"] == pytest.approx(list(stats.wilson(3, 5)))
     assert row["score"] == pytest.approx((3 + 0.5) / 5)
     assert s["counts"] == {"episodes": 6, "scored": 5, "errors": 1, "models": ["m"],
-                           "variants": ["optimal"]}
+                           "variants": ["optimal"],
+                           "outcomes": {"full": 3, "partial": 1, "failed": 1, "infra_error": 1}}
+    assert list(s["counts"]["outcomes"]) == ["full", "partial", "failed", "infra_error"]
     assert s["errors_by_model"] == {"m": 1}
 
 
@@ -135,7 +137,7 @@ def test_terminal_tables_follow_the_paper_layout() -> None:
                           "Outcomes by model and variant",
                           "Optimal → flawed plan, paired on the same tool luck"]
     assert "By task type" in titles and "By difficulty" in titles
-    assert "Infrastructure errors (outside every rate)" in titles
+    assert "Infra errors (outside every rate)" in titles
     main = text.split("-- Outcomes")[0]
     assert "best model" in main
     optimal_row = next(line for line in main.splitlines() if line.startswith("optimal"))
@@ -143,7 +145,7 @@ def test_terminal_tables_follow_the_paper_layout() -> None:
     assert optimal_row.split()[1:3] == ["80.0", "[49.0,"] and "70.0" in optimal_row
     assert "alpha 80.0" in optimal_row
     assert "+40.0" in text  # alpha's drop in pp
-    assert "41 episodes, 40 scored, 1 infrastructure errors" in text
+    assert "41 episodes: 24 full, 0 partial, 16 failed, 1 infra error" in text
 
 
 def test_markdown_has_a_heading_per_table() -> None:
@@ -154,12 +156,87 @@ def test_markdown_has_a_heading_per_table() -> None:
     assert "| model" in md
 
 
+def _markdown_tables(text: str) -> list[tuple[list[str], list[list[str]]]]:
+    """(header cells, body rows) of every table a CommonMark + GFM-tables parser finds."""
+    from markdown_it import MarkdownIt
+
+    tables: list[tuple[list[str], list[list[str]]]] = []
+    row: list[str] = []
+    part = ""
+    for tok in MarkdownIt("commonmark").enable("table").parse(text):
+        if tok.type == "table_open":
+            tables.append(([], []))
+        elif tok.type in ("thead_open", "tbody_open"):
+            part = tok.type
+        elif tok.type == "tr_open":
+            row = []
+        elif tok.type == "inline" and tables and part:
+            row.append(tok.content)
+        elif tok.type == "tr_close":
+            if part == "thead_open":
+                tables[-1][0].extend(row)
+            else:
+                tables[-1][1].append(row)
+        elif tok.type == "table_close":
+            part = ""
+    return tables
+
+
+def test_markdown_renders_the_intended_tables_and_their_legends() -> None:
+    eps = optimal_and_flawed(30, optimal_full=24, flawed_full=12, model="builtin:adaptive")
+    eps += [{**ep, "variant": v} for ep in eps[:20:2] for v in ("baseline", "cot")]
+    eps += optimal_and_flawed(30, optimal_full=20, flawed_full=18, model="o3",
+                              flaw="missing_step")
+    eps.append(episode(model="o3", variant="baseline", outcome="error", infra_error="HTTP 500"))
+    s = analysis.summary(eps)
+    md = analysis.render_markdown(s)
+    expected = analysis.tables(s)
+    found = _markdown_tables(md)
+    # Every table comes out whole: its own header, exactly its rows (no legend read as a row).
+    assert [h for h, _ in found] == [t.headers for t in expected]
+    assert [len(rows) for _, rows in found] == [len(t.rows) for t in expected]
+    for (_, rows), t in zip(found, expected, strict=True):
+        assert rows == [[str(c) for c in r] for r in t.rows]
+    # Legends are paragraphs of their own, present where a statistic needs one.
+    from markdown_it import MarkdownIt
+
+    paragraphs = [tok.content for tok in MarkdownIt("commonmark").enable("table").parse(md)
+                  if tok.type == "inline" and tok.level == 1]
+    paired = next(p for p in paragraphs if p.startswith("drop = optimal − flawed"))
+    assert "McNemar" in paired and "MDE" in paired and "smaller than the MDE" in paired
+    assert any("identical by construction for builtin:adaptive" in p for p in paragraphs)
+
+
+def test_markdown_comparison_is_a_table_followed_by_its_note() -> None:
+    a = optimal_and_flawed(20, optimal_full=15, flawed_full=10)
+    b = optimal_and_flawed(20, optimal_full=12, flawed_full=10)
+    c = analysis.compare(a, b, max_drop_pp=5)
+    ((headers, rows),) = _markdown_tables(analysis.render_compare(c, fmt="github"))
+    assert headers == analysis.compare_table(c).headers
+    assert len(rows) == len(analysis.compare_table(c).rows)
+
+
+def test_identical_baseline_and_cot_are_noted_only_when_identical() -> None:
+    base = [episode(variant="baseline", task_id=f"t{i:04d}", outcome="full") for i in range(4)]
+    same = [{**ep, "variant": "cot"} for ep in base]
+    differ = [{**ep, "variant": "cot", "outcome": "failed" if i == 0 else ep["outcome"]}
+              for i, ep in enumerate(base)]
+    builtin = [{**ep, "model": "builtin:oracle"} for ep in base + same]
+    assert analysis.summary(builtin)["identical_variants"] == [
+        {"model": "builtin:oracle", "variants": ["baseline", "cot"], "by_construction": True}]
+    assert analysis.summary(base + same)["identical_variants"][0]["by_construction"] is False
+    assert analysis.summary(base + differ)["identical_variants"] == []
+    main = analysis.tables(analysis.summary(builtin))[0]
+    assert "identical by construction" in main.note
+    assert analysis.tables(analysis.summary(base + differ))[0].note == ""
+
+
 def test_empty_and_malformed_input_do_not_crash() -> None:
     s = analysis.summary([])
     assert s["counts"]["episodes"] == 0 and analysis.tables(s) == []
     odd = analysis.summary([episode(outcome="exploded", tokens=None), "not a dict"])  # type: ignore[list-item]
     assert odd["counts"]["errors"] == 1
-    assert "1 episodes" in analysis.render_terminal(odd)
+    assert "1 episode: 0 full, 0 partial, 0 failed, 1 infra error" in analysis.render_terminal(odd)
 
 
 def test_variant_order_is_the_papers() -> None:

@@ -5,16 +5,18 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import html
 import json
 import re
 import sys
+import urllib.parse
 from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from pytest_resilibench import analysis, report_html
+from pytest_resilibench import analysis, report_data, report_html, vocabulary
 from pytest_resilibench.cli import main
 
 pytest.importorskip("matplotlib")
@@ -105,38 +107,103 @@ def test_html_is_self_contained_with_inline_plots() -> None:
         assert base64.b64decode(src.split(",", 1)[1])[:8] == b"\x89PNG\r\n\x1a\n"
 
 
-def test_every_episode_has_a_trajectory_linked_from_the_tables() -> None:
+def _with_vs_optimal(eps: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each episode with the viewer's `vs_optimal`: lost / gained / same full success against
+    the optimal episode of its unit (the same tool luck)."""
+    best = {(ep["model"], *analysis.unit_key(ep)): ep["outcome"] == "full"
+            for ep in eps if ep["variant"] == "optimal"}
+    out = []
+    for ep in eps:
+        a = best.get((ep["model"], *analysis.unit_key(ep)))
+        b = ep["outcome"] == "full"
+        vs = ("" if a is None or ep["variant"] == "optimal" else
+              "lost" if a and not b else "gained" if b and not a else "same")
+        out.append({**ep, "vs_optimal": vs})
+    return out
+
+
+def _matches(ep: dict[str, Any], field: str, want: str) -> bool:
+    """The viewer's filter semantics (report_viewer.js, FIELDS), for checking the links."""
+    outcome = ep["outcome"] if ep["outcome"] in ("full", "partial", "failed") else "infra_error"
+    value = {"outcome": outcome,
+             "kind": "flawed" if str(ep["variant"]).startswith("flawed") else ep["variant"],
+             }.get(field, ep.get(field))
+    return ("" if value is None else str(value)) == want
+
+
+def _links(doc: str) -> list[tuple[str, dict[str, str]]]:
+    """(cell text, filter) of every summary cell that links to episodes."""
+    out = []
+    for m in re.finditer(r'<a href="#([^"]*)">([^<]*)</a>', doc):
+        params = dict(urllib.parse.parse_qsl(html.unescape(m.group(1))))
+        if params.pop("view", None) == "episodes":
+            out.append((html.unescape(m.group(2)), params))
+    return out
+
+
+def test_every_episode_is_embedded_and_decodes_back() -> None:
     report = sweep_run()
-    c = parse(report_html.render_html(report))
+    doc = report_html.render_html(report)
+    embedded = report_html.embedded_episodes(doc)
+    assert embedded == [dict(ep) for ep in report_data.order(report["episodes"])]
+    # The shared system prompt is stored once, not once per episode.
+    packed = report_data.pack(report["episodes"])
+    assert len(packed["prompts"]) == 1
+    assert doc.count("You are an agent.") == 0  # compressed, not in the markup
+
+
+def test_summary_cells_link_to_exactly_their_episodes() -> None:
+    report = sweep_run()
+    doc = report_html.render_html(report)
+    links = _links(doc)
+    eps = _with_vs_optimal(report["episodes"])
+    outcomes = analysis.tables(analysis.summary(eps))[1]
+    assert outcomes.title == "Outcomes by model and variant"
+    for row, cells in zip(outcomes.rows, outcomes.links or [], strict=True):
+        # n, and the full / partial / failed counts behind each rate's link
+        selected = [ep for ep in eps if all(_matches(ep, k, v) for k, v in cells[0].items())]
+        assert len(selected) == row[2]
+        for j, outcome in ((3, "full"), (4, "partial"), (5, "failed")):
+            hits = [ep for ep in selected if _matches(ep, "outcome", outcome)]
+            assert cells[j] == {**cells[0], "outcome": outcome}
+            assert len(hits) == round(row[2] * float(str(row[j]).split()[0]) / 100)
+    assert len(links) > 20
+    for text, filters in links:  # every link but a zero's selects something
+        hits = any(all(_matches(ep, k, v) for k, v in filters.items()) for ep in eps)
+        assert hits or text in ("0", "0.0", "–"), (text, filters)
+
+
+def test_the_viewer_markup_and_vocabulary() -> None:
+    doc = report_html.render_html(sweep_run())
+    c = parse(doc)
     ids = {a.get("id") for _, a in c.tags}
-    hrefs = {a.get("href") for t, a in c.tags if t == "a"}
-    for i in range(len(report["episodes"])):
-        assert f"ep-{i}" in ids and f"#ep-{i}" in hrefs
-    # The outcomes table links each model × variant row to its group of episodes.
-    groups = {h for h in hrefs if h and h.startswith("#g-")}
-    assert len(groups) == 2 and all(g[1:] in ids for g in groups)
-    # The shared system prompt is shown once and linked from every trajectory.
-    assert "sys-0" in ids and "sys-1" not in ids
+    assert {"view-summary", "view-episodes", "view-episode", "view-pair", "resili-meta",
+            "resili-data", "tab-summary", "tab-episodes"} <= ids
+    meta = re.search(r'id="resili-meta">([^<]*)</script>', doc)
+    assert meta is not None
+    words = json.loads(meta.group(1))["words"]
+    assert words == vocabulary.WORDS
+    assert [t for t, a in c.tags if t == "script" and a.get("src")] == []
+    assert "DecompressionStream" in doc  # the data is decompressed in the page
 
 
 def test_model_output_is_escaped() -> None:
     doc = report_html.render_html(run([episode(0), episode(1, model=HOSTILE)]))
     assert "<script>alert" not in doc and "<b>bold</b>" not in doc
     assert "&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt;" in doc
-    assert "".join(parse(doc).text).count(HOSTILE) >= 2  # the text survives, inert
+    assert "".join(parse(doc).text).count(HOSTILE) >= 1  # the text survives, inert
+    # The conversation travels compressed and intact; the viewer shows it as text.
+    (shown,) = [ep for ep in report_html.embedded_episodes(doc) if ep["model"] == "m"]
+    assert shown["messages"][2]["content"] == HOSTILE
+    viewer = (Path(report_html.__file__).parent / "report_viewer.js").read_text()
+    assert "innerHTML" not in viewer.replace("never innerHTML", "")
 
 
-def test_trajectory_shows_calls_errors_and_outcome() -> None:
-    doc = report_html.render_html(run([episode(0)]))
-    assert "TIMEOUT" in doc and "timed out after 30 s" in doc
-    assert "file_operations_reader" in doc and 'class="full"' in doc
-    assert "Task 0: read the file" in doc
-
-
-def test_episodes_without_trajectories_say_so() -> None:
+def test_episodes_without_trajectories_still_list() -> None:
     ep = episode(0)
     del ep["messages"], ep["calls"]
-    assert "Trajectory not kept" in report_html.render_html(run([ep]))
+    (shown,) = report_html.embedded_episodes(report_html.render_html(run([ep])))
+    assert shown == ep
 
 
 def test_missing_matplotlib_is_a_clear_error(monkeypatch: pytest.MonkeyPatch,
@@ -238,11 +305,10 @@ def test_report_from_real_episodes(tmp_path: Path) -> None:
                                                            "builtin:adaptive"}
     path = tmp_path / "real.html"
     report_html.write_html(path, run(episodes), summary=s)
-    doc = path.read_text()
-    c = parse(doc)
-    assert {f"ep-{i}" for i in range(12)} <= {a.get("id") for _, a in c.tags}
-    assert "&lt;tool_call&gt;" in doc  # the agents' text-mode calls, shown escaped
-    assert "TASK_COMPLETED" in doc
+    shown = report_html.embedded_episodes(path.read_text())
+    assert sorted(ep["id"] for ep in shown) == sorted(ep["id"] for ep in episodes)
+    text = json.dumps(shown)
+    assert "<tool_call>" in text and "TASK_COMPLETED" in text
 
 
 def test_realistic_runs_show_success_by_event_kind() -> None:
@@ -251,5 +317,51 @@ def test_realistic_runs_show_success_by_event_kind() -> None:
     ep["calls"][0] = {**ep["calls"][0], "error_code": "SERVICE_UNAVAILABLE", "event": "outage"}
     doc = report_html.render_html(run([ep, episode(1, faults="realistic", events={})]))
     assert "Success by event kind (realistic faults)" in doc
-    assert "[outage]" in doc
+    assert report_html.embedded_episodes(doc)[0]["calls"][0]["event"] == "outage"
     assert "Success by event kind" not in report_html.render_html(run([episode(0)]))
+
+
+def test_report_outputs_default_to_the_ignored_folder(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.chdir(tmp_path)
+    path = tmp_path / "night.json"
+    path.write_text(json.dumps(sweep_run()))
+    assert main(["report", str(path), "--html", "--markdown"]) == 0
+    out = capsys.readouterr().out
+    assert (tmp_path / ".resilibench" / "night.html").is_file()
+    assert (tmp_path / ".resilibench" / "night.md").is_file()
+    assert (tmp_path / ".resilibench" / ".gitignore").is_file()
+    assert "HTML report: .resilibench/night.html" in out
+
+
+@pytest.fixture(scope="module")
+def default_run_episodes() -> list[dict[str, Any]]:
+    """The default run's 1500 episodes (builtin:adaptive, every variant, 10 tasks a cell),
+    trajectories kept: the report a new user makes first."""
+    from pytest_resilibench.agents import make_agent
+    from pytest_resilibench.cases import build_cases
+    from pytest_resilibench.options import RunConfig
+    from pytest_resilibench.registry import default_registry
+    from pytest_resilibench.runner import EpisodeRunner
+    from pytest_resilibench.tasks import load_tasks
+
+    config = RunConfig()
+    todo = build_cases(config, list(load_tasks()))
+    runner = EpisodeRunner(config, default_registry(), agent_factory=make_agent)
+    try:
+        runner.start(todo)
+        return [runner.result(case).to_json() for case in todo]
+    finally:
+        runner.close()
+
+
+@pytest.mark.slow
+def test_a_1500_episode_report_with_trajectories_stays_under_3_mb(
+        default_run_episodes: list[dict[str, Any]]) -> None:
+    eps = default_run_episodes
+    assert len(eps) == 1500 and all(ep["messages"] and ep["calls"] for ep in eps)
+    doc = report_html.render_html(run(eps))
+    size = len(doc.encode("utf-8"))
+    assert size <= 3_000_000, size
+    assert report_html.embedded_episodes(doc) == [dict(ep) for ep in report_data.order(eps)]
