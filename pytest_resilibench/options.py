@@ -73,6 +73,7 @@ class RunConfig:
     prices: Path | None = None
     cache: Path | None = None
     report: Path | None = None
+    resume: str | Path = "auto"  # auto (the report's own episode log), off, or a report
     baseline: Path | None = None
     max_drop: float = 5.0
     confidence: float = 0.95
@@ -244,6 +245,15 @@ def _dollars(text: str) -> float:
     return _number(text.strip().lstrip("$"), "an amount in USD", 0.0, lo_open=True)
 
 
+def _resume(text: str) -> str | Path:
+    word = text.strip().lower()
+    if word in ("auto", "off"):
+        return word
+    if not text.strip():
+        raise ValueError("give auto, off or a report file")
+    return _path(text.strip())
+
+
 def _path(text: str) -> Path:
     return Path(text).expanduser()
 
@@ -313,6 +323,10 @@ _OPTIONS: list[tuple[str, Callable[[str], Any] | None, str | None, str]] = [
      "{\"MODEL\": {\"input\": 2.0, \"cached_input\": 0.5, \"output\": 8.0}}"),
     ("cache", _path, None, "model-call cache file (sqlite); re-runs replay from it"),
     ("report", _output_file, None, "write the JSON report (resilibench.report/1) here"),
+    ("resume", _resume, "auto",
+     "resume an interrupted run: auto (from the episode log an unfinished run left beside "
+     "--resili-report), off (start afresh), or RUN.json (reuse that report's episodes): "
+     "only the missing episodes run; the options that decide an episode must match"),
     ("baseline", _existing_file, None, "compare with this earlier JSON report (paired)"),
     ("max-drop", _points, "5", "with --resili-baseline: allowed drop in full-success points"),
     ("confidence", _confidence, "0.95",
@@ -419,6 +433,7 @@ def read_config(config: pytest.Config) -> RunConfig:
         prices=values["prices"],
         cache=values["cache"],
         report=values["report"],
+        resume=values["resume"],
         baseline=values["baseline"],
         max_drop=values["max-drop"],
         confidence=values["confidence"],
