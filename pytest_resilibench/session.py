@@ -202,6 +202,13 @@ class ResiliSession:
 
         from pytest_resilibench.agents.probe import probe_agent
 
+        if self.config.cache is not None:  # opened and schema-checked even if no model uses it
+            from pytest_resilibench.agents.cache import ModelCallCache
+
+            try:
+                ModelCallCache(self.config.cache).close()
+            except (ValueError, OSError) as exc:
+                raise ValueError(f"--resili-cache: {exc}") from None
         for spec in self.config.models:
             try:
                 agent = self._make_agent(spec)

@@ -149,6 +149,19 @@ def test_bad_ini_value_is_a_usage_error(suite: pytest.Pytester) -> None:
     result.stderr.fnmatch_lines(["*ini option resili_sample*'many' is not an integer*"])
 
 
+@pytest.mark.parametrize(("ini", "message"), [
+    ("resili_fail_under = nan", "*ini option resili_fail_under*'nan' is not a rate*"),
+    ("resili_base_success = inf", "*ini option resili_base_success*'inf' is not a probability*"),
+    ("resili_tool_mode = text,native", "*ini option resili_tool_mode*one value only*"),
+])
+def test_bad_ini_numbers_and_choices_are_usage_errors(suite: pytest.Pytester, ini: str,
+                                                      message: str) -> None:
+    suite.makeini(f"[pytest]\n{ini}\n")
+    result = suite.runpytest("-p", "no:cacheprovider")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([message])
+
+
 def test_ini_options_apply(suite: pytest.Pytester) -> None:
     suite.makeini("[pytest]\nresili_model = builtin:follower\nresili_sample = 1\n"
                   "resili_variants = cot\n")

@@ -212,3 +212,36 @@ def test_the_api_key_is_never_written(tmp_path: Path) -> None:
             assert SECRET.encode() not in file.read_bytes()
         cache.close()
     assert len(ModelCallCache(path)) == 5
+
+
+def _foreign_sqlite(path: Path) -> Path:
+    import sqlite3
+
+    db = sqlite3.connect(path)
+    db.execute("CREATE TABLE calls (key TEXT PRIMARY KEY, answer TEXT)")
+    db.close()
+    return path
+
+
+@pytest.mark.parametrize(("make", "message"), [
+    (lambda p: p.write_bytes(b"SQLite format 3\x00" + b"\xff" * 200) or p, "not a usable"),
+    (lambda p: p.write_text("not a database at all " * 100) or p, "not a usable"),
+    (_foreign_sqlite, "no such column"),
+    (lambda p: p.mkdir() or p, "is a directory"),
+])
+def test_a_file_that_is_not_our_cache_is_one_clear_error(
+    tmp_path: Path, make: Any, message: str
+) -> None:
+    path = tmp_path / "calls.sqlite"
+    make(path)
+    with pytest.raises(ValueError, match=message) as caught:
+        ModelCallCache(path)
+    assert str(path) in str(caught.value)
+
+
+def test_an_edited_row_is_a_miss_not_a_crash(cache: ModelCallCache) -> None:
+    cache.put(key(), REPLY)
+    cache._db().execute("UPDATE calls SET reply = ?", ('{"tool_calls": [[1]]}',))
+    assert cache.get(key()) is None and cache.misses == 1
+    cache._db().execute("UPDATE calls SET reply = ?", ("{truncated",))
+    assert cache.get(key()) is None
