@@ -227,7 +227,9 @@ def _existing_file(text: str) -> Path:
 
 def _url(text: str) -> str:
     if not re.match(r"^https?://[^\s/]+", text.strip()):
-        raise ValueError(f"{text!r} is not an http(s) URL")
+        from pytest_resilibench.redact import redact
+
+        raise ValueError(f"{redact(text)!r} is not an http(s) URL")
     return text.strip().rstrip("/")
 
 

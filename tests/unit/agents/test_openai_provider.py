@@ -511,3 +511,112 @@ def test_model_limits_are_the_models_failure_not_infrastructure(
     finally:
         server.shutdown()
         server.server_close()
+
+
+class RawServer:
+    """A loopback HTTP server answering one request with 200 and `body` as given (bytes no
+    well-behaved server would send), with `interval_s` > 0 one byte at a time: each read then
+    gets data in time, the whole body takes `len(body) * interval_s`. It counts the bytes it
+    sent and whether the client hung up before the end."""
+
+    def __init__(self, body: bytes, interval_s: float = 0.0) -> None:
+        import socket
+        import threading
+
+        self.body = body
+        self.interval_s = interval_s
+        self.sent = 0
+        self.hung_up = threading.Event()
+        self.finished = threading.Event()
+        self._stop = threading.Event()
+        self._socket = socket.create_server(("127.0.0.1", 0))
+        self.base_url = f"http://127.0.0.1:{self._socket.getsockname()[1]}/v1"
+        self._thread = threading.Thread(target=self._serve, daemon=True)
+        self._thread.start()
+
+    def _serve(self) -> None:
+        try:
+            conn, _ = self._socket.accept()
+        except OSError:  # closed before any client came
+            return
+        with conn:
+            conn.settimeout(30)
+            data = b""
+            while b"\r\n\r\n" not in data:
+                data += conn.recv(65536)
+            head = (f"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                    f"Content-Length: {len(self.body)}\r\n\r\n").encode()
+            try:
+                conn.sendall(head)
+                if not self.interval_s:
+                    conn.sendall(self.body)
+                    self.sent = len(self.body)
+                for byte in self.body[self.sent:]:
+                    if self._stop.wait(self.interval_s):
+                        return
+                    conn.sendall(bytes([byte]))
+                    self.sent += 1
+                self.finished.set()
+            except OSError:
+                self.hung_up.set()
+
+    def close(self) -> None:
+        self._stop.set()
+        self._socket.close()
+        self._thread.join(timeout=10)
+
+
+def test_the_timeout_bounds_the_whole_request_not_each_read() -> None:
+    """httpx's read timeout restarts with every byte: the trickle (a byte every 50 ms, ~3 s
+    for the body) never trips a 1 s read timeout; the whole-request bound must."""
+    body = json.dumps({"choices": [{"message": {"content": "late " * 10}}]}).encode()
+    server = RawServer(body, interval_s=0.05)
+    try:
+        agent = OpenAIAgent("m", base_url=server.base_url, api_key=SECRET, timeout_s=1.0,
+                            max_retries=0)
+        with pytest.raises(InfrastructureError, match="timed out"):
+            run(ask_all(agent, requests(1)))
+        assert server.hung_up.wait(timeout=30)  # the client left; the server saw it
+    finally:
+        server.close()
+    assert not server.finished.is_set() and server.sent < len(server.body)
+    assert agent.stats.faults == {"timeout": 1}
+
+
+def test_a_lone_surrogate_and_an_absurd_usage_are_sanitised_at_the_boundary(
+        tmp_path: Any) -> None:
+    from pytest_resilibench.agents.cache import CallKey, ModelCallCache
+
+    body = ('{"choices": [{"message": {"content": "bad \\ud800 text"}}], "usage": '
+            '{"prompt_tokens": 1' + "0" * 3999 + ', "completion_tokens": 7}}').encode()
+    server = RawServer(body)
+    try:
+        agent = OpenAIAgent("m", base_url=server.base_url, api_key=SECRET, max_retries=0)
+        (reply,) = run(ask_all(agent, requests(1)))
+    finally:
+        server.close()
+    assert reply.content == "bad \ufffd text"
+    assert reply.usage["prompt_tokens"] == 0 and reply.usage["completion_tokens"] == 7
+    assert agent.stats.prompt_tokens == 0
+    # What used to fail later on it: encoding the text (the next request, the cache).
+    with ModelCallCache(tmp_path / "c.sqlite") as cache:
+        key = CallKey(model="m", base_url=server.base_url, messages=[], tools=None,
+                      params={}, repeat=0)
+        cache.put(key, reply)
+        assert cache.get(key) is not None
+
+
+def test_a_key_echoed_by_the_server_and_url_credentials_are_masked() -> None:
+    key = "gw-echo-KEY-0987654321"  # no known key shape: masked because the provider knows it
+
+    def echo(request: ModelRequest) -> ModelReply:
+        raise ValueError(f"request refused for key {key}")
+
+    with OpenAITestServer({"m": echo}) as server:
+        url = server.base_url.replace("http://", "http://alice:hunter2-pass@")
+        agent = OpenAIAgent("m", base_url=url, api_key=key, max_retries=0)
+        with pytest.raises(InfrastructureError) as info:
+            run(ask_all(agent, requests(1)))
+    text = str(info.value)
+    assert "request refused for key ***" in text
+    assert key not in text and "hunter2" not in text and "alice" not in text
