@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 
 import pytest
@@ -140,6 +141,53 @@ def test_bad_options_fail_at_start_with_a_message(suite: pytest.Pytester) -> Non
         result = suite.runpytest(bad)
         assert result.ret == pytest.ExitCode.USAGE_ERROR
         result.stderr.fnmatch_lines([message])
+
+
+_EPISODE = {"schema": "resilibench.episode/1", "model": "builtin:oracle", "variant": "optimal",
+            "task_id": "t0001", "outcome": "full", "repeat": 0, "seed": 0, "base_success": 0.8}
+
+
+@pytest.mark.parametrize(("content", "message"), [
+    ('{"schema": "resilibench.report/1", "episodes": ' + "[" * 50_000 + "]" * 50_000 + "}",
+     "*--resili-baseline:*nested deeper than*"),
+    (json.dumps({"schema": "resilibench.report/1", "episodes": [{**_EPISODE, "repeat": "0"}]}),
+     "*--resili-baseline:*episode 0: episode field 'repeat' is str, not int*"),
+    (json.dumps({"schema": "resilibench.report/1", "episodes": [{**_EPISODE, "tokens": [1]}]}),
+     "*--resili-baseline:*episode field 'tokens' is list, not dict*"),
+    ('{"schema": "resilibench.report/1", "episodes": [{"base_success": NaN}]}',
+     "*--resili-baseline:*NaN is not a JSON number*"),
+    (json.dumps({"schema": "resilibench.report/1", "episodes": [], "config": [1]}),
+     "*--resili-baseline:*'config' must be an object*"),
+])
+def test_a_broken_baseline_stops_the_run_at_start_up(
+        suite: pytest.Pytester, content: str, message: str) -> None:
+    """Read at start-up and checked whole: before any episode, one line, no INTERNALERROR."""
+    baseline = suite.path / "old.json"
+    baseline.write_text(content)
+    result = suite.runpytest(f"--resili-baseline={baseline}", "-p", "no:cacheprovider")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([message])
+    assert "INTERNALERROR" not in result.stdout.str() + result.stderr.str()
+
+
+@pytest.mark.parametrize("kind", ["directory", "corrupt", "foreign"])
+def test_a_cache_file_that_is_not_ours_stops_the_run_at_start_up(
+        suite: pytest.Pytester, kind: str) -> None:
+    import sqlite3
+
+    cache = suite.path / "calls.sqlite"
+    if kind == "directory":
+        cache.mkdir()
+    elif kind == "corrupt":
+        cache.write_bytes(b"SQLite format 3\x00" + b"\x07" * 500)
+    else:
+        db = sqlite3.connect(cache)
+        db.execute("CREATE TABLE calls (key TEXT, model TEXT, task_id TEXT, repeat INT)")
+        db.close()
+    result = suite.runpytest(f"--resili-cache={cache}", "-p", "no:cacheprovider")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"*--resili-cache: {cache}*"])
+    assert "INTERNALERROR" not in result.stdout.str() + result.stderr.str()
 
 
 def test_bad_ini_value_is_a_usage_error(suite: pytest.Pytester) -> None:
