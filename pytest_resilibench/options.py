@@ -172,7 +172,7 @@ def _number(text: str, what: str, lo: float, hi: float = math.inf, *,
         value = float(text)
     except ValueError:
         raise ValueError(f"{text.strip()!r} is not {what}") from None
-    if math.isnan(value) or (math.isinf(value) and not math.isinf(hi)):
+    if not math.isfinite(value):
         raise ValueError(f"{text.strip()!r} is not {what} (a finite number)")
     if value > hi or value < lo or (lo_open and value == lo):
         low = f"({lo:g}" if lo_open else f"[{lo:g}"

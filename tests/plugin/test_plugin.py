@@ -82,27 +82,21 @@ def test_trajectories_and_junit_properties(suite: pytest.Pytester) -> None:
     assert 'name="resili_outcome"' in xml and 'name="resili_coverage"' in xml
 
 
-def test_same_report_with_and_without_xdist(suite: pytest.Pytester) -> None:
+def test_same_report_with_and_without_xdist_and_through_remote_style_gateways(
+        suite: pytest.Pytester) -> None:
+    """One in-process run is the reference for every distributed one: `-n 2`, `-n 4` and
+    `--tx 2*popen` (how xdist reaches other hosts, ssh=...) give its report."""
     args = [*SMALL, "--resili-model=builtin:adaptive,builtin:random",
             "--resili-variants=baseline,optimal,flawed", "--resili-flaws=sequence_disorder"]
     reports = {}
-    for workers in ("0", "2", "4"):
-        path = suite.path / f"n{workers}.json"
-        result = suite.runpytest_subprocess(*args, "-n", workers, f"--resili-report={path}")
+    for name, more in (("n0", ["-n", "0"]), ("n2", ["-n", "2"]), ("n4", ["-n", "4"]),
+                       ("tx", ["-d", "--tx", "2*popen"])):
+        path = suite.path / f"{name}.json"
+        result = suite.runpytest_subprocess(*args, *more, f"--resili-report={path}")
         assert result.ret == 0, result.stdout.str()[-2000:]
-        reports[workers] = comparable(load(path))
-    assert reports["0"] == reports["2"] == reports["4"]
-
-
-def test_remote_style_gateways_give_the_same_report(suite: pytest.Pytester) -> None:
-    """`--tx 2*popen` is how xdist reaches other hosts (ssh=...); same report."""
-    args = [*SMALL, "--resili-variants=optimal,flawed", "--resili-flaws=tool_misuse"]
-    a, b = suite.path / "a.json", suite.path / "b.json"
-    suite.runpytest_subprocess(*args, f"--resili-report={a}")
-    result = suite.runpytest_subprocess(*args, "-d", "--tx", "2*popen",
-                                        f"--resili-report={b}")
-    assert result.ret == 0, result.stdout.str()[-2000:]
-    assert comparable(load(a)) == comparable(load(b))
+        reports[name] = comparable(load(path))
+    assert len(reports["n0"][1]) == 90
+    assert reports["n0"] == reports["n2"] == reports["n4"] == reports["tx"]
 
 
 def test_fail_under_fails_the_run_with_one_red_line(suite: pytest.Pytester) -> None:
@@ -304,3 +298,20 @@ def test_realistic_faults_end_to_end(suite: pytest.Pytester) -> None:
     refused = suite.runpytest(*SMALL, "--resili-faults=realistic", "--resili-env=live")
     assert refused.ret != 0
     refused.stderr.fnmatch_lines(["*realistic needs --resili-env=sim or mcp*"])
+
+
+def test_a_run_without_episodes_keeps_xdists_own_scheduling(pytester: pytest.Pytester) -> None:
+    """Round-robin is for benchmark items only: a user's plain tests keep xdist's load
+    scheduling, whose first chunk gives neighbours (and their module fixture) one worker."""
+    pytester.makepyfile(test_plain='''
+        import os, pathlib, pytest
+
+        @pytest.mark.parametrize("i", range(8))
+        def test_where(i):
+            pathlib.Path(f"ran-{i}").write_text(os.environ["PYTEST_XDIST_WORKER"])
+    ''')
+    result = pytester.runpytest_subprocess("-n", "2", "-p", "no:cacheprovider",
+                                           "-p", "no:randomly")
+    assert result.ret == 0
+    where = [(pytester.path / f"ran-{i}").read_text() for i in range(8)]
+    assert where[0] == where[1] and where[2] == where[3] and where[0] != where[2]

@@ -84,9 +84,12 @@ def test_numbers_must_be_finite(text: str) -> None:
 
 
 def test_seconds_are_finite_but_unbounded_above() -> None:
-    with pytest.raises(ValueError):
-        o._seconds("nan")
-    assert o._seconds("3.5") == 3.5
+    for text in ("nan", "inf", "1e999"):
+        with pytest.raises(ValueError):
+            o._seconds(text)
+        with pytest.raises(ValueError):
+            o._dollars(text)
+    assert o._seconds("3.5") == 3.5 and o._seconds("1e9") == 1e9
 
 
 def test_report_path_is_checked_before_the_run(tmp_path: Path) -> None:

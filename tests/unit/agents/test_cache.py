@@ -167,7 +167,22 @@ def test_a_rerun_replays_without_the_network(cache: ModelCallCache) -> None:
 def test_an_interrupted_run_asks_again_only_what_was_not_answered(
         cache: ModelCallCache) -> None:
     requests = batch(30)
-    with OpenAITestServer(scripted, latency_ms=30) as server:
+    opened = False
+
+    async def ten_then_hold(request: ModelRequest) -> ModelReply:
+        """Answers ten requests, then holds the rest until `opened` (no clock decides how
+        many were answered when the run is killed)."""
+        nonlocal served
+        if served >= 10:
+            for _ in range(6000):  # at most a minute: the test fails rather than hangs
+                if opened:
+                    break
+                await asyncio.sleep(0.01)
+        served += 1
+        return scripted(request)
+
+    served = 0
+    with OpenAITestServer(ten_then_hold) as server:
         async def interrupted() -> None:
             agent = agent_for(server.base_url, cache, max_concurrency=4)
             tasks = [asyncio.ensure_future(agent.complete(r)) for r in requests]
@@ -181,7 +196,8 @@ def test_an_interrupted_run_asks_again_only_what_was_not_answered(
         asyncio.run(interrupted())
         answered = len(cache)
         before = server.stats.requests
-        assert 10 <= answered < 30
+        assert answered == 10
+        opened = True
         resumed = agent_for(server.base_url, cache)
         replies = asyncio.run(ask_all(resumed, requests))
         assert server.stats.requests - before == 30 - answered

@@ -96,9 +96,12 @@ def test_with_20_percent_faults_every_request_gets_the_fault_free_reply() -> Non
     batch = requests(60)
     with OpenAITestServer(scripted) as clean:
         baseline = run(ask_all(fast_agent(clean), batch))
-    faults = FaultConfig(rate=0.2, kinds=FAULT_KINDS, retry_after_s=0.01, hold_s=1.0)
+    # The timeout far above a reply's time on a loaded machine (a spurious timeout would be
+    # a retry the server did not cause), the hold far beyond it (it ends when the client
+    # hangs up).
+    faults = FaultConfig(rate=0.2, kinds=FAULT_KINDS, retry_after_s=0.01, hold_s=300.0)
     with OpenAITestServer(scripted, faults=faults, seed=5) as faulty:
-        agent = fast_agent(faulty, timeout_s=0.4, max_retries=8)
+        agent = fast_agent(faulty, timeout_s=3.0, max_retries=8)
         replies = run(ask_all(agent, batch))
         injected = sum(faulty.stats.faults.values())
     assert [visible(r) for r in replies] == [visible(r) for r in baseline]
@@ -171,18 +174,27 @@ def test_backoff_is_exponential_capped_jittered_and_deterministic() -> None:
 
 
 def test_concurrency_is_bounded_and_used() -> None:
+    """Requests wait on the server until eight are in flight (no clock: a slow machine only
+    takes longer), so the bound is reached whenever the client overlaps them, and a ninth
+    in flight would show."""
     in_flight = peak = 0
+    all_in: asyncio.Event | None = None
 
-    async def slow(request: ModelRequest) -> ModelReply:
-        nonlocal in_flight, peak
+    async def gathered(request: ModelRequest) -> ModelReply:
+        nonlocal in_flight, peak, all_in
+        all_in = all_in or asyncio.Event()  # on the server's loop
         in_flight += 1
         peak = max(peak, in_flight)
-        await asyncio.sleep(0.05)
-        in_flight -= 1
+        if peak >= 8:
+            all_in.set()
+        try:
+            await asyncio.wait_for(all_in.wait(), timeout=60)  # not reached: peak says so
+        finally:
+            in_flight -= 1
         return ModelReply(content="done")
 
-    with OpenAITestServer(slow) as server:
-        agent = fast_agent(server, max_concurrency=8)
+    with OpenAITestServer(gathered) as server:
+        agent = fast_agent(server, max_concurrency=8, timeout_s=120.0, max_retries=0)
         run(ask_all(agent, requests(40)))
     assert peak == 8  # the bound is reached (requests overlap) and never passed
 
@@ -300,7 +312,7 @@ def test_episodes_through_the_server_are_identical_with_and_without_faults() -> 
         with OpenAITestServer(faults=faults, seed=9) as server:
             # A timeout well above a loaded machine's reply time, so only injected faults
             # are retried; the injected hold outlasts it.
-            agents = {m: OpenAIAgent(m, base_url=server.base_url, timeout_s=2.0,
+            agents = {m: OpenAIAgent(m, base_url=server.base_url, timeout_s=4.0,
                                      max_retries=10, backoff_base_s=0.002, backoff_max_s=0.01,
                                      max_concurrency=16)
                       for m, _ in players}
@@ -320,7 +332,8 @@ def test_episodes_through_the_server_are_identical_with_and_without_faults() -> 
         return rows, sum(a.stats.retries for a in agents.values())
 
     clean, clean_retries = play(FaultConfig())
-    faulty, faulty_retries = play(FaultConfig(rate=0.2, hold_s=2.5, retry_after_s=0.005))
+    # Timeouts far above a reply's time on a loaded machine; holds end when the client leaves.
+    faulty, faulty_retries = play(FaultConfig(rate=0.2, hold_s=300.0, retry_after_s=0.005))
     outcomes = [row["outcome"] for row in clean]
     assert "error" not in outcomes and "full" in outcomes
     assert clean == faulty
