@@ -315,9 +315,9 @@ _OPTIONS: list[tuple[str, Callable[[str], Any] | None, str | None, str]] = [
      "retries of a failed model request (429, 5xx, timeouts) before it counts as an "
      "infrastructure error"),
     ("request-timeout", _seconds, "600",
-     "seconds to wait for one model reply (the openai client's own default: a long "
-     "reasoning turn is legitimate); a timed-out request is retried, so one request may "
-     "take up to (retries + 1) x this"),
+     "seconds one model request may take as a whole: connect, send, wait and read (the "
+     "openai client's own default: a long reasoning turn is legitimate); a timed-out "
+     "request is retried, so one request may take up to (retries + 1) x this"),
     ("temperature", _temperature, "auto",
      "sampling temperature sent to real models: auto (0 for chat models, none for reasoning "
      "models), a number, or 'default' for the server's own"),
