@@ -99,7 +99,9 @@ def _activate(config: pytest.Config) -> Any:
             if running:
                 session.prepare_resume()
         except ValueError as exc:
-            raise pytest.UsageError(str(exc)) from None
+            from pytest_resilibench.redact import redact
+
+            raise pytest.UsageError(redact(str(exc))) from None
     else:
         session.load_resumed(workerinput.get("resili_resume", ()))
     config.stash[SESSION_KEY] = session

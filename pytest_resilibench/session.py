@@ -416,8 +416,9 @@ class ResiliSession:
             self.lost.append(f"resilibench: could not write {self.config.report} "
                              f"({exc.strerror or exc}){kept}")
             return
-        if self.log is not None:  # a complete report holds everything the log did
-            self.log.close(remove=head["complete"])
+        if self.log is not None:  # removed once a complete report holds all the log did
+            received = {row["id"] for row in self.episodes}
+            self.log.close(remove=head["complete"] and received.issuperset(self.resumed))
 
     def prompt_prefix(self) -> dict[str, Any]:
         """What providers' prompt caches can reuse across the run's requests

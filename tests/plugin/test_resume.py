@@ -100,6 +100,18 @@ def test_a_log_of_other_options_is_a_usage_error_and_off_starts_afresh(
     assert load(report)["resumed"] == 0 and load(report)["config"]["seed"] == 3
 
 
+def test_a_narrower_resumed_run_keeps_the_log_of_the_wider_one(
+    suite: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    report = suite.path / "run.json"
+    _interrupt(suite, monkeypatch, "SIGINT", 6, report)
+    narrow = suite.runpytest_subprocess(*ARGS, "-k", "simple_task", f"--resili-report={report}")
+    assert narrow.ret == 0 and load(report)["complete"] is True
+    assert _log(report).exists()  # it still holds episodes this run did not need
+    wide = suite.runpytest_subprocess(*ARGS, f"--resili-report={report}")
+    assert wide.ret == 0 and load(report)["resumed"] >= 6 and not _log(report).exists()
+
+
 def test_resume_from_a_named_report_reuses_its_episodes(suite: pytest.Pytester) -> None:
     first = suite.path / "first.json"
     suite.runpytest_subprocess(*ARGS, "--resili-task-types=basic_task", f"--resili-report={first}")
