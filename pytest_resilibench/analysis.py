@@ -609,7 +609,7 @@ def load_report(path: str | Path) -> dict[str, Any]:
     episode's fields of the right types (`record.episode_problem`). Raises
     FileNotFoundError, or ValueError with a message that names the file."""
     from pytest_resilibench.jsonfile import load_json_file
-    from pytest_resilibench.record import episode_problem
+    from pytest_resilibench.record import REQUIRED_FIELDS, episode_problem
 
     path = Path(path)
     if not path.exists():
@@ -624,6 +624,10 @@ def load_report(path: str | Path) -> dict[str, Any]:
     episodes = data.get("episodes")
     if not isinstance(episodes, list):
         raise ValueError(f"{path}: 'episodes' must be a list of episode objects")
+    missing = {f for e in episodes if isinstance(e, dict)
+               for f in REQUIRED_FIELDS if f not in e}
+    if missing:
+        raise ValueError(f"{path}: episodes lack required fields {sorted(missing)}")
     for i, episode in enumerate(episodes):
         if (problem := episode_problem(episode)) is not None:
             raise ValueError(f"{path}: episode {i}: {problem}")

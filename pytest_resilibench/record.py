@@ -127,7 +127,7 @@ _FIELD_TYPES: dict[str, tuple[tuple[type, ...], bool]] = {  # name -> (types, No
     "tokens": ((dict,), True), "events": ((dict,), True), "messages": ((list,), True),
     "calls": ((list,), True),
 }
-_REQUIRED = ("model", "variant", "task_id", "outcome")
+REQUIRED_FIELDS = ("model", "variant", "task_id", "outcome")  # what every reader needs
 OUTCOME_NAMES = ("full", "partial", "failed", "error")
 
 
@@ -137,7 +137,7 @@ def episode_problem(data: object) -> str | None:
     lists of objects in `messages` and `calls`."""
     if not isinstance(data, dict):
         return f"an episode is a JSON object, not {type(data).__name__}"
-    missing = [name for name in _REQUIRED if name not in data]
+    missing = [name for name in REQUIRED_FIELDS if name not in data]
     if missing:
         return f"episode lacks required fields {missing}"
     for name, (types, nullable) in _FIELD_TYPES.items():
