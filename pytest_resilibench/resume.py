@@ -23,6 +23,7 @@ from typing import Any
 
 from pytest_resilibench.jsonfile import loads_bounded
 from pytest_resilibench.record import episode_problem
+from pytest_resilibench.redact import redact
 
 __all__ = ["LOG_SCHEMA", "RESUME_FIELDS", "EpisodeLog", "ResumeSource", "log_path",
            "read_log", "read_report", "read_source", "resume_key"]
@@ -151,7 +152,8 @@ class EpisodeLog:
         os.lseek(self._fd, 0, os.SEEK_END)
 
     def _write(self, line: str) -> None:
-        data = (line.replace("\n", " ") + "\n").encode("utf-8", "surrogatepass")
+        # Redacted as the report is (`redact.py`): a replay then equals the report's line.
+        data = (redact(line.replace("\n", " ")) + "\n").encode("utf-8", "surrogatepass")
         while data:  # os.write may write less than asked (a signal, a full pipe)
             data = data[os.write(self._fd, data):]
 
