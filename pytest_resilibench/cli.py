@@ -197,7 +197,7 @@ def _cmd_match(args: argparse.Namespace) -> int:
 def _add_match(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("match", help="rank the tools matching an operation phrase (BM25), as JSON")
     p.add_argument("phrase", help='an operation phrase, e.g. "parse the raw records"')
-    p.add_argument("--top", type=_int_in(1), default=5, help="how many tools to list (default 5)")
+    p.add_argument("--top", type=int, default=5, help="how many tools to list (default 5)")
     p.set_defaults(handler=_cmd_match)
 
 
