@@ -1,6 +1,6 @@
 # Two commands do everything on a fresh machine (see README):
 #   make run    - the benchmark suite against the built-in default agent, printing the table
-#   make test   - the project's tests
+#   make test   - the project's tests (tests sharing an expensive fixture are one xdist_group)
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
@@ -28,7 +28,7 @@ run: $(RUN_STAMP)
 	$(BIN)/pytest suites -p no:cacheprovider -q $(PYTEST_ARGS)
 
 test: $(DEV_STAMP)
-	$(BIN)/pytest tests -n 2 -q $(PYTEST_ARGS)
+	$(BIN)/pytest tests -n 2 --dist loadgroup -q $(PYTEST_ARGS)
 
 lint: $(DEV_STAMP)
 	$(BIN)/ruff check .

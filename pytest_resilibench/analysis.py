@@ -8,7 +8,6 @@ base success), hence the same tool luck — are compared pair by pair (`stats.py
 
 from __future__ import annotations
 
-import json
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -730,27 +729,36 @@ def render_markdown(s: Mapping[str, Any], *, title: str = "ResiliBench report") 
 
 
 def load_report(path: str | Path) -> dict[str, Any]:
-    """A `resilibench.report/1` file, checked enough that the reports can trust its shape.
-    Raises FileNotFoundError or ValueError with a message that names the file."""
+    """A `resilibench.report/1` file, checked enough that the summary, the gate and the
+    reports can trust it: bounded size and nesting, finite numbers (`jsonfile.py`), and every
+    episode's fields of the right types (`record.episode_problem`). Raises
+    FileNotFoundError, or ValueError with a message that names the file."""
+    from pytest_resilibench.jsonfile import load_json_file
+    from pytest_resilibench.record import REQUIRED_FIELDS, episode_problem
+
     path = Path(path)
-    if not path.is_file():
+    if not path.exists():
         raise FileNotFoundError(f"{path}: no such report file")
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ValueError(f"{path}: not a JSON report ({exc})") from None
+        data = load_json_file(path, what="a JSON report")
+    except OSError as exc:
+        raise ValueError(f"{path}: cannot be read ({exc.strerror or exc})") from None
     if not isinstance(data, dict) or data.get("schema") != REPORT_SCHEMA:
         found = data.get("schema") if isinstance(data, dict) else type(data).__name__
         raise ValueError(f"{path}: expected schema {REPORT_SCHEMA!r}, found {found!r}")
     episodes = data.get("episodes")
-    if not isinstance(episodes, list) or not all(isinstance(e, dict) for e in episodes):
+    if not isinstance(episodes, list):
         raise ValueError(f"{path}: 'episodes' must be a list of episode objects")
-    missing = {f for e in episodes for f in ("model", "variant", "task_id", "outcome")
-               if f not in e}
+    missing = {f for e in episodes if isinstance(e, dict)
+               for f in REQUIRED_FIELDS if f not in e}
     if missing:
         raise ValueError(f"{path}: episodes lack required fields {sorted(missing)}")
-    data.setdefault("config", {})
-    data.setdefault("environment", {})
+    for i, episode in enumerate(episodes):
+        if (problem := episode_problem(episode)) is not None:
+            raise ValueError(f"{path}: episode {i}: {problem}")
+    for name in ("config", "environment", "summary"):
+        if not isinstance(data.setdefault(name, {}), dict):
+            raise ValueError(f"{path}: {name!r} must be an object")
     return data
 
 

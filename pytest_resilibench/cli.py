@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -15,6 +16,48 @@ from typing import cast
 __all__ = ["main"]
 
 Handler = Callable[[argparse.Namespace], int]
+
+
+def _int_in(lo: int, hi: int | None = None) -> Callable[[str], int]:
+    """An argparse type: an integer in [lo, hi] (a wrong one is argparse's one-line error)."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+        if value < lo or (hi is not None and value > hi):
+            span = f"in [{lo}, {hi}]" if hi is not None else f"at least {lo}"
+            raise argparse.ArgumentTypeError(f"{value} is not {span}")
+        return value
+
+    parse.__name__ = "integer"
+    return parse
+
+
+def _float_in(lo: float, hi: float | None = None, *, lo_open: bool = False,
+              hi_open: bool = False) -> Callable[[str], float]:
+    """An argparse type: a finite number in [lo, hi] ((lo, ... / ..., hi) when open)."""
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+        low_ok = value > lo if lo_open else value >= lo
+        high_ok = hi is None or (value < hi if hi_open else value <= hi)
+        if not (math.isfinite(value) and low_ok and high_ok):
+            span = (("(" if lo_open else "[") + f"{lo:g}, "
+                    + (f"{hi:g}" + (")" if hi_open else "]") if hi is not None else "inf)"))
+            raise argparse.ArgumentTypeError(f"{text!r} is not a finite number in {span}")
+        return value
+
+    parse.__name__ = "number"
+    return parse
+
+
+_PORT = _int_in(0, 65535)
+_SEED = _int_in(0)
+_RATE = _float_in(0.0, 1.0, lo_open=True)  # a base success probability
+_SECONDS = _float_in(0.0)
 
 
 def _cmd_tools(args: argparse.Namespace) -> int:
@@ -74,11 +117,11 @@ def _add_solve(sub: argparse._SubParsersAction) -> None:
                                  "(default: ./fixtures)")
     p.add_argument("--force", action="store_true",
                    help="allow writing over the package's own fixtures")
-    p.add_argument("--base-success", type=float, default=0.8)
-    p.add_argument("--max-turns", type=int, default=10)
-    p.add_argument("--updates", type=int, default=60, help="PPO updates (2048 steps each)")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--threads", type=int, default=None, help="torch CPU threads")
+    p.add_argument("--base-success", type=_RATE, default=0.8)
+    p.add_argument("--max-turns", type=_int_in(1), default=10)
+    p.add_argument("--updates", type=_int_in(1), default=60, help="PPO updates (2048 steps each)")
+    p.add_argument("--seed", type=_SEED, default=0)
+    p.add_argument("--threads", type=_int_in(1), default=None, help="torch CPU threads")
     p.add_argument("--precision", choices=("auto", "fp32", "bf16", "fp16"), default="auto")
     p.add_argument("--checkpoint-dir", help="save PPO checkpoints here")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -111,14 +154,16 @@ def _add_serve_mcp(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--task", help="task id, e.g. t0421: the episode of calls that name none "
                                   "(without it every call names its episode in _meta, "
                                   "see pytest_resilibench/mcp_server.py)")
-    p.add_argument("--seed", type=int, default=0, help="run seed of the --task episode (default 0)")
-    p.add_argument("--repeat", type=int, default=0, help="repeat index of the --task episode")
-    p.add_argument("--base-success", type=float, default=0.8,
+    p.add_argument("--seed", type=_SEED, default=0,
+                   help="run seed of the --task episode (default 0)")
+    p.add_argument("--repeat", type=_int_in(0), default=0,
+                   help="repeat index of the --task episode")
+    p.add_argument("--base-success", type=_RATE, default=0.8,
                    help="base success probability of the --task episode")
     p.add_argument("--faults", choices=("paper", "realistic"), default="paper",
                    help="fault profile of the --task episode (docs/FAULTS.md)")
     p.add_argument("--transport", choices=("stdio", "http"), default="stdio")
-    p.add_argument("--port", type=int, default=8000,
+    p.add_argument("--port", type=_PORT, default=8000,
                    help="HTTP port on 127.0.0.1 (0: a free one; the URL goes to stderr)")
     p.add_argument("--fixtures", default=str(FIXTURES_DIR), help="task fixtures directory")
     p.set_defaults(handler=_cmd_serve_mcp)
@@ -133,9 +178,9 @@ def _cmd_serve_live(args: argparse.Namespace) -> int:
 
 def _add_serve_live(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("serve-live", help="serve the 23 live HTTP API services on 127.0.0.1")
-    p.add_argument("--port", type=int, default=8765, help="port on 127.0.0.1 (0: a free one)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the services' misbehaviour")
-    p.add_argument("--hang-s", type=float, default=3.0,
+    p.add_argument("--port", type=_PORT, default=8765, help="port on 127.0.0.1 (0: a free one)")
+    p.add_argument("--seed", type=_SEED, default=0, help="seed of the services' misbehaviour")
+    p.add_argument("--hang-s", type=_SECONDS, default=3.0,
                    help="how long a service hangs when it times out (seconds)")
     p.set_defaults(handler=_cmd_serve_live)
 
@@ -172,7 +217,7 @@ def _add_generate(sub: argparse._SubParsersAction) -> None:
                    help="fixtures directory to write (default: ./fixtures)")
     p.add_argument("--force", action="store_true",
                    help="allow writing over the package's own fixtures")
-    p.add_argument("--seed", type=int, default=None, help="generator seed (default 2026)")
+    p.add_argument("--seed", type=_SEED, default=None, help="generator seed (default 2026)")
     p.set_defaults(handler=_cmd_generate)
 
 
@@ -292,17 +337,17 @@ def _add_serve_openai(sub: argparse._SubParsersAction) -> None:
                        help="serve the built-in agents over an OpenAI-compatible HTTP API "
                             "on loopback, with injected latency and faults")
     p.add_argument("--host", default="127.0.0.1", help="bind address (default loopback)")
-    p.add_argument("--port", type=int, default=0, help="port (0: any free one, printed)")
-    p.add_argument("--latency-ms", type=float, default=0.0, help="delay of every reply")
-    p.add_argument("--fault-rate", type=float, default=0.0,
+    p.add_argument("--port", type=_PORT, default=0, help="port (0: any free one, printed)")
+    p.add_argument("--latency-ms", type=_SECONDS, default=0.0, help="delay of every reply")
+    p.add_argument("--fault-rate", type=_float_in(0.0, 1.0), default=0.0,
                    help="share of requests answered with a fault, in [0, 1]")
     p.add_argument("--faults", default="all",
                    help="comma-separated fault kinds to draw from: 429, 500, 503, timeout, "
                         "reset, malformed, truncated (default all)")
-    p.add_argument("--retry-after-s", type=float, default=0.05, help="Retry-After of a 429")
-    p.add_argument("--hold-s", type=float, default=65.0,
+    p.add_argument("--retry-after-s", type=_SECONDS, default=0.05, help="Retry-After of a 429")
+    p.add_argument("--hold-s", type=_SECONDS, default=65.0,
                    help="how long a `timeout` fault holds the request (beyond client timeouts)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the fault draws")
+    p.add_argument("--seed", type=_SEED, default=0, help="seed of the fault draws")
     p.add_argument("--model", action="append", default=[], metavar="NAME=builtin:AGENT",
                    help="serve model NAME (e.g. o3) with a built-in agent (repeatable)")
     p.add_argument("--strict", action="store_true",
@@ -362,9 +407,9 @@ def _add_report(sub: argparse._SubParsersAction) -> None:
                    help="write the tables as markdown (default: .resilibench/RUN.md)")
     p.add_argument("--compare", metavar="OTHER.json",
                    help="reference run: pair episodes on the same tool luck and judge the drop")
-    p.add_argument("--max-drop", type=float, default=5.0, metavar="PP",
+    p.add_argument("--max-drop", type=_float_in(0.0, 100.0), default=5.0, metavar="PP",
                    help="largest acceptable drop in full success, percentage points (default 5)")
-    p.add_argument("--alpha", type=float, default=0.05,
+    p.add_argument("--alpha", type=_float_in(0.0, 1.0, lo_open=True, hi_open=True), default=0.05,
                    help="significance level of the paired verdict (default 0.05)")
     p.set_defaults(handler=_cmd_report)
 
@@ -444,6 +489,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (FileNotFoundError, ValueError, KeyError) as exc:
         # Bad input (an unknown task id, a missing fixture): a message, not a traceback.
         print(f"resilibench {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:  # a busy port, a host that does not resolve, a read-only --out
+        if exc.filename:
+            where = f" {exc.filename}:"
+        elif hasattr(args, "port"):  # the servers: what could not be listened on
+            where = f" cannot listen on {getattr(args, 'host', '127.0.0.1')}:{args.port}:"
+        else:
+            where = ""
+        print(f"resilibench {args.command}: error:{where} {exc.strerror or exc}",
+              file=sys.stderr)
         return 2
 
 

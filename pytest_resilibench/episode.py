@@ -57,6 +57,7 @@ from pytest_resilibench.agents.base import (
 from pytest_resilibench.environment import Environment, SimulatedEnvironment
 from pytest_resilibench.parsing import ParsedReply, mentions_completion, parse_native, parse_text
 from pytest_resilibench.record import EpisodeRecord, episode_id
+from pytest_resilibench.redact import redact
 from pytest_resilibench.registry import ToolRegistry, default_registry
 from pytest_resilibench.scoring import Deliverable, deliverable_of, deviation, score_calls
 from pytest_resilibench.simulator import DEFAULT_BASE_SUCCESS, CallResult, EpisodeKey, Simulator
@@ -263,10 +264,10 @@ async def run_episode(
         record.stop_reason = exc.stop_reason
     except InfrastructureError as exc:
         record.outcome, record.stop_reason = "error", "infra_error"
-        record.infra_error = str(exc) or type(exc).__name__
+        record.infra_error = redact(str(exc)) or type(exc).__name__
     except Exception as exc:  # a bug here must not take the other episodes down
         record.outcome, record.stop_reason = "error", "harness_error"
-        record.infra_error = _summarise(exc)
+        record.infra_error = redact(_summarise(exc))
     finally:
         if owned and environment is not None:
             await environment.aclose()

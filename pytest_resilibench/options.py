@@ -73,6 +73,7 @@ class RunConfig:
     prices: Path | None = None
     cache: Path | None = None
     report: Path | None = None
+    resume: str | Path = "auto"  # auto (the report's own episode log), off, or a report
     baseline: Path | None = None
     max_drop: float = 5.0
     confidence: float = 0.95
@@ -126,6 +127,18 @@ def _choices(allowed: Sequence[str]) -> Callable[[str], tuple[str, ...]]:
     return parse
 
 
+def _one_of(allowed: Sequence[str]) -> Callable[[str], str]:
+    """A single choice: `text,native` is refused, not read as its first value."""
+    def parse(text: str) -> str:
+        value = text.strip()
+        if value not in allowed:
+            several = " (one value only)" if len(_split(value)) > 1 else ""
+            raise ValueError(f"{value!r} is not one of {', '.join(allowed)}{several}")
+        return value
+
+    return parse
+
+
 def _models(text: str) -> tuple[str, ...]:
     models = tuple(dict.fromkeys(_split(text)))
     if not models:
@@ -159,7 +172,7 @@ def _number(text: str, what: str, lo: float, hi: float = math.inf, *,
         value = float(text)
     except ValueError:
         raise ValueError(f"{text.strip()!r} is not {what}") from None
-    if math.isnan(value) or (math.isinf(value) and not math.isinf(hi)):
+    if not math.isfinite(value):
         raise ValueError(f"{text.strip()!r} is not {what} (a finite number)")
     if value > hi or value < lo or (lo_open and value == lo):
         low = f"({lo:g}" if lo_open else f"[{lo:g}"
@@ -214,7 +227,9 @@ def _existing_file(text: str) -> Path:
 
 def _url(text: str) -> str:
     if not re.match(r"^https?://[^\s/]+", text.strip()):
-        raise ValueError(f"{text!r} is not an http(s) URL")
+        from pytest_resilibench.redact import redact
+
+        raise ValueError(f"{redact(text)!r} is not an http(s) URL")
     return text.strip().rstrip("/")
 
 
@@ -242,6 +257,15 @@ def _json_object(text: str) -> dict[str, Any]:
 
 def _dollars(text: str) -> float:
     return _number(text.strip().lstrip("$"), "an amount in USD", 0.0, lo_open=True)
+
+
+def _resume(text: str) -> str | Path:
+    word = text.strip().lower()
+    if word in ("auto", "off"):
+        return word
+    if not text.strip():
+        raise ValueError("give auto, off or a report file")
+    return _path(text.strip())
 
 
 def _path(text: str) -> Path:
@@ -284,23 +308,23 @@ _OPTIONS: list[tuple[str, Callable[[str], Any] | None, str | None, str]] = [
     ("seed", _int_at_least(0), "0", "run seed: tool luck and the task sample"),
     ("base-success", _rates, "0.8", "tool base success rate(s), comma-separated for a sweep"),
     ("max-turns", _int_at_least(1), "10", "turn budget per episode"),
-    ("tool-mode", _choices(TOOL_MODES), "text",
+    ("tool-mode", _one_of(TOOL_MODES), "text",
      "text (<tool_call> tags) or native (function calling)"),
     ("concurrency", _int_at_least(1), "16", "episodes in flight per process"),
     ("retries", _int_at_least(0), "6",
      "retries of a failed model request (429, 5xx, timeouts) before it counts as an "
      "infrastructure error"),
     ("request-timeout", _seconds, "600",
-     "seconds to wait for one model reply (the openai client's own default: a long "
-     "reasoning turn is legitimate); a timed-out request is retried, so one request may "
-     "take up to (retries + 1) x this"),
+     "seconds one model request may take as a whole: connect, send, wait and read (the "
+     "openai client's own default: a long reasoning turn is legitimate); a timed-out "
+     "request is retried, so one request may take up to (retries + 1) x this"),
     ("temperature", _temperature, "auto",
      "sampling temperature sent to real models: auto (0 for chat models, none for reasoning "
      "models), a number, or 'default' for the server's own"),
     ("model-args", _json_object, None,
      "extra request fields for real models, a JSON object passed through unchanged, e.g. "
      "'{\"reasoning_effort\": \"low\", \"max_completion_tokens\": 4000}'"),
-    ("api", _choices(APIS), "chat",
+    ("api", _one_of(APIS), "chat",
      "chat (chat completions) or responses (OpenAI's Responses API; reasoning carried "
      "across tool turns)"),
     ("max-consecutive-errors", _int_at_least(1), "10",
@@ -313,18 +337,22 @@ _OPTIONS: list[tuple[str, Callable[[str], Any] | None, str | None, str]] = [
      "{\"MODEL\": {\"input\": 2.0, \"cached_input\": 0.5, \"output\": 8.0}}"),
     ("cache", _path, None, "model-call cache file (sqlite); re-runs replay from it"),
     ("report", _output_file, None, "write the JSON report (resilibench.report/1) here"),
+    ("resume", _resume, "auto",
+     "resume an interrupted run: auto (from the episode log an unfinished run left beside "
+     "--resili-report), off (start afresh), or RUN.json (reuse that report's episodes): "
+     "only the missing episodes run; the options that decide an episode must match"),
     ("baseline", _existing_file, None, "compare with this earlier JSON report (paired)"),
     ("max-drop", _points, "5", "with --resili-baseline: allowed drop in full-success points"),
     ("confidence", _confidence, "0.95",
      "confidence level of the paired gate's verdicts (0.95, or 95 for percent)"),
-    ("gate", _choices(GATES), "fixed",
+    ("gate", _one_of(GATES), "fixed",
      "with --resili-baseline: fixed (judge after every episode ran) or sequential (episodes in "
      "a seeded random order; the run stops as soon as the paired evidence decides)"),
     ("fail-under", _rate, None, "fail the run if the full-success rate is below this"),
-    ("faults", _choices(FAULT_PROFILES), "paper",
+    ("faults", _one_of(FAULT_PROFILES), "paper",
      "fault profile: paper (the paper's random failures) or realistic (outages, expired "
      "credentials, rate limits, silent failures, a task-scaled turn budget; docs/FAULTS.md)"),
-    ("env", _choices(ENVIRONMENTS), "sim",
+    ("env", _one_of(ENVIRONMENTS), "sim",
      "sim (the simulator in process), mcp (the same simulator behind our MCP server, one "
      "stdio server per process for all its episodes) or live (the HTTP services)"),
     ("trajectories", None, None, "keep every episode's messages and calls in the report"),
@@ -391,7 +419,7 @@ def read_config(config: pytest.Config) -> RunConfig:
     except ValueError as exc:
         where = "--resili-live-base-url" if given else "ini option resili_live_base_url"
         raise pytest.UsageError(f"{where}: {exc}") from None
-    if values["faults"][0] != "paper" and values["env"][0] == "live":
+    if values["faults"] != "paper" and values["env"] == "live":
         raise pytest.UsageError("--resili-faults=realistic needs --resili-env=sim or mcp (the "
                                 "realistic events live in the simulator)")
     return RunConfig(
@@ -407,25 +435,26 @@ def read_config(config: pytest.Config) -> RunConfig:
         seed=values["seed"],
         base_success=values["base-success"],
         max_turns=values["max-turns"],
-        tool_mode=values["tool-mode"][0],
+        tool_mode=values["tool-mode"],
         concurrency=values["concurrency"],
         retries=values["retries"],
         request_timeout=values["request-timeout"],
         temperature=values["temperature"],
         model_args=values["model-args"] or {},
-        api=values["api"][0],
+        api=values["api"],
         max_consecutive_errors=values["max-consecutive-errors"],
         max_cost=values["max-cost"],
         prices=values["prices"],
         cache=values["cache"],
         report=values["report"],
+        resume=values["resume"],
         baseline=values["baseline"],
         max_drop=values["max-drop"],
         confidence=values["confidence"],
-        gate=values["gate"][0],
+        gate=values["gate"],
         fail_under=values["fail-under"],
-        env=values["env"][0],
-        faults=values["faults"][0],
+        env=values["env"],
+        faults=values["faults"],
         live_base_urls=live,
         trajectories=bool(values["trajectories"]),
     )

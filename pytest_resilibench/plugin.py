@@ -83,14 +83,21 @@ def _activate(config: pytest.Config) -> Any:
 
     session = ResiliSession(read_config(config), rootdir=config.rootpath, agent_hook=agent_hook)
     workerinput = getattr(config, "workerinput", None)
+    running = not (config.option.collectonly or config.option.help)
     if workerinput is None:  # the controller checks once for everyone
         try:
             check_extras(session.config)
             session.task_set  # noqa: B018  # the fixtures, verified: a damaged file stops here
-            session.check_models(probe=not (config.option.collectonly or config.option.help))
+            session.check_models(probe=running)
             session.prepare_gate()
+            if running:
+                session.prepare_resume()
         except ValueError as exc:
-            raise pytest.UsageError(str(exc)) from None
+            from pytest_resilibench.redact import redact
+
+            raise pytest.UsageError(redact(str(exc))) from None
+    else:
+        session.load_resumed(workerinput.get("resili_resume", ()))
     config.stash[SESSION_KEY] = session
     config.pluginmanager.register(_Benchmark(session), "resilibench-benchmark")
     if workerinput is not None:  # the run's cost cap is shared among the workers
@@ -281,6 +288,7 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         config.workeroutput["resili_providers"] = state.provider_stats  # type: ignore[attr-defined]
         return
     if not state.episodes:
+        state.drop_empty_log()
         return
     state.finish()
     if state.config.report is not None:
@@ -321,6 +329,11 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
     tr.section("ResiliBench results")
     tr.write_line(render_terminal(state.summary))
     tr.write_line(LEGEND)
+    for note in state.resume_notes:
+        tr.write_line(note)
+    if state.resume_notes:
+        tr.write_line(f"resilibench: {state.replayed} episodes replayed from the resumed run, "
+                      f"{len(state.episodes) - state.replayed} run now")
     if state.config.report is not None:
         tr.write_line(f"JSON report: {state.config.report} (browse its episodes: resilibench "
                       f"report {state.config.report} --html)")
@@ -478,6 +491,7 @@ class _XdistController:
         from pytest_resilibench.scheduling import ROUND_ROBIN_FLAG
 
         node.workerinput[ROUND_ROBIN_FLAG] = node.config.getoption("dist") == "load"
+        node.workerinput["resili_resume"] = self.session.resume_sources
         if self.stopper is not None and self.stopper.stop_file is not None:
             node.workerinput["resili_stop_file"] = self.stopper.stop_file
 

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-__all__ = ["EPISODE_SCHEMA", "SUMMARY_EXCLUDES", "EpisodeRecord", "episode_id"]
+__all__ = ["EPISODE_SCHEMA", "SUMMARY_EXCLUDES", "EpisodeRecord", "episode_id", "episode_problem"]
 
 EPISODE_SCHEMA = "resilibench.episode/1"
 SUMMARY_EXCLUDES = ("messages", "calls")
@@ -105,3 +105,55 @@ def _drop_unset(data: dict[str, Any]) -> dict[str, Any]:
         if data[name] is None:
             del data[name]
     return data
+
+
+# What a stored episode's fields may hold, for the fields the summary, the gate and the reports
+# read (a file from elsewhere is checked against it before anything computes on it): the types
+# of `schemas.episode_schema()` (a test keeps them in step), checked by hand because jsonschema
+# takes ~1 ms an episode, a minute for a 50,400-episode baseline read at start-up. Only the
+# fields every reader needs are required: older and hand-made files carry fewer.
+_STR, _INT, _NUM = (str,), (int,), (int, float)
+_FIELD_TYPES: dict[str, tuple[tuple[type, ...], bool]] = {  # name -> (types, None allowed)
+    "id": (_STR, False), "model": (_STR, False), "variant": (_STR, False),
+    "task_id": (_STR, False), "outcome": (_STR, False), "flaw": (_STR, True),
+    "severity": (_STR, True), "task_type": (_STR, True), "difficulty": (_STR, True),
+    "repeat": (_INT, True), "seed": (_INT, True), "base_success": (_NUM, True),
+    "tool_mode": (_STR, True), "max_turns": (_INT, True), "coverage": (_NUM, True),
+    "order_adherence": (_NUM, True), "turns": (_INT, True), "tool_calls": (_INT, True),
+    "errors_met": (_INT, True), "errors_recovered": (_INT, True),
+    "protocol_errors": (_INT, True), "cost_usd": (_NUM, True), "sim_time_s": (_NUM, True),
+    "wall_time_s": (_NUM, True), "stop_reason": (_STR, True), "infra_error": (_STR, True),
+    "faults": (_STR, True), "conditions": ((dict,), True), "deviation": ((dict,), True),
+    "tokens": ((dict,), True), "events": ((dict,), True), "messages": ((list,), True),
+    "calls": ((list,), True),
+}
+REQUIRED_FIELDS = ("model", "variant", "task_id", "outcome")  # what every reader needs
+OUTCOME_NAMES = ("full", "partial", "failed", "error")
+
+
+def episode_problem(data: object) -> str | None:
+    """What makes `data` unfit to be read as a stored episode, or None: the required fields,
+    every known field's type (bools are not numbers), counts in `tokens` and `events`, and
+    lists of objects in `messages` and `calls`."""
+    if not isinstance(data, dict):
+        return f"an episode is a JSON object, not {type(data).__name__}"
+    missing = [name for name in REQUIRED_FIELDS if name not in data]
+    if missing:
+        return f"episode lacks required fields {missing}"
+    for name, (types, nullable) in _FIELD_TYPES.items():
+        value = data.get(name)
+        if value is None and (nullable or name not in data):
+            continue
+        if isinstance(value, bool) or not isinstance(value, types):
+            return f"episode field {name!r} is {type(value).__name__}, not {types[0].__name__}"
+    if data["outcome"] not in OUTCOME_NAMES:
+        return f"episode outcome {data['outcome']!r} is not one of {', '.join(OUTCOME_NAMES)}"
+    counts = [data.get("tokens") or {}, *(data.get("events") or {}).values()]
+    for group in counts:
+        if not isinstance(group, dict) or not all(
+                isinstance(v, int) and not isinstance(v, bool) for v in group.values()):
+            return "episode token and event counts must be integers"
+    for name in ("messages", "calls"):
+        if not all(isinstance(item, dict) for item in data.get(name) or ()):
+            return f"episode field {name!r} must be a list of objects"
+    return None

@@ -71,16 +71,18 @@ def write_report(path: Path, head: Mapping[str, Any], episode_lines: Iterable[st
     """Write `head` plus `"episodes": [...]`, each episode one JSON text as given, streamed
     (a run's episodes need not fit in memory as objects) and atomically: to a temporary file
     beside `path`, then renamed over it, so a reader never sees half a report and an
-    interrupted write leaves the old one intact."""
+    interrupted write leaves the old one intact. Every line is redacted (`redact.py`)."""
+    from pytest_resilibench.redact import redact
+
     path = prepare(path)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
         os.fchmod(fd, 0o644)  # mkstemp's 0600 would hide the report from CI artifact readers
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             text = json.dumps(dict(head), indent=1, sort_keys=True)
-            fh.write(text[: text.rindex("}")].rstrip() + ',\n "episodes": [')
+            fh.write(redact(text[: text.rindex("}")].rstrip()) + ',\n "episodes": [')
             for i, line in enumerate(episode_lines):
-                fh.write(("\n  " if i == 0 else ",\n  ") + line)
+                fh.write(("\n  " if i == 0 else ",\n  ") + redact(line))
             fh.write("\n ]\n}\n")
         os.replace(tmp, path)
     except BaseException:

@@ -103,6 +103,7 @@ def report_schema() -> dict[str, Any]:
             "complete": {"type": "boolean"},
             "expected": _COUNT,
             "received": _COUNT,
+            "resumed": _COUNT,  # of `received`: replayed from an unfinished run's log
             "prompt_cache": {"type": "object"},
             "sequential": {"type": "object"},
             "episodes": {"type": "array", "items": {"$ref": "#/$defs/episode"}},

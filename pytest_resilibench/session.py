@@ -7,6 +7,7 @@ reports, the summary, the JSON report and the gate.
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import replace
@@ -51,6 +52,14 @@ class ResiliSession:
         # What each real model's provider did (requests, retries, faults, tokens, cost), over
         # this process's runners and, on the controller, every worker's.
         self.provider_stats: dict[str, dict[str, Any]] = {}
+        # Resuming (resume.py): episodes of an earlier, unfinished run, replayed instead of
+        # run (episode id -> JSON text); the files they came from (for xdist workers); the
+        # controller's episode log; how many arrived episodes were replays.
+        self.resumed: dict[str, str] = {}
+        self.resume_sources: list[str] = []
+        self.resume_notes: list[str] = []
+        self.log: Any = None  # resume.EpisodeLog
+        self.replayed = 0
 
     # --- what runs ----------------------------------------------------------------------------
     @cached_property
@@ -97,11 +106,16 @@ class ResiliSession:
         return self.runner
 
     def start(self, cases: Sequence[Case]) -> None:
-        """Start the episodes of the cases this process will run, in their order."""
+        """Start the episodes of the cases this process will run, in their order (a resumed
+        case replays its recorded episode instead)."""
+        cases = [case for case in cases if case.id not in self.resumed]
         if cases:
             self._ensure_runner().start(cases)
 
     def result(self, case: Case) -> EpisodeRecord:
+        replay = self.resumed.get(case.id)
+        if replay is not None:
+            return EpisodeRecord.from_json(json.loads(replay))
         return self._ensure_runner().result(case)
 
     def stop(self) -> None:
@@ -120,6 +134,64 @@ class ResiliSession:
         """At the very end: stop everything and drop the spool."""
         self.stop()
         self.store.close()
+        if self.log is not None:
+            self.log.close()
+
+    # --- resuming (resume.py) --------------------------------------------------------------------
+    def prepare_resume(self) -> None:
+        """Controller, at start-up: find the episodes an unfinished run left (the report's
+        episode log, or `--resili-resume=RUN.json`), check that they were made with the options
+        that decide an episode, and open this run's log (which proves the report's directory
+        writable before any episode runs)."""
+        from pytest_resilibench import resume
+
+        config = self.config
+        key = resume.resume_key(self.report_config(), trajectories=config.trajectories)
+        log = resume.log_path(config.report) if config.report is not None else None
+        sources: list[resume.ResumeSource] = []
+        if isinstance(config.resume, Path):
+            given = [p for p in (config.resume, resume.log_path(config.resume)) if p.is_file()]
+            if not given:
+                raise ValueError(f"--resili-resume: no such report or episode log: "
+                                 f"{config.resume}")
+            sources += [resume.read_source(path) for path in given]
+        if config.resume != "off" and log is not None and log.is_file() and \
+                all(source.path != log for source in sources):
+            sources.append(resume.read_log(log))
+        for source in sources:
+            if source.key != key:
+                raise ValueError(
+                    f"--resili-resume: {source.path} holds episodes of a run with other "
+                    f"options ({'; '.join(resume.differences(source.key, key))}): resume with "
+                    "the same options, or pass --resili-resume=off to start afresh")
+            self.resumed.update(source.episodes)
+            self.resume_sources.append(str(source.path))
+            skipped = f", {source.skipped} unreadable lines skipped" if source.skipped else ""
+            self.resume_notes.append(f"resilibench: resuming from {source.path}: "
+                                     f"{len(source.episodes)} episodes recorded{skipped}")
+        if log is not None:
+            keep = any(source.path == log for source in sources)
+            try:
+                self.log = resume.EpisodeLog(log, key, keep=keep)
+            except OSError as exc:
+                raise ValueError(f"--resili-report: cannot write beside {config.report} "
+                                 f"({exc.strerror or exc})") from None
+
+    def drop_empty_log(self) -> None:
+        """No episode arrived: a log that holds none is no run to resume."""
+        if self.log is not None and not self.resumed:
+            self.log.close(remove=True)
+
+    def load_resumed(self, paths: Sequence[str]) -> None:
+        """An xdist worker: the replays the controller found (it checked them)."""
+        from pytest_resilibench.resume import read_source
+
+        for name in paths:
+            try:
+                source = read_source(Path(name), check=False)
+            except (OSError, ValueError):
+                continue  # its cases run again: the same result
+            self.resumed.update(source.episodes)
 
     def check_models(self, *, probe: bool = True) -> None:
         """Build each model's agent once, so a bad spec (an unknown built-in, a missing API
@@ -130,6 +202,13 @@ class ResiliSession:
 
         from pytest_resilibench.agents.probe import probe_agent
 
+        if self.config.cache is not None:  # opened and schema-checked even if no model uses it
+            from pytest_resilibench.agents.cache import ModelCallCache
+
+            try:
+                ModelCallCache(self.config.cache).close()
+            except (ValueError, OSError) as exc:
+                raise ValueError(f"--resili-cache: {exc}") from None
         for spec in self.config.models:
             try:
                 agent = self._make_agent(spec)
@@ -270,6 +349,10 @@ class ResiliSession:
         """Keep an arrived episode; True when it made the sequential gate decide."""
         row = self.store.add(payload)
         self.received_by_worker[worker or "main"] += 1
+        if row["id"] in self.resumed:
+            self.replayed += 1
+        elif self.log is not None:
+            self.log.append(payload)
         if case_id is not None:
             self.ran_case_ids.append(case_id)
         if self.sequential is None or case_id is None:
@@ -311,6 +394,7 @@ class ResiliSession:
                 "fixture_hash": fixture_hash(self.task_set.manifest)}
 
     def write_report(self) -> None:
+        """The JSON report, atomically; a failure to write it is one line in `lost`."""
         from pytest_resilibench.report import envelope, write_report
 
         assert self.config.report is not None and self.summary is not None
@@ -321,10 +405,20 @@ class ResiliSession:
         head["complete"] = not self.lost
         head["expected"] = len(self._planned) - len(self.left_out)
         head["received"] = len(self.episodes)
+        head["resumed"] = self.replayed
         head["prompt_cache"] = self.prompt_prefix()
         if self.sequential is not None:  # pairs used against planned, and the evidence
             head["sequential"] = self.sequential.to_json(episodes_run=len(self.episodes))
-        write_report(self.config.report, head, self.store.full_lines())
+        try:
+            write_report(self.config.report, head, self.store.full_lines())
+        except OSError as exc:  # the episodes are safe in the log: say where, no traceback
+            kept = f"; the episodes are kept in {self.log.path}" if self.log else ""
+            self.lost.append(f"resilibench: could not write {self.config.report} "
+                             f"({exc.strerror or exc}){kept}")
+            return
+        if self.log is not None:  # removed once a complete report holds all the log did
+            received = {row["id"] for row in self.episodes}
+            self.log.close(remove=head["complete"] and received.issuperset(self.resumed))
 
     def prompt_prefix(self) -> dict[str, Any]:
         """What providers' prompt caches can reuse across the run's requests

@@ -30,7 +30,9 @@ class InfrastructureError(Exception):
 
     def __init__(self, message: str, *, status: int | None = None,
                  retryable: bool = True) -> None:
-        super().__init__(message)
+        from pytest_resilibench.redact import redact
+
+        super().__init__(redact(message))  # it ends up in reports, JUnit XML and the terminal
         self.status = status
         self.retryable = retryable
 

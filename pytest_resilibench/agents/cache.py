@@ -123,6 +123,8 @@ CREATE TABLE IF NOT EXISTS calls (
 );
 CREATE INDEX IF NOT EXISTS calls_by_episode ON calls (model, task_id, repeat);
 """
+_COLUMNS = ("key", "model", "task_id", "repeat", "base_url", "base_url_hash", "messages_hash",
+            "tools_hash", "params_hash", "params", "message_hashes", "reply")
 
 
 class ModelCallCache:
@@ -136,18 +138,40 @@ class ModelCallCache:
         self._lock = threading.Lock()
         self._connection: sqlite3.Connection | None = None
         self._pid = -1
+        if self.path.is_dir():
+            raise ValueError(f"{self.path}: is a directory, not a model-call cache file")
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._db()  # fail early on a bad path
+        self._db()  # fail early on a bad path or a file that is not ours
 
-    def _db(self) -> sqlite3.Connection:
-        if self._connection is None or self._pid != os.getpid():
+    def _open(self) -> sqlite3.Connection:
+        """A connection to a file that holds our table (created if the file is new); one
+        ValueError naming the file for anything else (not sqlite, another schema, no
+        write access: a cache that cannot store would silently re-ask every call)."""
+        try:
             # autocommit (isolation_level=None): every put is durable when it returns.
             db = sqlite3.connect(self.path, timeout=self.busy_timeout_s, isolation_level=None,
                                  check_same_thread=False)
-            db.execute("PRAGMA journal_mode=WAL")
-            db.execute("PRAGMA synchronous=NORMAL")
-            db.executescript(_SCHEMA_SQL)
-            self._connection, self._pid = db, os.getpid()
+            try:
+                db.execute("PRAGMA journal_mode=WAL")
+                db.execute("PRAGMA synchronous=NORMAL")
+                db.executescript(_SCHEMA_SQL)
+                columns = [row[1] for row in db.execute("PRAGMA table_info(calls)")]
+                db.execute("BEGIN IMMEDIATE")  # proves the file writable, writes nothing
+                db.execute("ROLLBACK")
+            except BaseException:
+                db.close()
+                raise
+        except sqlite3.Error as exc:
+            raise ValueError(f"{self.path}: not a usable model-call cache ({exc})") from None
+        if columns != list(_COLUMNS):
+            db.close()
+            raise ValueError(f"{self.path}: not a model-call cache of schema {CACHE_SCHEMA} "
+                             f"(its 'calls' table has columns {columns})")
+        return db
+
+    def _db(self) -> sqlite3.Connection:
+        if self._connection is None or self._pid != os.getpid():
+            self._connection, self._pid = self._open(), os.getpid()
         return self._connection
 
     def get(self, key: CallKey) -> ModelReply | None:
@@ -157,8 +181,13 @@ class ModelCallCache:
         if row is None:
             self.misses += 1
             return None
+        try:
+            reply = reply_from_json(json.loads(row[0]))
+        except (ValueError, TypeError, KeyError, AttributeError):  # an edited row: ask again
+            self.misses += 1
+            return None
         self.hits += 1
-        return reply_from_json(json.loads(row[0]))
+        return reply
 
     def put(self, key: CallKey, reply: ModelReply) -> None:
         """Store a successful reply; the first writer of a key wins (replies to one key agree)."""

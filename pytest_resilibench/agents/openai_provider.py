@@ -48,7 +48,7 @@ from pytest_resilibench.agents.base import (
     ModelRequest,
     ToolCall,
 )
-from pytest_resilibench.agents.cache import CallKey, ModelCallCache
+from pytest_resilibench.agents.cache import CallKey, ModelCallCache, public_url
 from pytest_resilibench.agents.pricing import Price, cost_usd
 from pytest_resilibench.agents.profiles import AUTO, family_of, request_params
 from pytest_resilibench.agents.responses import (
@@ -57,6 +57,7 @@ from pytest_resilibench.agents.responses import (
     responses_body,
     usage_counts,
 )
+from pytest_resilibench.redact import register_secret
 
 __all__ = ["APIS", "MalformedReply", "OpenAIAgent", "ProviderStats", "parse_completion"]
 
@@ -126,8 +127,9 @@ class OpenAIAgent:
     the option, for a value the model's family refuses.
 
     The default timeout is the `openai` client's own (10 minutes): a long reasoning turn is
-    legitimate. A timed-out request is retried like any other transient failure, so one
-    request may wait up to (`max_retries` + 1) x `timeout_s` plus the backoff.
+    legitimate. It bounds each attempt as a whole (connect, send, wait, read: `_attempt`). A
+    timed-out request is retried like any other transient failure, so one request may wait
+    up to (`max_retries` + 1) x `timeout_s` plus the backoff.
     """
 
     def __init__(
@@ -183,6 +185,8 @@ class OpenAIAgent:
         self.stats = ProviderStats()
         self._semaphore = asyncio.Semaphore(max_concurrency)
         key = api_key or os.environ.get("OPENAI_API_KEY") or _placeholder_for(base_url)
+        register_secret(key)  # a server that echoes it in an error cannot get it written
+        self.timeout_s = timeout_s
         self._client = openai.AsyncOpenAI(api_key=key, base_url=base_url, timeout=timeout_s,
                                           max_retries=0)
 
@@ -350,24 +354,29 @@ class OpenAIAgent:
                 # client's URL, auth, timeouts and error types, without the typed-request
                 # transform of `chat.completions.create` (half the client's CPU per request),
                 # and the body comes back as text for our tolerant parser.
-                text = await self._client.post(path, cast_to=str, body=body,
-                                               options={"headers": headers})
+                # The client's timeout is httpx's, whose read timeout bounds each wait for
+                # data, not the whole body (httpx docs/advanced/timeouts.md: connect, read,
+                # write and pool timeouts): a server trickling a byte at a time would hold
+                # the request for ever. asyncio.timeout bounds the attempt as a whole.
+                async with asyncio.timeout(self.timeout_s):
+                    text = await self._client.post(path, cast_to=str, body=body,
+                                                   options={"headers": headers})
             except openai.APIStatusError as exc:
                 return _status_failure(exc)
-            except openai.APITimeoutError:
+            except (openai.APITimeoutError, TimeoutError):
                 return _Failure("timeout", "the request timed out", retryable=True)
             except openai.APIConnectionError as exc:
                 cause = exc.__cause__ or exc
                 return _Failure("connection", f"connection error ({type(cause).__name__})",
                                 retryable=True)
         try:
-            data = json.loads(text)
+            data = decode_body(text)
             return parse_response(data) if self.api == "responses" else parse_completion(data)
-        except (json.JSONDecodeError, MalformedReply) as exc:
+        except (ValueError, MalformedReply) as exc:
             return _Failure("malformed", f"malformed reply body: {exc}", retryable=True)
 
     def _where(self) -> str:
-        return (self.base_url or "api.openai.com").split("?")[0]
+        return public_url(self.base_url) or "api.openai.com"
 
     async def aclose(self) -> None:
         await self._client.close()
@@ -458,6 +467,34 @@ def _retry_after_s(headers: Mapping[str, str]) -> float | None:
             return max(0.0, when.timestamp() - time.time())
     except (ValueError, TypeError, OverflowError):
         return None
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+_MAX_INT_DIGITS = 18  # below 2**63: a token count or an id, never a 4000-digit number
+
+
+def _int_or_none(text: str) -> int | None:
+    return int(text) if len(text.lstrip("-")) <= _MAX_INT_DIGITS else None
+
+
+def _clean(value: Any) -> Any:
+    """Lone surrogates (a `\\ud800` escape decodes to one) replaced by U+FFFD: no later
+    encoding of the text (the next request, the cache, a report) can fail on them."""
+    if isinstance(value, str):
+        return _SURROGATE.sub("\ufffd", value) if _SURROGATE.search(value) else value
+    if isinstance(value, list):
+        return [_clean(item) for item in value]
+    if isinstance(value, dict):
+        return {_clean(k): _clean(v) for k, v in value.items()}
+    return value
+
+
+def decode_body(text: str) -> Any:
+    """A reply body as JSON, sanitised at the boundary so that whatever a server sends is at
+    worst the agent's failure, never the harness's: absurd integers (a 4000-digit usage
+    count) and NaN/Infinity become None, lone surrogates U+FFFD. ValueError when the body
+    is not JSON at all."""
+    return _clean(json.loads(text, parse_int=_int_or_none, parse_constant=lambda _: None))
 
 
 def parse_completion(data: object) -> ModelReply:

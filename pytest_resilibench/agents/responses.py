@@ -186,5 +186,8 @@ def _detail(usage: Mapping[str, Any], group: str, name: str) -> object:
     return details.get(name) if isinstance(details, Mapping) else None
 
 
+MAX_TOKENS = 10 ** 9  # per reply; a larger "count" is a broken server's, not a usage
+
+
 def _count(value: object) -> int:
-    return value if isinstance(value, int) and value >= 0 else 0
+    return value if isinstance(value, int) and 0 <= value <= MAX_TOKENS else 0

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 
 import pytest
@@ -91,27 +92,21 @@ def test_trajectories_and_junit_properties(suite: pytest.Pytester) -> None:
     assert 'name="resili_outcome"' in xml and 'name="resili_coverage"' in xml
 
 
-def test_same_report_with_and_without_xdist(suite: pytest.Pytester) -> None:
+def test_same_report_with_and_without_xdist_and_through_remote_style_gateways(
+        suite: pytest.Pytester) -> None:
+    """One in-process run is the reference for every distributed one: `-n 2`, `-n 4` and
+    `--tx 2*popen` (how xdist reaches other hosts, ssh=...) give its report."""
     args = [*SMALL, "--resili-model=builtin:adaptive,builtin:random",
             "--resili-variants=baseline,optimal,flawed", "--resili-flaws=sequence_disorder"]
     reports = {}
-    for workers in ("0", "2", "4"):
-        path = suite.path / f"n{workers}.json"
-        result = suite.runpytest_subprocess(*args, "-n", workers, f"--resili-report={path}")
+    for name, more in (("n0", ["-n", "0"]), ("n2", ["-n", "2"]), ("n4", ["-n", "4"]),
+                       ("tx", ["-d", "--tx", "2*popen"])):
+        path = suite.path / f"{name}.json"
+        result = suite.runpytest_subprocess(*args, *more, f"--resili-report={path}")
         assert result.ret == 0, result.stdout.str()[-2000:]
-        reports[workers] = comparable(load(path))
-    assert reports["0"] == reports["2"] == reports["4"]
-
-
-def test_remote_style_gateways_give_the_same_report(suite: pytest.Pytester) -> None:
-    """`--tx 2*popen` is how xdist reaches other hosts (ssh=...); same report."""
-    args = [*SMALL, "--resili-variants=optimal,flawed", "--resili-flaws=tool_misuse"]
-    a, b = suite.path / "a.json", suite.path / "b.json"
-    suite.runpytest_subprocess(*args, f"--resili-report={a}")
-    result = suite.runpytest_subprocess(*args, "-d", "--tx", "2*popen",
-                                        f"--resili-report={b}")
-    assert result.ret == 0, result.stdout.str()[-2000:]
-    assert comparable(load(a)) == comparable(load(b))
+        reports[name] = comparable(load(path))
+    assert len(reports["n0"][1]) == 90
+    assert reports["n0"] == reports["n2"] == reports["n4"] == reports["tx"]
 
 
 def test_fail_under_fails_the_run_with_one_red_line(suite: pytest.Pytester) -> None:
@@ -152,11 +147,71 @@ def test_bad_options_fail_at_start_with_a_message(suite: pytest.Pytester) -> Non
         result.stderr.fnmatch_lines([message])
 
 
+_EPISODE = {"schema": "resilibench.episode/1", "model": "builtin:oracle", "variant": "optimal",
+            "task_id": "t0001", "outcome": "full", "repeat": 0, "seed": 0, "base_success": 0.8}
+
+
+@pytest.mark.parametrize(("content", "message"), [
+    ('{"schema": "resilibench.report/1", "episodes": ' + "[" * 50_000 + "]" * 50_000 + "}",
+     "*--resili-baseline:*nested deeper than*"),
+    (json.dumps({"schema": "resilibench.report/1", "episodes": [{**_EPISODE, "repeat": "0"}]}),
+     "*--resili-baseline:*episode 0: episode field 'repeat' is str, not int*"),
+    (json.dumps({"schema": "resilibench.report/1", "episodes": [{**_EPISODE, "tokens": [1]}]}),
+     "*--resili-baseline:*episode field 'tokens' is list, not dict*"),
+    ('{"schema": "resilibench.report/1", "episodes": [{"base_success": NaN}]}',
+     "*--resili-baseline:*NaN is not a JSON number*"),
+    (json.dumps({"schema": "resilibench.report/1", "episodes": [], "config": [1]}),
+     "*--resili-baseline:*'config' must be an object*"),
+])
+def test_a_broken_baseline_stops_the_run_at_start_up(
+        suite: pytest.Pytester, content: str, message: str) -> None:
+    """Read at start-up and checked whole: before any episode, one line, no INTERNALERROR."""
+    baseline = suite.path / "old.json"
+    baseline.write_text(content)
+    result = suite.runpytest(f"--resili-baseline={baseline}", "-p", "no:cacheprovider")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([message])
+    assert "INTERNALERROR" not in result.stdout.str() + result.stderr.str()
+
+
+@pytest.mark.parametrize("kind", ["directory", "corrupt", "foreign"])
+def test_a_cache_file_that_is_not_ours_stops_the_run_at_start_up(
+        suite: pytest.Pytester, kind: str) -> None:
+    import sqlite3
+
+    cache = suite.path / "calls.sqlite"
+    if kind == "directory":
+        cache.mkdir()
+    elif kind == "corrupt":
+        cache.write_bytes(b"SQLite format 3\x00" + b"\x07" * 500)
+    else:
+        db = sqlite3.connect(cache)
+        db.execute("CREATE TABLE calls (key TEXT, model TEXT, task_id TEXT, repeat INT)")
+        db.close()
+    result = suite.runpytest(f"--resili-cache={cache}", "-p", "no:cacheprovider")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"*--resili-cache: {cache}*"])
+    assert "INTERNALERROR" not in result.stdout.str() + result.stderr.str()
+
+
 def test_bad_ini_value_is_a_usage_error(suite: pytest.Pytester) -> None:
     suite.makeini("[pytest]\nresili_sample = many\n")
     result = suite.runpytest()
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*ini option resili_sample*'many' is not an integer*"])
+
+
+@pytest.mark.parametrize(("ini", "message"), [
+    ("resili_fail_under = nan", "*ini option resili_fail_under*'nan' is not a rate*"),
+    ("resili_base_success = inf", "*ini option resili_base_success*'inf' is not a probability*"),
+    ("resili_tool_mode = text,native", "*ini option resili_tool_mode*one value only*"),
+])
+def test_bad_ini_numbers_and_choices_are_usage_errors(suite: pytest.Pytester, ini: str,
+                                                      message: str) -> None:
+    suite.makeini(f"[pytest]\n{ini}\n")
+    result = suite.runpytest("-p", "no:cacheprovider")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([message])
 
 
 def test_ini_options_apply(suite: pytest.Pytester) -> None:
@@ -253,3 +308,20 @@ def test_realistic_faults_end_to_end(suite: pytest.Pytester) -> None:
     refused = suite.runpytest(*SMALL, "--resili-faults=realistic", "--resili-env=live")
     assert refused.ret != 0
     refused.stderr.fnmatch_lines(["*realistic needs --resili-env=sim or mcp*"])
+
+
+def test_a_run_without_episodes_keeps_xdists_own_scheduling(pytester: pytest.Pytester) -> None:
+    """Round-robin is for benchmark items only: a user's plain tests keep xdist's load
+    scheduling, whose first chunk gives neighbours (and their module fixture) one worker."""
+    pytester.makepyfile(test_plain='''
+        import os, pathlib, pytest
+
+        @pytest.mark.parametrize("i", range(8))
+        def test_where(i):
+            pathlib.Path(f"ran-{i}").write_text(os.environ["PYTEST_XDIST_WORKER"])
+    ''')
+    result = pytester.runpytest_subprocess("-n", "2", "-p", "no:cacheprovider",
+                                           "-p", "no:randomly")
+    assert result.ret == 0
+    where = [(pytester.path / f"ran-{i}").read_text() for i in range(8)]
+    assert where[0] == where[1] and where[2] == where[3] and where[0] != where[2]

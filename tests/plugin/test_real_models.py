@@ -144,3 +144,29 @@ def test_the_cost_cap_stops_new_episodes_and_says_so(
     assert all("passed --resili-max-cost" in ep["infra_error"]
                for ep in episodes if ep["outcome"] == "error")
     assert "passed --resili-max-cost" in result.stdout.str()
+
+
+def test_credentials_never_reach_the_report_junit_or_terminal(
+        suite: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The key in the URL's user info and one the server echoes in its error message are
+    masked in the JSON report, the JUnit XML and the terminal (`redact.py`)."""
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+
+    def echo_key(request: ModelRequest) -> ModelReply:
+        if request.task_id == "resilibench-probe":
+            return ModelReply(content="OK")
+        raise ValueError(f"refused: your key {KEY} is over quota")
+
+    with OpenAITestServer({"o3": echo_key}) as server:
+        url = server.base_url.replace("http://", "http://ci-user:url-pass-31337@")
+        report, junit = suite.path / "r.json", suite.path / "junit.xml"
+        result = suite.runpytest(*ARGS, f"--resili-base-url={url}", "-v", "-rA",
+                                 f"--resili-report={report}", f"--junitxml={junit}")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED  # every episode an infra error
+    data = load(report)
+    assert all(ep["outcome"] == "error" and "your key sk-*** is over quota" in ep["infra_error"]
+               for ep in data["episodes"])
+    for text in (report.read_text(), junit.read_text(), result.stdout.str(),
+                 result.stderr.str()):
+        assert KEY not in text and "url-pass-31337" not in text
+    assert "your key sk-*** is over quota" in junit.read_text()

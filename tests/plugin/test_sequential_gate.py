@@ -10,11 +10,14 @@ import pytest
 
 from tests.plugin.conftest import load
 
+# Its tests share one expensive fixture: one worker builds it (make test: --dist loadgroup).
+pytestmark = pytest.mark.xdist_group("sequential-baseline")
+
 RUN = ["--resili-sample=2", "-p", "no:cacheprovider", "-p", "no:randomly"]
 PLANNED = 2 * 15 * 10  # tasks per cell x cells x variants
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def baseline(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """One oracle run, the baseline of every gate below (run once: it is the slow part)."""
     pytester_dir = tmp_path_factory.mktemp("baseline")

@@ -1,11 +1,12 @@
-"""A worker killed mid-run: xdist replaces it, the run goes on, and the one episode that died
-with it is reported missing instead of the report looking complete."""
+"""A worker killed mid-run: xdist replaces it, the run goes on, the one episode that died with
+it is reported missing instead of the report looking complete, and a re-run resumes from the
+episode log to the report of an uninterrupted run."""
 
 from __future__ import annotations
 
 import pytest
 
-from tests.plugin.conftest import TIMING, load
+from tests.plugin.conftest import TIMING, comparable, load
 
 ARGS = ["--resili-sample=1", "--resili-variants=optimal,flawed",
         "--resili-flaws=missing_step", "-p", "no:cacheprovider", "-p", "no:randomly"]
@@ -21,7 +22,7 @@ def pytest_runtest_setup(item):
 '''
 
 
-def test_a_killed_worker_is_replaced_and_its_episode_reported_missing(
+def test_a_killed_worker_is_replaced_its_episode_reported_missing_then_resumed(
     suite: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     whole = suite.path / "whole.json"
@@ -50,3 +51,12 @@ def test_a_killed_worker_is_replaced_and_its_episode_reported_missing(
         return {k: v for k, v in ep.items() if k not in TIMING}
 
     assert all(strip(ep) == strip(expected[i]) for i, ep in got.items())
+
+    # The re-run replays the 29 from the log beside the report and runs the lost one.
+    (suite.path / "conftest.py").unlink()
+    result = suite.runpytest_subprocess(*ARGS, "-n", "2", f"--resili-report={report}")
+    assert result.ret == pytest.ExitCode.OK
+    result.stdout.fnmatch_lines(["*29 episodes replayed from the resumed run, 1 run now*"])
+    resumed = load(report)
+    assert (resumed["complete"], resumed["resumed"]) == (True, 29)
+    assert comparable(resumed) == comparable(load(whole))

@@ -28,10 +28,13 @@ from pytest_resilibench.registry import default_registry
 from pytest_resilibench.simulator import EpisodeKey, Simulator
 from pytest_resilibench.tasks import DIFFICULTIES, FIXTURES_DIR, TASK_TYPES, Task
 
+# Its tests share one expensive fixture: one worker builds it (make test: --dist loadgroup).
+pytestmark = pytest.mark.xdist_group("generate")
+
 REGISTRY = default_registry()
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def tasks() -> list[Task]:
     return generate_tasks()
 

@@ -17,6 +17,9 @@ from pytest_resilibench.solver.vecenv import StructureTables, VecEnv  # noqa: E4
 from pytest_resilibench.registry import default_registry  # noqa: E402
 from pytest_resilibench.simulator import RECENT_WINDOW  # noqa: E402
 
+# Its tests share one expensive fixture: one worker builds it (make test: --dist loadgroup).
+pytestmark = pytest.mark.xdist_group("ppo")
+
 STRUCTURES = [
     ("network_fetcher", "network_poster"),
     ("file_operations_reader", "data_processing_validator", "file_operations_writer"),
@@ -40,7 +43,7 @@ def random_value(mdp: TaskMDP) -> float:
     return float(v[mdp.initial_state().code])
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def trained(tmp_path_factory: pytest.TempPathFactory) -> object:
     directory = tmp_path_factory.mktemp("ppo")
     config = PpoConfig(**{**SHORT.__dict__, "checkpoint_dir": str(directory),

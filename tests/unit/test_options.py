@@ -59,9 +59,9 @@ def test_temperature() -> None:
 def test_fault_profile_is_in_the_config() -> None:
     assert o.RunConfig().to_json()["faults"] == "paper"
     assert o.RunConfig(faults="realistic").to_json()["faults"] == "realistic"
-    assert o._choices(o.FAULT_PROFILES)("realistic") == ("realistic",)
+    assert o._one_of(o.FAULT_PROFILES)("realistic") == "realistic"
     with pytest.raises(ValueError):
-        o._choices(o.FAULT_PROFILES)("chaos")
+        o._one_of(o.FAULT_PROFILES)("chaos")
 
 
 @pytest.mark.parametrize(("text", "value"), [("0.95", 0.95), ("95", 0.95), ("99.5%", 0.995),
@@ -84,9 +84,12 @@ def test_numbers_must_be_finite(text: str) -> None:
 
 
 def test_seconds_are_finite_but_unbounded_above() -> None:
-    with pytest.raises(ValueError):
-        o._seconds("nan")
-    assert o._seconds("3.5") == 3.5
+    for text in ("nan", "inf", "1e999"):
+        with pytest.raises(ValueError):
+            o._seconds(text)
+        with pytest.raises(ValueError):
+            o._dollars(text)
+    assert o._seconds("3.5") == 3.5 and o._seconds("1e9") == 1e9
 
 
 def test_report_path_is_checked_before_the_run(tmp_path: Path) -> None:
@@ -97,3 +100,19 @@ def test_report_path_is_checked_before_the_run(tmp_path: Path) -> None:
     a_file.write_text("")
     with pytest.raises(ValueError, match="not a writable directory"):
         o._output_file(str(a_file / "run.json"))  # refused even for root
+
+
+@pytest.mark.parametrize(("allowed", "text"), [(o.TOOL_MODES, "text,native"),
+                                               (o.ENVIRONMENTS, "sim,live"),
+                                               (o.APIS, "chat responses"), (o.GATES, "")])
+def test_single_valued_options_refuse_several_values(allowed: tuple[str, ...],
+                                                     text: str) -> None:
+    with pytest.raises(ValueError, match="is not one of"):
+        o._one_of(allowed)(text)
+    assert o._one_of(allowed)(f" {allowed[-1]} ") == allowed[-1]
+
+
+@pytest.mark.parametrize("text", ["auto", "OFF"])
+def test_resume_takes_a_word_or_a_path(text: str) -> None:
+    assert o._resume(text) == text.lower()
+    assert o._resume("runs/r.json") == Path("runs/r.json")

@@ -53,3 +53,24 @@ def test_ids_are_stable_and_distinct() -> None:
     assert a == episode_id(model="m", variant="optimal", severity=None, task_id="t1", repeat=0,
                            seed=1)
     assert record().is_error is False
+
+
+def test_the_readers_field_types_are_the_published_schemas() -> None:
+    from pytest_resilibench.record import _FIELD_TYPES, episode_problem
+    from pytest_resilibench.schemas import episode_schema
+
+    json_types = {str: "string", int: "integer", float: "number", dict: "object",
+                  list: "array"}
+    properties = episode_schema()["properties"]
+    for name, (types, _nullable) in _FIELD_TYPES.items():
+        spec = properties[name]
+        declared = spec.get("type") or {json_types[type(v)] for v in spec["enum"]}
+        declared = {declared} if isinstance(declared, str) else set(declared)
+        if "number" in declared:  # a JSON number may be an integer
+            declared.add("integer")
+        assert {json_types[t] for t in types} <= declared, name
+    assert episode_problem({"model": "m", "variant": "v", "task_id": "t",
+                            "outcome": "full"}) is None
+    assert "'turns' is bool" in str(episode_problem({"model": "m", "variant": "v",
+                                                     "task_id": "t", "outcome": "full",
+                                                     "turns": True}))

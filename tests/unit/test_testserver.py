@@ -153,7 +153,8 @@ def test_port_zero_binds_a_free_port_and_stop_releases_it() -> None:
 
 def test_latency_is_injected() -> None:
     """Replies wait on the server: four requests sent together are all in flight at once."""
-    with OpenAITestServer(text_policy, latency_ms=150) as running:
+    # Long enough that four threads started together overlap on a loaded machine too.
+    with OpenAITestServer(text_policy, latency_ms=1000) as running:
         c = client(running)
         with ThreadPoolExecutor(4) as pool:
             replies = list(pool.map(

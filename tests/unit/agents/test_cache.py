@@ -167,7 +167,22 @@ def test_a_rerun_replays_without_the_network(cache: ModelCallCache) -> None:
 def test_an_interrupted_run_asks_again_only_what_was_not_answered(
         cache: ModelCallCache) -> None:
     requests = batch(30)
-    with OpenAITestServer(scripted, latency_ms=30) as server:
+    opened = False
+
+    async def ten_then_hold(request: ModelRequest) -> ModelReply:
+        """Answers ten requests, then holds the rest until `opened` (no clock decides how
+        many were answered when the run is killed)."""
+        nonlocal served
+        if served >= 10:
+            for _ in range(6000):  # at most a minute: the test fails rather than hangs
+                if opened:
+                    break
+                await asyncio.sleep(0.01)
+        served += 1
+        return scripted(request)
+
+    served = 0
+    with OpenAITestServer(ten_then_hold) as server:
         async def interrupted() -> None:
             agent = agent_for(server.base_url, cache, max_concurrency=4)
             tasks = [asyncio.ensure_future(agent.complete(r)) for r in requests]
@@ -181,7 +196,8 @@ def test_an_interrupted_run_asks_again_only_what_was_not_answered(
         asyncio.run(interrupted())
         answered = len(cache)
         before = server.stats.requests
-        assert 10 <= answered < 30
+        assert answered == 10
+        opened = True
         resumed = agent_for(server.base_url, cache)
         replies = asyncio.run(ask_all(resumed, requests))
         assert server.stats.requests - before == 30 - answered
@@ -212,3 +228,36 @@ def test_the_api_key_is_never_written(tmp_path: Path) -> None:
             assert SECRET.encode() not in file.read_bytes()
         cache.close()
     assert len(ModelCallCache(path)) == 5
+
+
+def _foreign_sqlite(path: Path) -> Path:
+    import sqlite3
+
+    db = sqlite3.connect(path)
+    db.execute("CREATE TABLE calls (key TEXT PRIMARY KEY, answer TEXT)")
+    db.close()
+    return path
+
+
+@pytest.mark.parametrize(("make", "message"), [
+    (lambda p: p.write_bytes(b"SQLite format 3\x00" + b"\xff" * 200) or p, "not a usable"),
+    (lambda p: p.write_text("not a database at all " * 100) or p, "not a usable"),
+    (_foreign_sqlite, "no such column"),
+    (lambda p: p.mkdir() or p, "is a directory"),
+])
+def test_a_file_that_is_not_our_cache_is_one_clear_error(
+    tmp_path: Path, make: Any, message: str
+) -> None:
+    path = tmp_path / "calls.sqlite"
+    make(path)
+    with pytest.raises(ValueError, match=message) as caught:
+        ModelCallCache(path)
+    assert str(path) in str(caught.value)
+
+
+def test_an_edited_row_is_a_miss_not_a_crash(cache: ModelCallCache) -> None:
+    cache.put(key(), REPLY)
+    cache._db().execute("UPDATE calls SET reply = ?", ('{"tool_calls": [[1]]}',))
+    assert cache.get(key()) is None and cache.misses == 1
+    cache._db().execute("UPDATE calls SET reply = ?", ("{truncated",))
+    assert cache.get(key()) is None

@@ -67,7 +67,9 @@ async def ask_all(agent: OpenAIAgent, batch: list[ModelRequest]) -> list[ModelRe
 
 
 def fast_agent(server: OpenAITestServer, **options: Any) -> OpenAIAgent:
-    settings: dict[str, Any] = {"api_key": SECRET, "timeout_s": 2.0, "backoff_base_s": 0.005,
+    # A timeout no reply reaches on a loaded machine: a spurious one would be a retry the
+    # server did not cause. Tests of timeouts give their own.
+    settings: dict[str, Any] = {"api_key": SECRET, "timeout_s": 30.0, "backoff_base_s": 0.005,
                                 "backoff_max_s": 0.02}
     settings.update(options)
     return OpenAIAgent("scripted", base_url=server.base_url, **settings)
@@ -96,9 +98,12 @@ def test_with_20_percent_faults_every_request_gets_the_fault_free_reply() -> Non
     batch = requests(60)
     with OpenAITestServer(scripted) as clean:
         baseline = run(ask_all(fast_agent(clean), batch))
-    faults = FaultConfig(rate=0.2, kinds=FAULT_KINDS, retry_after_s=0.01, hold_s=1.0)
+    # The timeout far above a reply's time on a loaded machine (a spurious timeout would be
+    # a retry the server did not cause), the hold far beyond it (it ends when the client
+    # hangs up).
+    faults = FaultConfig(rate=0.2, kinds=FAULT_KINDS, retry_after_s=0.01, hold_s=300.0)
     with OpenAITestServer(scripted, faults=faults, seed=5) as faulty:
-        agent = fast_agent(faulty, timeout_s=0.4, max_retries=8)
+        agent = fast_agent(faulty, timeout_s=3.0, max_retries=8)
         replies = run(ask_all(agent, batch))
         injected = sum(faulty.stats.faults.values())
     assert [visible(r) for r in replies] == [visible(r) for r in baseline]
@@ -171,18 +176,27 @@ def test_backoff_is_exponential_capped_jittered_and_deterministic() -> None:
 
 
 def test_concurrency_is_bounded_and_used() -> None:
+    """Requests wait on the server until eight are in flight (no clock: a slow machine only
+    takes longer), so the bound is reached whenever the client overlaps them, and a ninth
+    in flight would show."""
     in_flight = peak = 0
+    all_in: asyncio.Event | None = None
 
-    async def slow(request: ModelRequest) -> ModelReply:
-        nonlocal in_flight, peak
+    async def gathered(request: ModelRequest) -> ModelReply:
+        nonlocal in_flight, peak, all_in
+        all_in = all_in or asyncio.Event()  # on the server's loop
         in_flight += 1
         peak = max(peak, in_flight)
-        await asyncio.sleep(0.05)
-        in_flight -= 1
+        if peak >= 8:
+            all_in.set()
+        try:
+            await asyncio.wait_for(all_in.wait(), timeout=60)  # not reached: peak says so
+        finally:
+            in_flight -= 1
         return ModelReply(content="done")
 
-    with OpenAITestServer(slow) as server:
-        agent = fast_agent(server, max_concurrency=8)
+    with OpenAITestServer(gathered) as server:
+        agent = fast_agent(server, max_concurrency=8, timeout_s=120.0, max_retries=0)
         run(ask_all(agent, requests(40)))
     assert peak == 8  # the bound is reached (requests overlap) and never passed
 
@@ -300,7 +314,7 @@ def test_episodes_through_the_server_are_identical_with_and_without_faults() -> 
         with OpenAITestServer(faults=faults, seed=9) as server:
             # A timeout well above a loaded machine's reply time, so only injected faults
             # are retried; the injected hold outlasts it.
-            agents = {m: OpenAIAgent(m, base_url=server.base_url, timeout_s=2.0,
+            agents = {m: OpenAIAgent(m, base_url=server.base_url, timeout_s=4.0,
                                      max_retries=10, backoff_base_s=0.002, backoff_max_s=0.01,
                                      max_concurrency=16)
                       for m, _ in players}
@@ -320,7 +334,8 @@ def test_episodes_through_the_server_are_identical_with_and_without_faults() -> 
         return rows, sum(a.stats.retries for a in agents.values())
 
     clean, clean_retries = play(FaultConfig())
-    faulty, faulty_retries = play(FaultConfig(rate=0.2, hold_s=2.5, retry_after_s=0.005))
+    # Timeouts far above a reply's time on a loaded machine; holds end when the client leaves.
+    faulty, faulty_retries = play(FaultConfig(rate=0.2, hold_s=300.0, retry_after_s=0.005))
     outcomes = [row["outcome"] for row in clean]
     assert "error" not in outcomes and "full" in outcomes
     assert clean == faulty
@@ -511,3 +526,112 @@ def test_model_limits_are_the_models_failure_not_infrastructure(
     finally:
         server.shutdown()
         server.server_close()
+
+
+class RawServer:
+    """A loopback HTTP server answering one request with 200 and `body` as given (bytes no
+    well-behaved server would send), with `interval_s` > 0 one byte at a time: each read then
+    gets data in time, the whole body takes `len(body) * interval_s`. It counts the bytes it
+    sent and whether the client hung up before the end."""
+
+    def __init__(self, body: bytes, interval_s: float = 0.0) -> None:
+        import socket
+        import threading
+
+        self.body = body
+        self.interval_s = interval_s
+        self.sent = 0
+        self.hung_up = threading.Event()
+        self.finished = threading.Event()
+        self._stop = threading.Event()
+        self._socket = socket.create_server(("127.0.0.1", 0))
+        self.base_url = f"http://127.0.0.1:{self._socket.getsockname()[1]}/v1"
+        self._thread = threading.Thread(target=self._serve, daemon=True)
+        self._thread.start()
+
+    def _serve(self) -> None:
+        try:
+            conn, _ = self._socket.accept()
+        except OSError:  # closed before any client came
+            return
+        with conn:
+            conn.settimeout(30)
+            data = b""
+            while b"\r\n\r\n" not in data:
+                data += conn.recv(65536)
+            head = (f"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                    f"Content-Length: {len(self.body)}\r\n\r\n").encode()
+            try:
+                conn.sendall(head)
+                if not self.interval_s:
+                    conn.sendall(self.body)
+                    self.sent = len(self.body)
+                for byte in self.body[self.sent:]:
+                    if self._stop.wait(self.interval_s):
+                        return
+                    conn.sendall(bytes([byte]))
+                    self.sent += 1
+                self.finished.set()
+            except OSError:
+                self.hung_up.set()
+
+    def close(self) -> None:
+        self._stop.set()
+        self._socket.close()
+        self._thread.join(timeout=10)
+
+
+def test_the_timeout_bounds_the_whole_request_not_each_read() -> None:
+    """httpx's read timeout restarts with every byte: the trickle (a byte every 50 ms, ~3 s
+    for the body) never trips a 1 s read timeout; the whole-request bound must."""
+    body = json.dumps({"choices": [{"message": {"content": "late " * 10}}]}).encode()
+    server = RawServer(body, interval_s=0.05)
+    try:
+        agent = OpenAIAgent("m", base_url=server.base_url, api_key=SECRET, timeout_s=1.0,
+                            max_retries=0)
+        with pytest.raises(InfrastructureError, match="timed out"):
+            run(ask_all(agent, requests(1)))
+        assert server.hung_up.wait(timeout=30)  # the client left; the server saw it
+    finally:
+        server.close()
+    assert not server.finished.is_set() and server.sent < len(server.body)
+    assert agent.stats.faults == {"timeout": 1}
+
+
+def test_a_lone_surrogate_and_an_absurd_usage_are_sanitised_at_the_boundary(
+        tmp_path: Any) -> None:
+    from pytest_resilibench.agents.cache import CallKey, ModelCallCache
+
+    body = ('{"choices": [{"message": {"content": "bad \\ud800 text"}}], "usage": '
+            '{"prompt_tokens": 1' + "0" * 3999 + ', "completion_tokens": 7}}').encode()
+    server = RawServer(body)
+    try:
+        agent = OpenAIAgent("m", base_url=server.base_url, api_key=SECRET, max_retries=0)
+        (reply,) = run(ask_all(agent, requests(1)))
+    finally:
+        server.close()
+    assert reply.content == "bad \ufffd text"
+    assert reply.usage["prompt_tokens"] == 0 and reply.usage["completion_tokens"] == 7
+    assert agent.stats.prompt_tokens == 0
+    # What used to fail later on it: encoding the text (the next request, the cache).
+    with ModelCallCache(tmp_path / "c.sqlite") as cache:
+        key = CallKey(model="m", base_url=server.base_url, messages=[], tools=None,
+                      params={}, repeat=0)
+        cache.put(key, reply)
+        assert cache.get(key) is not None
+
+
+def test_a_key_echoed_by_the_server_and_url_credentials_are_masked() -> None:
+    key = "gw-echo-KEY-0987654321"  # no known key shape: masked because the provider knows it
+
+    def echo(request: ModelRequest) -> ModelReply:
+        raise ValueError(f"request refused for key {key}")
+
+    with OpenAITestServer({"m": echo}) as server:
+        url = server.base_url.replace("http://", "http://alice:hunter2-pass@")
+        agent = OpenAIAgent("m", base_url=url, api_key=key, max_retries=0)
+        with pytest.raises(InfrastructureError) as info:
+            run(ask_all(agent, requests(1)))
+    text = str(info.value)
+    assert "request refused for key ***" in text
+    assert key not in text and "hunter2" not in text and "alice" not in text
