@@ -22,7 +22,11 @@ def prepare(path: str | Path) -> Path:
     """Make the folders `path` needs; a `.resilibench` folder among them gets its
     `.gitignore` (once: a user's own edits to it stay)."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except (FileExistsError, NotADirectoryError):  # a file where a folder must be
+        raise ValueError(f"cannot write {path}: a file stands where a folder of its path "
+                         "must be") from None
     for folder in (path.parent, *path.parent.parents):
         if folder.name == OUTPUT_DIR.name:
             ignore = folder / ".gitignore"
