@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
+
+from pytest_resilibench.atomic import atomic_write
 
 __all__ = ["MANIFEST", "FixtureError", "read_manifest", "verified_bytes", "write_fixture_file"]
 
@@ -25,20 +25,6 @@ MANIFEST = "manifest.json"
 class FixtureError(ValueError):
     """A fixtures directory that is missing, incomplete or corrupt; the message says which
     file and how to make it again."""
-
-
-def atomic_write(path: Path, data: bytes) -> None:
-    """Write `data` to `path` through a temporary file in the same directory and a rename,
-    so a reader sees the old file or the new one, never half of one."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def read_manifest(directory: Path) -> dict[str, Any]:

@@ -10,15 +10,14 @@ from __future__ import annotations
 import datetime as _dt
 import hashlib
 import json
-import os
 import platform
 import subprocess
 import sys
-import tempfile
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from pytest_resilibench.atomic import atomic_open
 from pytest_resilibench.outputs import prepare
 
 __all__ = ["REPORT_SCHEMA", "TIMING_FIELDS", "envelope", "fixture_hash", "write_report"]
@@ -75,16 +74,9 @@ def write_report(path: Path, head: Mapping[str, Any], episode_lines: Iterable[st
     from pytest_resilibench.redact import redact
 
     path = prepare(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        os.fchmod(fd, 0o644)  # mkstemp's 0600 would hide the report from CI artifact readers
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            text = json.dumps(dict(head), indent=1, sort_keys=True)
-            fh.write(redact(text[: text.rindex("}")].rstrip()) + ',\n "episodes": [')
-            for i, line in enumerate(episode_lines):
-                fh.write(("\n  " if i == 0 else ",\n  ") + redact(line))
-            fh.write("\n ]\n}\n")
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    with atomic_open(path, "w", encoding="utf-8") as fh:
+        text = json.dumps(dict(head), indent=1, sort_keys=True)
+        fh.write(redact(text[: text.rindex("}")].rstrip()) + ',\n "episodes": [')
+        for i, line in enumerate(episode_lines):
+            fh.write(("\n  " if i == 0 else ",\n  ") + redact(line))
+        fh.write("\n ]\n}\n")
