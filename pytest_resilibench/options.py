@@ -419,6 +419,9 @@ def read_config(config: pytest.Config) -> RunConfig:
     except ValueError as exc:
         where = "--resili-live-base-url" if given else "ini option resili_live_base_url"
         raise pytest.UsageError(f"{where}: {exc}") from None
+    if values["model-args"]:
+        from pytest_resilibench.redact import register_secrets_in
+        register_secrets_in(values["model-args"])  # a key sent in a header reaches no report
     if values["faults"] != "paper" and values["env"] == "live":
         raise pytest.UsageError("--resili-faults=realistic needs --resili-env=sim or mcp (the "
                                 "realistic events live in the simulator)")

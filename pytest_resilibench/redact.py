@@ -6,18 +6,22 @@ Stripped: URL user info (`https://user:key@host`), the values of key-like query 
 (`?api-key=...`, `&token=...`), bearer tokens, OpenAI-style secret keys (`sk-...`), and every
 secret registered with `register_secret` (a provider registers the key it sends, so a server
 that echoes it in an error message cannot get it written) or held in `OPENAI_API_KEY`.
+`register_secrets_in` registers the values of key-like fields of a JSON option, so that a key
+passed in `--resili-model-args` (say `{"extra_headers": {"api-key": "..."}}`) is masked too.
 """
 
 from __future__ import annotations
 
 import os
 import re
+from typing import Any
 
-__all__ = ["MASK", "redact", "register_secret"]
+__all__ = ["MASK", "redact", "register_secret", "register_secrets_in"]
 
 MASK = "***"
 _MIN_SECRET = 6  # shorter "secrets" (a placeholder such as "none") would mask ordinary words
 _SECRETS: set[str] = set()
+_SECRET_NAME = re.compile(r"(?i)key|token|secret|password|passwd|pwd|auth|credential|signature")
 # (substrings one of which every match contains: most texts skip the regex, pattern, what
 # replaces a match)
 _PATTERNS = (
@@ -33,6 +37,20 @@ def register_secret(value: str | None) -> None:
     """Mask `value` wherever `redact` sees it, for the rest of this process."""
     if value and len(value) >= _MIN_SECRET:
         _SECRETS.add(value)
+
+
+def register_secrets_in(value: Any) -> None:
+    """Register every string held under a key-like name anywhere in `value` (JSON data)."""
+    if isinstance(value, dict):
+        for name, item in value.items():
+            if isinstance(item, str) and _SECRET_NAME.search(str(name)):
+                register_secret(item)
+                register_secret(item.partition(" ")[2])  # "Bearer KEY": the key alone too
+            else:
+                register_secrets_in(item)
+    elif isinstance(value, list):
+        for item in value:
+            register_secrets_in(item)
 
 
 def redact(text: str) -> str:

@@ -42,9 +42,10 @@ def log_path(report: Path) -> Path:
 
 
 def resume_key(report_config: Mapping[str, Any], *, trajectories: bool) -> dict[str, Any]:
-    """What two runs must share for one's episodes to stand in for the other's."""
-    return {**{name: report_config.get(name) for name in RESUME_FIELDS},
-            "trajectories": trajectories}
+    """What two runs must share for one's episodes to stand in for the other's, redacted as
+    the report is (a secret in `model_args` is `***` there, and must compare equal)."""
+    fields = {name: report_config.get(name) for name in RESUME_FIELDS}
+    return {**json.loads(redact(json.dumps(fields))), "trajectories": trajectories}
 
 
 def differences(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[str]:

@@ -4,6 +4,7 @@ server that always fails, refusals in a row, a cost cap, and causes, tokens and 
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -170,3 +171,24 @@ def test_credentials_never_reach_the_report_junit_or_terminal(
                  result.stderr.str()):
         assert KEY not in text and "url-pass-31337" not in text
     assert "your key sk-*** is over quota" in junit.read_text()
+
+
+def test_a_secret_in_model_args_is_masked_and_the_run_still_resumes(
+        suite: pytest.Pytester, o3_server: OpenAITestServer) -> None:
+    """A key-like field of `--resili-model-args` is sent to the server but written nowhere
+    (`redact.register_secrets_in`); a resumed run with the same options still matches the
+    report's (masked) config."""
+    secret = "gw-secret-5555555"
+    args = [*ARGS, f"--resili-base-url={o3_server.base_url}", "--resili-api=chat",
+            "--resili-model-args=" + json.dumps({"metadata": {"gateway_token": secret}})]
+    report, junit = suite.path / "run.json", suite.path / "junit.xml"
+    first = suite.runpytest(*args, f"--resili-report={report}", f"--junitxml={junit}", "-rA")
+    assert first.ret == 0, first.stdout.str()[-3000:]
+    assert load(report)["config"]["model_args"] == {"metadata": {"gateway_token": "***"}}
+    for text in (report.read_text(), junit.read_text(), first.stdout.str()):
+        assert secret not in text
+    again = suite.runpytest(*args, f"--resili-report={suite.path / 'again.json'}",
+                            f"--resili-resume={report}")
+    assert again.ret == 0, again.stdout.str()[-3000:]
+    assert "resuming from" in again.stdout.str()
+    assert load(suite.path / "again.json")["episodes"] == load(report)["episodes"]

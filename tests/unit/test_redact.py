@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_resilibench.redact import redact, register_secret
+from pytest_resilibench.redact import redact, register_secret, register_secrets_in
 
 
 @pytest.mark.parametrize(("text", "shown"), [
@@ -37,3 +37,11 @@ def test_registered_and_environment_keys_are_masked_anywhere(
 def test_other_text_is_unchanged(text: str) -> None:
     register_secret("none")  # too short to be a secret: must not mask the word
     assert redact(text) == text
+
+
+def test_key_like_fields_of_json_options_are_registered() -> None:
+    register_secrets_in({"metadata": {"Gateway-Token": "gw-0000-1111"},
+                         "extra": [{"authorization": "Bearer tok-2222-3333"}],
+                         "user": "alice-the-user", "max_tokens": 5})
+    text = "gw-0000-1111 tok-2222-3333 alice-the-user"
+    assert redact(text) == "*** *** alice-the-user"
