@@ -126,7 +126,8 @@ class _Plan:
 
     def flow(self) -> list[_Flow]:
         """Each step's data if every step succeeds in order, mirroring the simulator's
-        default input (the latest output of a dependency, else the latest output)."""
+        default input (the latest output of a data dependency, else of a prerequisite, else
+        the latest output)."""
         data_format = str(self.task.inputs.get("format", "json"))
         latest_by_tool: dict[str, int] = {}
         latest: int | None = None
@@ -141,10 +142,12 @@ class _Plan:
             if isinstance(source, str) and source.split("#")[0] in latest_by_tool:
                 producer = latest_by_tool[source.split("#")[0]]
             elif spec.role is not Role.SOURCE and "source" in _properties(spec):
-                deps = [latest_by_tool[d] for d in
-                        self.registry.dependencies(spec.name, self.task.required_tools)
-                        if d in latest_by_tool]
-                producer = max(deps) if deps else latest
+                producer = latest
+                for group in self.registry.input_groups(spec.name, self.task.required_tools):
+                    deps = [latest_by_tool[d] for d in group if d in latest_by_tool]
+                    if deps:
+                        producer = max(deps)
+                        break
             consumed = data_format if producer is None else flow[producer].produced
             flow.append(_Flow(consumed, _produced_format(spec, step.arguments, consumed),
                               producer))

@@ -262,6 +262,16 @@ class ToolRegistry:
                 deps += [t.name for t in lower if t.level == nearest]
         return tuple(dict.fromkeys(deps))
 
+    def input_groups(self, name: str, task_tools: Iterable[str]) -> tuple[tuple[str, ...], ...]:
+        """Whose output `name` reads by default, in order of preference: its data (the task's
+        nearest lower-level tools it depends on), then its prerequisites. A prerequisite
+        gates a call (a token, a connection, a health check) but is not the task's data, so
+        a router after its monitor routes the task's results, not the monitor's."""
+        prerequisites = self._by_name[name].prerequisites
+        deps = self.dependencies(name, task_tools)
+        data = tuple(d for d in deps if d not in prerequisites)
+        return (data, tuple(d for d in deps if d in prerequisites))
+
     def closure(self, names: Sequence[str]) -> tuple[str, ...]:
         """`names` plus all their prerequisites, transitively, prerequisites first."""
         out: dict[str, None] = {}

@@ -155,8 +155,8 @@ class Deliverable:
 
 def deliverable_of(task: Task, registry: ToolRegistry) -> Deliverable:
     """The task's deliverable. Its lineage follows the data as the simulator's default input
-    does (simulator.py `_default_input`: the latest output of a dependency, else the latest
-    output) through the reference plan, kept to the task's own steps."""
+    does (simulator.py `_default_input`: the latest output of a data dependency, else of a
+    prerequisite, else the latest output) through the reference plan, kept to the task's own steps."""
     required = task.required_tools
     latest_by_tool: dict[str, str] = {}
     latest: str | None = None
@@ -167,8 +167,12 @@ def deliverable_of(task: Task, registry: ToolRegistry) -> Deliverable:
             continue
         producer: str | None = None
         if spec.role is not Role.SOURCE and "source" in spec.parameters.get("properties", {}):
-            deps = [d for d in registry.dependencies(spec.name, required) if d in latest_by_tool]
-            producer = max(deps, key=list(latest_by_tool).index) if deps else latest
+            producer = latest
+            for group in registry.input_groups(spec.name, required):
+                deps = [d for d in group if d in latest_by_tool]
+                if deps:
+                    producer = max(deps, key=list(latest_by_tool).index)
+                    break
         lineage[spec.name] = frozenset({spec.name}) | lineage.get(producer or "", frozenset())
         latest_by_tool.pop(spec.name, None)
         latest_by_tool[spec.name] = latest = spec.name

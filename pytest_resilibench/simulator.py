@@ -365,11 +365,12 @@ class Simulator:
         return None, consumed, tuple(deviations)
 
     def _default_input(self, tool: str) -> _Data | None:
-        """The latest output of a dependency, else the latest output of any tool."""
-        found = [self._latest_by_tool[d] for d in self.dependencies(tool)
-                 if d in self._latest_by_tool]
-        if found:
-            return max(found, key=lambda d: d.order)
+        """The latest output of a data dependency, else of a prerequisite
+        (`ToolRegistry.input_groups`), else the latest output of any tool."""
+        for group in self.registry.input_groups(tool, self.task_tools):
+            found = [self._latest_by_tool[d] for d in group if d in self._latest_by_tool]
+            if found:
+                return max(found, key=lambda d: d.order)
         return self._latest_data
 
     def _advance(self, spec: ToolSpec, u: float, code: str | None) -> float:

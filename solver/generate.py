@@ -223,7 +223,7 @@ def _bind_closure(
 ) -> tuple[dict[str, Any], dict[str, str], dict[str, str]]:
     """Bind every required parameter along the closure, following the data as the simulator
     does when the closure runs in order (each step consuming the latest output of a
-    dependency, else the latest output): returns inputs and, per tool, the format it consumes
+    data dependency, else of a prerequisite, else the latest output): returns inputs and, per tool, the format it consumes
     and the format it produces."""
     data_format = _data_format(rng, closure, registry)
     inputs: dict[str, Any] = {"format": data_format}
@@ -234,11 +234,13 @@ def _bind_closure(
         takes_source = "source" in spec.parameters.get("properties", {})
         fmt = data_format
         if spec.role is not Role.SOURCE and takes_source:
-            deps = [d for d in registry.dependencies(tool, required) if d in produced]
-            if deps:  # `produced` keeps production order: the latest dependency wins
-                fmt = produced[max(deps, key=list(produced).index)]
-            elif produced:
+            if produced:
                 fmt = produced[list(produced)[-1]]
+            for group in registry.input_groups(tool, required):
+                deps = [d for d in group if d in produced]
+                if deps:  # `produced` keeps production order: the latest dependency wins
+                    fmt = produced[max(deps, key=list(produced).index)]
+                    break
         consumed[tool] = fmt
         for param in spec.required_parameters:
             if param != "format" and param not in inputs:
