@@ -120,6 +120,9 @@ class _Plan:
 
     def __post_init__(self) -> None:
         self.parent_tools = tuple(s.tool for s in self.steps)
+        # The task steps the parent plan's deliverable descends from (what scoring.py wants).
+        self.deliverable = (self.lineage(len(self.steps) - 1, self.flow())
+                            & set(self.task.required_tools)) if self.steps else set()
 
     def depends_on(self, later: str, earlier: str) -> bool:
         return earlier in self.registry.dependencies(later, self.parent_tools)
@@ -170,6 +173,19 @@ class _Plan:
         """Whether the last step's output descends from the step's (the output step is
         last in every plan a flaw starts from)."""
         return self.steps[index].tool in self.lineage(len(self.steps) - 1, self.flow())
+
+    def refused_formats(self) -> set[int]:
+        """The steps whose `format` does not match the data they would consume."""
+        return {i for i, (step, data) in enumerate(zip(self.steps, self.flow(), strict=True))
+                if step.arguments.get("format", data.consumed) != data.consumed}
+
+    def skipped(self, refused: set[int]) -> list[str]:
+        """The task steps the deliverable's data should go through (as in the parent plan)
+        but no longer does; empty also when a step's `format` no longer matches its data
+        (beyond the `refused` ones: that call would be refused, not accepted)."""
+        if self.refused_formats() - refused:
+            return []
+        return sorted(self.deliverable - self.lineage(len(self.steps) - 1, self.flow()))
 
     def arguments_for(self, spec: ToolSpec, index: int) -> dict[str, Any] | None:
         """A genuine-looking call of a swapped-in tool: its required parameters (as a
@@ -355,14 +371,50 @@ def _parameter_error(plan: _Plan, count: int) -> list[Change]:
     are accepted, and make the wrong deliverable (another function, a near-miss destination):
     only a reader who checks the plan against the task catches those (the output condition,
     scoring.py)."""
-    steps, changes = plan.steps, list[Change]()
-    order = plan.permutation(range(len(steps)))
+    order = plan.permutation(range(len(plan.steps)))
+    return _refused_then_accepted(plan, count, order, _corrupt, either_first=True)
+
+
+Edit = Callable[[_Plan, int, bool], "Change | None"]
+
+
+def _refused_then_accepted(
+    plan: _Plan, count: int, order: Sequence[int], edit: Edit, *, either_first: bool
+) -> list[Change]:
+    """`count` edits on distinct steps in `order`: the first refused when run, the others
+    accepted (each falls back to the other kind where none of its kind fits; the first only
+    `either_first`). Where the light edit takes the only step an accepted edit fits, medium
+    and severe draw their refused edit on another step: every medium and severe plan then
+    carries an accepted wrong value (light stays as it is)."""
+    parent = list(plan.steps)
+    changes = _edits(plan, count, order, edit, either_first)
+    if count > 1 and not any(c["accepted"] for c in changes):
+        edited = list(plan.steps)
+        for first in order:  # the refused edit on a step that leaves one for an accepted
+            plan.steps[:] = parent
+            tried = _edits(plan, count, order, edit, either_first, first=first)
+            if any(c["accepted"] for c in tried) and not tried[0]["accepted"]:
+                return tried
+        plan.steps[:] = edited
+    return changes
+
+
+def _edits(
+    plan: _Plan, count: int, order: Sequence[int], edit: Edit, either_first: bool,
+    first: int | None = None,
+) -> list[Change]:
+    changes = list[Change]()
     for accepted in [False] + [True] * (count - 1):
-        change = next((c for i in order if i not in {c["index"] for c in changes}
-                       and (c := _corrupt(plan, i, accepted)) is not None), None)
-        if change is None:  # none of that kind in this plan: the other kind
-            change = next((c for i in order if i not in {c["index"] for c in changes}
-                           and (c := _corrupt(plan, i, not accepted)) is not None), None)
+        done = {c["index"] for c in changes}
+        steps = [i for i in order if i not in done]
+        if first is not None and not changes:
+            steps = [first]
+        change = next((c for i in steps if (c := edit(plan, i, accepted)) is not None), None)
+        if change is None and first is not None and not changes:
+            return []
+        if change is None and (accepted or either_first):  # none of that kind: the other
+            change = next((c for i in steps if (c := edit(plan, i, not accepted)) is not None),
+                          None)
         if change is None:
             break
         changes.append(change)
@@ -478,23 +530,13 @@ def _logical_inconsistency(plan: _Plan, count: int) -> list[Change]:
     refused when run); the others consume an earlier output that exists but skips a step the
     data must go through (a `source` ref to it, with its format: accepted, and the deliverable
     is wrong)."""
-    steps, changes = plan.steps, list[Change]()
+    steps = plan.steps
     takes_input = [i for i, s in enumerate(steps)
                    if s.tool in plan.registry
                    and {"format", "source"} & set(_properties(plan.registry[s.tool]))]
     eligible = [i for i in takes_input if i > 0] or takes_input
     order = plan.permutation(eligible)
-    for accepted in [False] + [True] * (count - 1):
-        done = {c["index"] for c in changes}
-        change = next((c for i in order if i not in done
-                       and (c := _inconsistent(plan, i, accepted)) is not None), None)
-        if change is None and accepted:
-            change = next((c for i in order if i not in done
-                           and (c := _inconsistent(plan, i, False)) is not None), None)
-        if change is None:
-            break
-        changes.append(change)
-    return changes
+    return _refused_then_accepted(plan, count, order, _inconsistent, either_first=False)
 
 
 def _inconsistent(plan: _Plan, i: int, accepted: bool) -> Change | None:
@@ -503,25 +545,31 @@ def _inconsistent(plan: _Plan, i: int, accepted: bool) -> Change | None:
     flow = plan.flow()
     props = _properties(spec)
     if accepted:
-        if "source" not in props or not plan.feeds_deliverable(i):
+        if "source" not in props:
             return None
-        producer = flow[i].producer
-        proper = plan.lineage(producer, flow) if producer is not None else set()
-        skipping = [k for k in range(i) if steps[k].tool != step.tool
-                    and k != flow[i].producer
-                    and plan.lineage(k, flow) < proper]
+        # An earlier output that exists, read with its format, such that the deliverable's
+        # data no longer goes through a step it must (tried on the plan: the flow decides).
+        skipping: list[tuple[int, dict[str, Any], list[str]]] = []
+        refused = plan.refused_formats()
+        for k in range(i):
+            if steps[k].tool == step.tool or k == flow[i].producer:
+                continue
+            changed: dict[str, Any] = {"source": steps[k].tool}  # its latest output
+            if "format" in step.arguments or "format" in spec.required_parameters:
+                changed["format"] = flow[k].produced
+            arguments = dict(sorted({**step.arguments, **changed}.items()))
+            steps[i] = replace(step, arguments=arguments)
+            skips = plan.skipped(refused)
+            steps[i] = step
+            if skips:
+                skipping.append((k, arguments, skips))
         if not skipping:
             return None
-        k = plan.stream.choice(skipping)
-        changed: dict[str, Any] = {"source": f"{steps[k].tool}#1"}
-        if "format" in step.arguments or "format" in spec.required_parameters:
-            changed["format"] = flow[k].produced
-        arguments = dict(sorted({**step.arguments, **changed}.items()))
+        k, arguments, skips = plan.stream.choice(skipping)
         steps[i] = replace(step, arguments=arguments)
         return {"kind": "source", "index": i, "tool": step.tool, "parameter": "source",
-                "old": step.arguments.get("source"), "new": changed["source"],
-                "arguments": arguments, "skips": sorted(proper - plan.lineage(k, flow)),
-                "accepted": True}
+                "old": step.arguments.get("source"), "new": arguments["source"],
+                "arguments": arguments, "skips": skips, "accepted": True}
     seen = {str(plan.task.inputs.get("format", "json"))}
     seen.update(f for fl in flow[: i + 1] for f in (fl.consumed, fl.produced))
     wrong_formats = [f for f in DATA_FORMATS if f not in seen]

@@ -349,7 +349,9 @@ class Simulator:
                 deviations.append(param)
         consumed: _Data | None = None
         if "source" in arguments:
-            consumed = self._data.get(arguments["source"])
+            # A ref names one output; a bare tool name its latest output.
+            source = arguments["source"]
+            consumed = self._data.get(source) or self._latest_by_tool.get(source)
             if consumed is None:
                 known = ", ".join(self._data) or "none yet"
                 return (f"source {arguments['source']!r} was not produced (available: {known})",
