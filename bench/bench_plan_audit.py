@@ -5,7 +5,10 @@ step worded unlike a genuine one, a contingency or prerequisite mark naming a to
 plan, an Advice about unmarked prerequisites, an argument value from nowhere in the task), and
 whether replaying its record on the optimal plan gives it back exactly (`plan_audit.replay`).
 Also the purpose lengths of injected and genuine steps (a length detector's material) and how
-many plans have an edit at all. Figures are printed, not asserted. Run:
+many plans have an edit at all; and the share of medium and severe parameter_error and
+logical_inconsistency plans that carry an edit the tools accept but that spoils the
+deliverable when the plan is run literally (`plan_audit.spoiling_edits`, target 100%).
+Figures are printed, not asserted. Run:
     python bench/bench_plan_audit.py [--every 1]
 """
 
@@ -17,7 +20,7 @@ import time
 from collections import Counter
 
 from pytest_resilibench.flaws import FLAWS, SEVERITIES
-from pytest_resilibench.plan_audit import replay, surface_problems
+from pytest_resilibench.plan_audit import replay, spoiling_edits, surface_problems
 from pytest_resilibench.prompts import Variant, plan_for
 from pytest_resilibench.registry import default_registry
 from pytest_resilibench.tasks import load_tasks
@@ -35,6 +38,8 @@ def main() -> None:
     replay_differs = Counter[str]()
     unchanged = Counter[str]()
     kinds = Counter[str]()
+    spoiled = Counter[tuple[str, str]]()
+    read_only = ("parameter_error", "logical_inconsistency")
     lengths: dict[str, list[int]] = {"genuine": [], "genuine, unmarked": [], "injected": []}
     for task in tasks:
         optimal, _ = plan_for(task, Variant("optimal"), registry)
@@ -54,6 +59,9 @@ def main() -> None:
                     kinds[problem.split(": ", 1)[-1].split(" ")[0]] += 1
                 replay_differs[flaw] += replay(optimal, record, task, registry) != plan
                 unchanged[flaw] += not record["changes"]
+                if flaw in read_only and severity != "light":
+                    spoiled[flaw, severity] += bool(spoiling_edits(optimal, record, task,
+                                                                   registry))
                 for step in plan.steps:
                     side = "genuine" if step.tool in genuine else "injected"
                     lengths[side].append(len(step.purpose))
@@ -68,6 +76,12 @@ def main() -> None:
               f"{unchanged[name]:>8}")
     if kinds:
         print("problems by kind:", dict(kinds))
+    print("plans with an accepted edit that spoils the deliverable (run literally):")
+    for flaw in read_only:
+        for severity in ("medium", "severe"):
+            share = spoiled[flaw, severity] / len(tasks)
+            print(f"{flaw:>24} {severity:>7} {spoiled[flaw, severity]:>5}/{len(tasks)} "
+                  f"{share:.1%}")
     for side, values in lengths.items():
         if values:
             print(f"purpose length, {side} steps: n={len(values)} "

@@ -385,7 +385,8 @@ def _refused_then_accepted(
     accepted (each falls back to the other kind where none of its kind fits; the first only
     `either_first`). Where the light edit takes the only step an accepted edit fits, medium
     and severe draw their refused edit on another step: every medium and severe plan then
-    carries an accepted wrong value (light stays as it is)."""
+    carries an accepted wrong value (light stays as it is); where one step is the only
+    place for either kind (a two-step task), they carry the accepted one alone."""
     parent = list(plan.steps)
     changes = _edits(plan, count, order, edit, either_first)
     if count > 1 and not any(c["accepted"] for c in changes):
@@ -395,6 +396,10 @@ def _refused_then_accepted(
             tried = _edits(plan, count, order, edit, either_first, first=first)
             if any(c["accepted"] for c in tried) and not tried[0]["accepted"]:
                 return tried
+        plan.steps[:] = parent  # one step takes both kinds: the accepted edit wins
+        accepted = [c for i in order if (c := edit(plan, i, True)) is not None][:count - 1]
+        if accepted:
+            return accepted
         plan.steps[:] = edited
     return changes
 

@@ -10,7 +10,10 @@ severity) run them.
   task (its inputs, a data format) or is a wrong value the record lists;
 - `replay`: the parent plan with the record's changes applied, independently of the injectors:
   re-worded by `plan_text.shown_plan`, it must be the flawed plan itself;
-- `plan_block_only`: the baseline and optimal user messages differ by the plan block alone.
+- `plan_block_only`: the baseline and optimal user messages differ by the plan block alone;
+- `spoiling_edits`: the record's accepted edits that, each alone on the parent plan run
+  literally, leave the edited call unrefused but the deliverable wrong (the output condition,
+  scoring.py): what only a reader of the plan against the task catches.
 """
 
 from __future__ import annotations
@@ -21,10 +24,13 @@ from typing import Any
 
 from pytest_resilibench.plan_text import PREREQUISITE_MARK, plan_advice, shown_plan, step_purpose
 from pytest_resilibench.registry import DATA_FORMATS, ToolRegistry
+from pytest_resilibench.scoring import deliverable_of, score_calls
+from pytest_resilibench.simulator import EpisodeKey, Simulator
 from pytest_resilibench.tasks import Task
 from pytest_resilibench.workflow import PlanStep, Workflow
 
-__all__ = ["named_tools", "plan_block_only", "replay", "surface_problems"]
+__all__ = ["literal_run", "named_tools", "plan_block_only", "replay", "spoiling_edits",
+           "surface_problems"]
 
 _NAME = re.compile(r"\b[a-z]+_[a-z_]+\b")
 
@@ -114,3 +120,49 @@ def replay(
 def plan_block_only(baseline: str, optimal: str, plan_block: str) -> bool:
     """Whether the optimal user message is the baseline one plus the plan block alone."""
     return optimal == baseline + "\n\n" + plan_block
+
+
+# A literal run retries a step until it succeeds (a refusal is final: it cannot succeed).
+_MAX_CALLS_PER_STEP = 50
+
+
+def literal_run(task: Task, plan: Workflow, registry: ToolRegistry, seed: int = 0
+                ) -> tuple[list[dict[str, Any]], list[int]]:
+    """The calls of `plan` run literally (each step retried until it succeeds) and the
+    indices of the steps the simulator refused (INVALID_INPUT)."""
+    sim = Simulator(registry, EpisodeKey(seed, task.id), task_tools=task.required_tools,
+                    inputs=task.inputs)
+    calls: list[dict[str, Any]] = []
+    refused: list[int] = []
+    for index, step in enumerate(plan.steps):
+        for _ in range(_MAX_CALLS_PER_STEP):
+            result = sim.call(step.tool, dict(step.arguments))
+            calls.append(result.to_json())
+            if result.ok:
+                break
+            if result.deterministic:
+                refused.append(index)
+                break
+    return calls, refused
+
+
+def delivered(task: Task, calls: list[dict[str, Any]], registry: ToolRegistry) -> bool:
+    """Whether the calls made the task's deliverable as asked (the output condition)."""
+    return score_calls(calls, task.required_tools, completed=True, registry=registry,
+                       deliverable=deliverable_of(task, registry)).conditions.output
+
+
+def spoiling_edits(
+    parent: Workflow, record: Mapping[str, Any], task: Task, registry: ToolRegistry
+) -> list[Mapping[str, Any]]:
+    """The record's accepted edits that, each alone on `parent` run literally, leave their
+    call unrefused and the deliverable wrong (`parent` itself delivers)."""
+    found = []
+    for change in record["changes"]:
+        if not change.get("accepted"):
+            continue
+        plan = replay(parent, {"changes": [change]}, task, registry)
+        calls, refused = literal_run(task, plan, registry)
+        if change["index"] not in refused and not delivered(task, calls, registry):
+            found.append(change)
+    return found

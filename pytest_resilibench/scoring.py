@@ -156,7 +156,8 @@ class Deliverable:
 def deliverable_of(task: Task, registry: ToolRegistry) -> Deliverable:
     """The task's deliverable. Its lineage follows the data as the simulator's default input
     does (simulator.py `_default_input`: the latest output of a data dependency, else of a
-    prerequisite, else the latest output) through the reference plan, kept to the task's own steps."""
+    prerequisite, else the latest output) through the reference plan, kept to the task's
+    own steps."""
     required = task.required_tools
     latest_by_tool: dict[str, str] = {}
     latest: str | None = None

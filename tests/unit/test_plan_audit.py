@@ -5,14 +5,22 @@ combination in bench/bench_plan_audit.py)."""
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import replace
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from pytest_resilibench.flaws import FLAWS, SEVERITIES
-from pytest_resilibench.plan_audit import plan_block_only, replay, surface_problems
+from pytest_resilibench.plan_audit import (
+    delivered,
+    literal_run,
+    plan_block_only,
+    replay,
+    spoiling_edits,
+    surface_problems,
+)
 from pytest_resilibench.prompts import Variant, all_variants, plan_for, render_plan, render_prompt
 from pytest_resilibench.registry import default_registry
 from pytest_resilibench.tasks import Task, load_tasks
@@ -107,3 +115,49 @@ def test_each_surface_defect_is_found(defect: str) -> None:
                       for s in steps)
     problems = surface_problems(task, replace(plan, steps=steps), None, REGISTRY)
     assert problems, defect
+
+
+# --- flaws only a reader catches (issue 13) -----------------------------------------------------
+@settings(max_examples=40, deadline=None)
+@given(task_index, st.sampled_from(["parameter_error", "logical_inconsistency"]),
+       st.sampled_from(["medium", "severe"]))
+def test_medium_and_severe_value_flaws_carry_an_accepted_edit_that_spoils_the_deliverable(
+    index: int, flaw: str, severity: str
+) -> None:
+    """The flawed plan holds an edit the tools accept but that makes the wrong deliverable;
+    the plan copier, following it, meets no INVALID_INPUT on that step and misses the output
+    condition (the two-step tasks' logical_inconsistency has no data path to spoil: assumed
+    away here, counted in bench/bench_plan_audit.py)."""
+    from pytest_resilibench.agents import make_agent
+    from pytest_resilibench.episode import run_episode
+
+    task = TASKS[index]
+    optimal, _ = plan_for(task, Variant("optimal"), REGISTRY)
+    plan, record = plan_for(task, Variant("flawed", flaw, severity), REGISTRY)
+    assert optimal is not None and plan is not None and record is not None
+    assume(flaw == "parameter_error" or len(optimal.steps) > 2 or len(task.required_tools) > 2)
+    spoiling = spoiling_edits(optimal, record, task, REGISTRY)
+    assert spoiling, record
+    episode = asyncio.run(run_episode(task, Variant("flawed", flaw, severity),
+                                      make_agent("builtin:follower"), seed=0))
+    assert episode.conditions["output"] is False
+    for change in spoiling:
+        # No refusal of the edited step names the edit (another edit of the plan may still
+        # break its data, or use up the turns before it).
+        step = plan.steps[change["index"]]
+        refusals = [c["message"] for c in episode.calls if c["tool"] == step.tool
+                    and c.get("error_code") == "INVALID_INPUT"]
+        assert not [m for m in refusals if f"{change['parameter']} {change['new']!r}" in m
+                    or f"{change['new']!r} was not produced" in m], (change, refusals)
+
+
+def test_a_spoiling_edit_is_told_from_a_harmless_one() -> None:
+    task = next(t for t in TASKS if len(t.required_tools) >= 3)
+    optimal, _ = plan_for(task, Variant("optimal"), REGISTRY)
+    assert optimal is not None and delivered(task, literal_run(task, optimal, REGISTRY)[0],
+                                             REGISTRY)
+    step = next(i for i, s in enumerate(optimal.steps) if s.arguments)
+    param, value = next(iter(optimal.steps[step].arguments.items()))
+    harmless = {"changes": [{"kind": "parameter", "index": step, "parameter": param,
+                             "new": value, "accepted": True}]}
+    assert spoiling_edits(optimal, harmless, task, REGISTRY) == []
