@@ -223,8 +223,8 @@ def _bind_closure(
 ) -> tuple[dict[str, Any], dict[str, str], dict[str, str]]:
     """Bind every required parameter along the closure, following the data as the simulator
     does when the closure runs in order (each step consuming the latest output of a
-    data dependency, else of a prerequisite, else the latest output): returns inputs and, per tool, the format it consumes
-    and the format it produces."""
+    data dependency, else of a prerequisite, else the latest output): returns inputs and,
+    per tool, the format it consumes and the format it produces."""
     data_format = _data_format(rng, closure, registry)
     inputs: dict[str, Any] = {"format": data_format}
     consumed: dict[str, str] = {}
