@@ -64,8 +64,9 @@ def seeds_where(task: Task, wanted: Any, limit: int = 2000) -> Iterator[int]:
 # --- paper: unchanged --------------------------------------------------------------------------
 # sha256 of 720 paper episodes (3 built-in agents x 40 tasks x 3 variants x 2 seeds): outcome,
 # conditions, calls, messages and turns; the realistic profile left it unchanged, issue 13
-# (prompts, plan wording, scoring, the prompt-only adaptive agent) deliberately changed it.
-PAPER_DIGEST = "a34601085de575e13f82025f9d093e0a80364c004e0a1212f1b2d241e8b5bc1f"
+# (prompts, plan wording, scoring, the prompt-only adaptive agent) deliberately changed it, and
+# so did its follow-up (a step reads its data dependency's output before a prerequisite's).
+PAPER_DIGEST = "9d98868977aa279d135d183e76348881baf7bafcd70095f41bbec5a41218f893"
 
 
 def _paper_digest(**kwargs: Any) -> str:
