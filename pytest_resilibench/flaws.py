@@ -32,7 +32,14 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from pytest_resilibench.plan_text import plan_advice, shown_plan
-from pytest_resilibench.registry import DATA_FORMATS, Role, ToolRegistry, ToolSpec, default_registry
+from pytest_resilibench.registry import (
+    DATA_FORMATS,
+    FILE_EXTENSIONS,
+    Role,
+    ToolRegistry,
+    ToolSpec,
+    default_registry,
+)
 from pytest_resilibench.rng import DrawStream
 from pytest_resilibench.simulator import LOCATION_PARAMS
 from pytest_resilibench.tasks import Task
@@ -534,14 +541,26 @@ def _logical_inconsistency(plan: _Plan, count: int) -> list[Change]:
     not produce (a `format` no earlier step has, or a `source` ref no earlier step produces:
     refused when run); the others consume an earlier output that exists but skips a step the
     data must go through (a `source` ref to it, with its format: accepted, and the deliverable
-    is wrong)."""
+    is wrong). Where the data has one path (a source, then the output step), a writer's
+    destination names another format than its data's instead (accepted, wrong deliverable);
+    an aggregator or notifier there has no accepted data-flow edit (its one task value is
+    parameter_error's) and keeps the refused one."""
     steps = plan.steps
     takes_input = [i for i, s in enumerate(steps)
                    if s.tool in plan.registry
                    and {"format", "source"} & set(_properties(plan.registry[s.tool]))]
     eligible = [i for i in takes_input if i > 0] or takes_input
     order = plan.permutation(eligible)
-    return _refused_then_accepted(plan, count, order, _inconsistent, either_first=False)
+    parent = list(steps)
+    changes = _refused_then_accepted(plan, count, order, _inconsistent, either_first=False)
+    if count > 1 and not any(c["accepted"] for c in changes):
+        # One data path (a source, then the output step): no earlier output to skip to. A
+        # writer then files its data under another format's name instead (accepted, and the
+        # deliverable is not the one asked for).
+        steps[:] = parent
+        changes = _refused_then_accepted(plan, count, order, _misfiled_or_inconsistent,
+                                         either_first=False)
+    return changes
 
 
 def _inconsistent(plan: _Plan, i: int, accepted: bool) -> Change | None:
@@ -597,6 +616,27 @@ def _inconsistent(plan: _Plan, i: int, accepted: bool) -> Change | None:
     steps[i] = replace(step, arguments=dict(sorted({**step.arguments, kind: new}.items())))
     return {"kind": kind, "index": i, "tool": step.tool, "parameter": kind,
             "old": old, "new": new, **detail, "accepted": False}
+
+
+def _misfiled_or_inconsistent(plan: _Plan, i: int, accepted: bool) -> Change | None:
+    """Accepted: a destination named for another format than the data the step writes (the
+    task's `/reports/x.csv` for csv data becomes `/reports/x.json`); refused: as
+    `_inconsistent`."""
+    if not accepted:
+        return _inconsistent(plan, i, False)
+    step = plan.steps[i]
+    consumed = plan.flow()[i].consumed
+    old = step.arguments.get("destination")
+    suffix = f".{FILE_EXTENSIONS[consumed]}"
+    if not (isinstance(old, str) and old == plan.task.inputs.get("destination")
+            and old.endswith(suffix) and plan.feeds_deliverable(i)):
+        return None
+    claimed = plan.stream.choice([f for f in DATA_FORMATS if f != consumed])
+    new = old.removesuffix(suffix) + f".{FILE_EXTENSIONS[claimed]}"
+    plan.steps[i] = replace(step, arguments=dict(sorted({**step.arguments,
+                                                         "destination": new}.items())))
+    return {"kind": "format", "index": i, "tool": step.tool, "parameter": "destination",
+            "old": old, "new": new, "consumes": consumed, "names": claimed, "accepted": True}
 
 
 _INJECTORS: dict[str, Injector] = {

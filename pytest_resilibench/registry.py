@@ -20,6 +20,7 @@ if TYPE_CHECKING:  # loaded on first validation: pytest start-up must not pay fo
 __all__ = [
     "COMMON_ERRORS",
     "DATA_FORMATS",
+    "FILE_EXTENSIONS",
     "Role",
     "ToolRegistry",
     "ToolSpec",
@@ -28,6 +29,9 @@ __all__ = [
 
 COMMON_ERRORS = ("INVALID_INPUT", "OPERATION_FAILED", "TIMEOUT")
 DATA_FORMATS = ("csv", "json", "xml", "yaml", "text", "binary")
+# The file name extension of data in each format (task paths and destinations end with it).
+FILE_EXTENSIONS = {"csv": "csv", "json": "json", "xml": "xml", "yaml": "yaml", "text": "txt",
+                   "binary": "gz"}
 
 
 class Role(str, Enum):

@@ -22,7 +22,13 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from pytest_resilibench.fixture_files import write_fixture_file
-from pytest_resilibench.registry import DATA_FORMATS, Role, ToolRegistry, default_registry
+from pytest_resilibench.registry import (
+    DATA_FORMATS,
+    FILE_EXTENSIONS,
+    Role,
+    ToolRegistry,
+    default_registry,
+)
 from pytest_resilibench.rng import DrawStream
 from pytest_resilibench.tasks import DIFFICULTIES, FIXTURES_DIR, TASK_TYPES, Task
 
@@ -62,8 +68,6 @@ _DELIVERABLES: dict[str, tuple[str, str]] = {
     "data_processing_aggregator": ("function", "summary"),
     "integration_queue": ("queue_name", "queued_batch"),
 }
-_EXTENSIONS = {"csv": "csv", "json": "json", "xml": "xml", "yaml": "yaml", "text": "txt",
-               "binary": "gz"}
 _T = TypeVar("_T")
 
 
@@ -199,10 +203,10 @@ def _bind(param: str, rng: DrawStream, ctx: _Context, consumed: str) -> Any:
     if param in simple:
         return simple[param]
     if param == "path":
-        return f"/data/{stem}_{ctx.year}_{ctx.period}.{_EXTENSIONS[consumed]}"
+        return f"/data/{stem}_{ctx.year}_{ctx.period}.{FILE_EXTENSIONS[consumed]}"
     if param == "destination":
         kind = rng.choice(("summary", "report", "clean", "export"))
-        return f"/reports/{stem}_{kind}_{ctx.year}_{ctx.period}.{_EXTENSIONS[consumed]}"
+        return f"/reports/{stem}_{kind}_{ctx.year}_{ctx.period}.{FILE_EXTENSIONS[consumed]}"
     raise KeyError(f"no value generator for parameter {param!r}")
 
 

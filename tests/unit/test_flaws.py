@@ -286,9 +286,14 @@ def test_logical_inconsistency_consumes_what_no_predecessor_produces(
         # Valid against the schema: the fault is in the data flow, not in a value.
         assert REGISTRY.argument_errors(step.tool, dict(step.arguments)) == []
         earlier = {s.tool for s in flawed.steps[: change["index"]]}
-        if change["accepted"]:
+        if change["accepted"] and change["kind"] == "source":
             # An output that exists but skips a step the data must go through.
             assert step.arguments["source"].split("#")[0] in earlier and change["skips"]
+        elif change["accepted"]:
+            # One data path: the writer files it under another format's name.
+            assert len(parent.steps) == 2 and change["names"] != change["consumes"]
+            assert step.arguments["destination"] == change["new"] != task.inputs["destination"]
+            assert change["new"].rsplit(".", 1)[0] == change["old"].rsplit(".", 1)[0]
         elif change["kind"] == "source":
             assert step.arguments["source"].split("#")[0] not in earlier
         else:

@@ -126,8 +126,9 @@ def test_medium_and_severe_value_flaws_carry_an_accepted_edit_that_spoils_the_de
 ) -> None:
     """The flawed plan holds an edit the tools accept but that makes the wrong deliverable;
     the plan copier, following it, meets no INVALID_INPUT on that step and misses the output
-    condition (the two-step tasks' logical_inconsistency has no data path to spoil: assumed
-    away here, counted in bench/bench_plan_audit.py)."""
+    condition (a logical_inconsistency of a two-step task whose output step writes no file
+    has neither a data path to spoil nor a file to misname: assumed away here, counted in
+    bench/bench_plan_audit.py)."""
     from pytest_resilibench.agents import make_agent
     from pytest_resilibench.episode import run_episode
 
@@ -135,7 +136,8 @@ def test_medium_and_severe_value_flaws_carry_an_accepted_edit_that_spoils_the_de
     optimal, _ = plan_for(task, Variant("optimal"), REGISTRY)
     plan, record = plan_for(task, Variant("flawed", flaw, severity), REGISTRY)
     assert optimal is not None and plan is not None and record is not None
-    assume(flaw == "parameter_error" or len(optimal.steps) > 2 or len(task.required_tools) > 2)
+    assume(flaw == "parameter_error" or len(optimal.steps) > 2 or len(task.required_tools) > 2
+           or "destination" in optimal.steps[-1].arguments)
     spoiling = spoiling_edits(optimal, record, task, REGISTRY)
     assert spoiling, record
     episode = asyncio.run(run_episode(task, Variant("flawed", flaw, severity),
