@@ -7,7 +7,9 @@ whether replaying its record on the optimal plan gives it back exactly (`plan_au
 Also the purpose lengths of injected and genuine steps (a length detector's material) and how
 many plans have an edit at all; and the share of medium and severe parameter_error and
 logical_inconsistency plans that carry an edit the tools accept but that spoils the
-deliverable when the plan is run literally (`plan_audit.spoiling_edits`, target 100%).
+deliverable when the plan is run literally (`plan_audit.spoiling_edits`, target 100%); and,
+for every task, tool mode and fault profile, whether each variant's prompt is the baseline's
+(system prompt, tools, user message) plus its plan block alone (`plan_audit.plan_block_only`).
 Figures are printed, not asserted. Run:
     python bench/bench_plan_audit.py [--every 1]
 """
@@ -20,8 +22,8 @@ import time
 from collections import Counter
 
 from pytest_resilibench.flaws import FLAWS, SEVERITIES
-from pytest_resilibench.plan_audit import replay, spoiling_edits, surface_problems
-from pytest_resilibench.prompts import Variant, plan_for
+from pytest_resilibench.plan_audit import plan_block_only, replay, spoiling_edits, surface_problems
+from pytest_resilibench.prompts import Variant, all_variants, plan_for, render_plan, render_prompt
 from pytest_resilibench.registry import default_registry
 from pytest_resilibench.tasks import load_tasks
 
@@ -67,6 +69,23 @@ def main() -> None:
                     lengths[side].append(len(step.purpose))
                     if side == "genuine" and not step.purpose.startswith("prerequisite of"):
                         lengths["genuine, unmarked"].append(len(step.purpose))
+    prompts = more_than_plan = 0
+    for task in tasks:
+        for tool_mode in ("text", "native"):
+            for faults in ("paper", "realistic"):
+                baseline = render_prompt(task, Variant("baseline"), tool_mode=tool_mode,
+                                         faults=faults)
+                for variant in all_variants():
+                    prompt = render_prompt(task, variant, tool_mode=tool_mode, faults=faults)
+                    prompts += 1
+                    user, own = baseline.messages[1]["content"], prompt.messages[1]["content"]
+                    more_than_plan += not (
+                        prompt.messages[0] == baseline.messages[0]
+                        and prompt.tools == baseline.tools
+                        and (plan_block_only(user, own, render_plan(prompt.plan))
+                             if prompt.plan is not None else own == user
+                             or (variant.kind == "cot" and own.startswith(user + "\n\n")
+                                 and "\n" not in own.removeprefix(user + "\n\n"))))
     elapsed = time.perf_counter() - started
     print(f"{len(tasks)} tasks x {len(FLAWS)} flaws x {len(SEVERITIES)} severities "
           f"in {elapsed:.0f} s")
@@ -82,6 +101,9 @@ def main() -> None:
             share = spoiled[flaw, severity] / len(tasks)
             print(f"{flaw:>24} {severity:>7} {spoiled[flaw, severity]:>5}/{len(tasks)} "
                   f"{share:.1%}")
+    print(f"prompts differing from the baseline's by more than their plan block: "
+          f"{more_than_plan}/{prompts} (10 variants x 2 tool modes x 2 fault profiles; "
+          f"cot: its one paragraph)")
     for side, values in lengths.items():
         if values:
             print(f"purpose length, {side} steps: n={len(values)} "
