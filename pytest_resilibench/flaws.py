@@ -627,8 +627,8 @@ def _misfiled_or_inconsistent(plan: _Plan, i: int, accepted: bool) -> Change | N
     step = plan.steps[i]
     consumed = plan.flow()[i].consumed
     old = step.arguments.get("destination")
-    suffix = f".{FILE_EXTENSIONS[consumed]}"
-    if not (isinstance(old, str) and old == plan.task.inputs.get("destination")
+    suffix = f".{FILE_EXTENSIONS[consumed]}" if consumed in FILE_EXTENSIONS else None
+    if not (suffix and isinstance(old, str) and old == plan.task.inputs.get("destination")
             and old.endswith(suffix) and plan.feeds_deliverable(i)):
         return None
     claimed = plan.stream.choice([f for f in DATA_FORMATS if f != consumed])

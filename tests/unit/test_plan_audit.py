@@ -163,3 +163,26 @@ def test_a_spoiling_edit_is_told_from_a_harmless_one() -> None:
     harmless = {"changes": [{"kind": "parameter", "index": step, "parameter": param,
                              "new": value, "accepted": True}]}
     assert spoiling_edits(optimal, harmless, task, REGISTRY) == []
+
+
+def test_a_two_step_writer_task_s_logical_inconsistency_misnames_its_destination() -> None:
+    """One data path (a source, then the writer): medium and severe name the destination for
+    another format than the data's, which the writer accepts and which spoils the deliverable;
+    light keeps its refused edit."""
+    task = next(t for t in TASKS if len(_optimal(t).steps) == 2
+                and t.required_tools[-1] == "file_operations_writer")
+    optimal = _optimal(task)
+    _, light = plan_for(task, Variant("flawed", "logical_inconsistency", "light"), REGISTRY)
+    assert light is not None and not light["changes"][0]["accepted"]
+    asked = task.inputs["destination"]
+    for severity in ("medium", "severe"):
+        plan, record = plan_for(task, Variant("flawed", "logical_inconsistency", severity),
+                                REGISTRY)
+        assert plan is not None and record is not None
+        [change] = record["changes"]
+        assert change["accepted"] and change["parameter"] == "destination"
+        written = plan.steps[-1].arguments["destination"]
+        assert written == change["new"] != asked
+        assert written.rsplit(".", 1)[0] == asked.rsplit(".", 1)[0]  # only the extension
+        assert change["names"] != change["consumes"] == task.inputs["format"]
+        assert spoiling_edits(optimal, record, task, REGISTRY) == [change]
