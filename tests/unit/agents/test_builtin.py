@@ -24,8 +24,9 @@ def tasks() -> list[Task]:
     return all_tasks[:: len(all_tasks) // 120][:120]
 
 
-def full_rate(agent: str, tasks: Sequence[Task], variant: Variant, *, repeats: int,
-              tool_mode: str = "text", base_success: float = 0.8) -> float:
+def outcome_shares(agent: str, tasks: Sequence[Task], variant: Variant, *, repeats: int,
+                   tool_mode: str = "text", base_success: float = 0.8) -> dict[str, float]:
+    """The share of the episodes with each outcome (full, partial, failed)."""
     specs = [EpisodeSpec(t, variant, SEED, r, base_success, tool_mode=tool_mode)
              for t in tasks for r in range(repeats)]
 
@@ -34,7 +35,14 @@ def full_rate(agent: str, tasks: Sequence[Task], variant: Variant, *, repeats: i
 
     records = asyncio.run(collect())
     assert not [r.infra_error for r in records if r.outcome == "error"]
-    return sum(r.outcome == "full" for r in records) / len(records)
+    return {k: sum(r.outcome == k for r in records) / len(records)
+            for k in ("full", "partial", "failed")}
+
+
+def full_rate(agent: str, tasks: Sequence[Task], variant: Variant, *, repeats: int,
+              tool_mode: str = "text", base_success: float = 0.8) -> float:
+    return outcome_shares(agent, tasks, variant, repeats=repeats, tool_mode=tool_mode,
+                          base_success=base_success)["full"]
 
 
 def test_make_agent_builtin_names_and_errors() -> None:
@@ -196,3 +204,26 @@ def test_adaptive_reads_only_its_prompt_and_tool_schemas(
 
     assert calls("adaptive", blind) == calls("adaptive", default_registry())
     assert calls("privileged", blind) != calls("privileged", default_registry())
+
+
+# --- partial credit rewards progress only (issue 13) --------------------------------------------
+def test_random_calls_earn_at_most_two_percent_partial(tasks: list[Task]) -> None:
+    """The issue's target: one lucky call plus the completion signal is no progress."""
+    shares = outcome_shares("builtin:random", tasks, Variant("baseline"), repeats=4)
+    assert shares["partial"] <= 0.02, shares
+
+
+def test_copying_a_flawed_plan_never_out_scores_the_baseline_by_partial_credit(
+    tasks: list[Task],
+) -> None:
+    """The plan copier's weighted score (full 1, partial 0.5) on a flawed plan exceeds its
+    baseline score only where it also succeeds fully more often."""
+    baseline = outcome_shares("builtin:follower", tasks, Variant("baseline"), repeats=1)
+    for flaw in FLAWS:
+        flawed = outcome_shares("builtin:follower", tasks, Variant("flawed", flaw, "medium"),
+                                repeats=1)
+        score = {name: s["full"] + s["partial"] / 2
+                 for name, s in (("baseline", baseline), ("flawed", flawed))}
+        assert score["flawed"] <= score["baseline"] or flawed["full"] > baseline["full"], (
+            flaw, flawed, baseline)
+
