@@ -3,8 +3,9 @@
     python bench/bench_plugin.py [--model builtin:follower] [--workers 0,2] [--sample all]
 
 Prints, for both, the collection time (`--collect-only`) and, for each `-n` of `--workers`,
-the full run's wall time, their ratios (targets: run <= 1.5x, collection <= 2x) and each run's
-peak resident memory (the target for a process with all 5040 tasks loaded: <= 500 MB). The
+the full run's wall time and CPU time (user + system over all its processes: the figure a
+loaded machine disturbs least), their ratios (targets: run <= 1.5x wall, collection <= 2x) and
+each run's peak resident memory (the target for a process with all 5040 tasks loaded: <= 500 MB). The
 bare and the suite run of one `-n` follow each other, so that both meet about the same load;
 the ratios of every `-n` come out of one invocation. Every figure is one measured run (wall
 time: on a shared machine, run it when the machine is quiet, and read it with that in mind).
@@ -30,9 +31,10 @@ def test_trivial(i):
 '''
 
 
-def measure(args: list[str], cwd: Path) -> tuple[float, float, str]:
-    """(wall seconds, peak RSS in MB of the largest of the pytest process and the workers it
-    reaped, last output line). `wait4` gives this one child's own resource usage."""
+def measure(args: list[str], cwd: Path) -> tuple[float, float, float, str]:
+    """(wall seconds, CPU seconds (user + system) of the pytest process and every process it
+    reaped (xdist workers, forked helpers), peak RSS in MB of the largest of them, last output
+    line). `wait4` gives this child's usage with that of the children it waited for."""
     with tempfile.TemporaryFile("w+") as log:
         start = time.perf_counter()
         proc = subprocess.Popen([sys.executable, "-m", "pytest", *args], cwd=cwd,
@@ -42,7 +44,8 @@ def measure(args: list[str], cwd: Path) -> tuple[float, float, str]:
         proc.returncode = os.waitstatus_to_exitcode(status)
         log.seek(0)
         lines = [line for line in log.read().splitlines() if line.strip()]
-    return wall, usage.ru_maxrss / 1024, lines[-1] if lines else ""
+    cpu = usage.ru_utime + usage.ru_stime
+    return wall, cpu, usage.ru_maxrss / 1024, lines[-1] if lines else ""
 
 
 def main() -> None:
@@ -66,17 +69,21 @@ def main() -> None:
         for n_workers in workers:
             runs += [(f"bare run -n {n_workers}", [*common, "-n", n_workers], Path(tmp)),
                      (f"suite run -n {n_workers}", [*suite, *common, "-n", n_workers], ROOT)]
-        walls = {}
+        walls, cpus = {}, {}
         for label, args, cwd in runs:
-            wall, peak, last = measure(args, cwd)
-            walls[label] = wall
-            print(f"{label:16s} {wall:8.1f} s  peak {peak:7.0f} MB  | {last}", flush=True)
+            wall, cpu, peak, last = measure(args, cwd)
+            walls[label], cpus[label] = wall, cpu
+            print(f"{label:16s} {wall:8.1f} s  cpu {cpu:8.1f} s  peak {peak:7.0f} MB  | {last}",
+                  flush=True)
     print(f"items: {n}, model: {opts.model}, cores: {len(os.sched_getaffinity(0))}")
     print(f"collection ratio {walls['suite collect'] / walls['bare collect']:.2f}x "
           f"(target <= 2x)")
     for n_workers in workers:
-        ratio = walls[f"suite run -n {n_workers}"] / walls[f"bare run -n {n_workers}"]
-        print(f"run ratio -n {n_workers}: {ratio:.2f}x (target <= 1.5x)")
+        suite_run, bare_run = f"suite run -n {n_workers}", f"bare run -n {n_workers}"
+        ratio = walls[suite_run] / walls[bare_run]
+        cpu_ratio = cpus[suite_run] / cpus[bare_run]
+        print(f"run ratio -n {n_workers}: {ratio:.2f}x wall (target <= 1.5x), "
+              f"{cpu_ratio:.2f}x CPU")
 
 
 if __name__ == "__main__":

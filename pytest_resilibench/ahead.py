@@ -8,10 +8,12 @@ record from there.
 
 Work is shared, not split: each case is claimed once, under a lock, in a byte array shared by
 all (0: free, k + 1: helper k, 255: this process). A helper claims the first free case from
-the front; an item whose case is still free claims it and computes it in its own process. So
-when the helpers are ahead, the item only reads its record; when they fall behind, this
-process computes the cases they have not reached and the helpers skip them: every process
-stays busy whatever the ratio of pytest's cost to an episode's. The pipe is the window: a
+the front, but never one of the `LEAD` cases after the one the items took last; an item whose
+case is still free claims it and computes it in its own process. So when the helpers are
+ahead, the item only reads its record; when they fall behind, this process computes the cases
+they have not reached and the helpers skip them: every process stays busy whatever the ratio
+of pytest's cost to an episode's. (Without the lead, a helper that falls behind starts each
+time the very case the next item needs, and the items wait for every episode in lockstep.) The pipe is the window: a
 helper that is ahead blocks on a full pipe. Records are pure functions of their case (every
 draw is keyed, see rng.py), so which process computed one changes nothing but `wall_time_s`.
 
@@ -32,6 +34,7 @@ import multiprocessing
 import os
 import pickle
 import signal
+import struct
 import sys
 import threading
 from collections.abc import Awaitable, Callable, Iterator, Sequence
@@ -42,12 +45,16 @@ from pytest_resilibench.record import EpisodeRecord
 
 __all__ = ["MIN_CASES", "ForkedEpisodes", "can_fork", "idle_cores"]
 
+# A helper starts no case within this many after the items' latest: far enough that the items
+# (~1 ms of pytest each) cannot reach it before its episode is done.
+LEAD = 8
 # Below this many cases a fork (tens of ms, and a cold helper) saves nothing worth having.
 MIN_CASES = 64
 # A bigger pipe lets a helper run a few dozen records ahead instead of in lockstep with the
 # items (Linux: F_SETPIPE_SZ; 1 MiB is the default unprivileged maximum, pipe-max-size).
 _PIPE_BYTES = 1 << 20
 _FREE, _PARENT = 0, 255
+_TAKEN = struct.Struct("q")
 # A helper holds the claim lock for microseconds; waiting longer means it died holding it.
 _LOCK_TIMEOUT_S = 10.0
 
@@ -65,8 +72,15 @@ def idle_cores() -> int:
 
 def can_fork() -> bool:
     """Whether forking here is safe: Linux (fork is the platform's way), one thread (a fork
-    copies only the calling thread; locks held by others would stay locked in the child)."""
-    return sys.platform == "linux" and threading.active_count() == 1
+    copies only the calling thread; locks held by others would stay locked in the child).
+    Threads are counted by the kernel (`/proc/self/task`): an xdist worker's execnet receiver
+    is started with `_thread`, which `threading.active_count()` does not see."""
+    if sys.platform != "linux" or threading.active_count() != 1:
+        return False
+    try:
+        return len(os.listdir("/proc/self/task")) == 1
+    except OSError:  # no procfs: no way to be sure
+        return False
 
 
 class ForkedEpisodes:
@@ -74,10 +88,14 @@ class ForkedEpisodes:
         """Fork up to `processes` helpers computing `cases` (in this order) with `compute`."""
         self._index = {case.id: i for i, case in enumerate(cases)}
         self._claims = mmap.mmap(-1, max(1, len(cases)))  # anonymous: shared with the forks
+        # The index of the case the items took last (a signed 8-byte int), read by helpers.
+        self._taken = mmap.mmap(-1, _TAKEN.size)
+        _TAKEN.pack_into(self._taken, 0, -LEAD)
         self._lock = multiprocessing.get_context("fork").Lock()
         self._helpers: list[_Helper] = []
         for k in range(min(processes, len(cases), _PARENT - 1)):
-            self._helpers.append(_Helper.fork(compute, cases, k + 1, self._claims, self._lock))
+            self._helpers.append(_Helper.fork(compute, cases, k + 1, self._claims,
+                                              self._taken, self._lock))
 
     @property
     def processes(self) -> int:
@@ -91,6 +109,7 @@ class ForkedEpisodes:
         if i is None or not self._lock.acquire(timeout=_LOCK_TIMEOUT_S):
             return None
         try:
+            _TAKEN.pack_into(self._taken, 0, i)
             owner = self._claims[i]
             if owner == _FREE:
                 self._claims[i] = _PARENT
@@ -107,6 +126,7 @@ class ForkedEpisodes:
         self._helpers.clear()
         self._index.clear()
         self._claims.close()
+        self._taken.close()
 
 
 class _Helper:
@@ -118,7 +138,7 @@ class _Helper:
 
     @classmethod
     def fork(cls, compute: Compute, cases: Sequence[Case], mark: int, claims: mmap.mmap,
-             lock: Any) -> _Helper:
+             taken: mmap.mmap, lock: Any) -> _Helper:
         read_fd, write_fd = os.pipe()
         with contextlib.suppress(AttributeError, OSError):
             import fcntl
@@ -127,7 +147,7 @@ class _Helper:
         pid = os.fork()
         if pid == 0:  # the helper: never returns
             os.close(read_fd)
-            _serve(compute, cases, write_fd, mark, claims, lock)
+            _serve(compute, cases, write_fd, mark, claims, taken, lock)
         os.close(write_fd)
         return cls(pid, os.fdopen(read_fd, "rb"))
 
@@ -158,7 +178,7 @@ class _Helper:
 
 
 def _serve(compute: Compute, cases: Sequence[Case], write_fd: int, mark: int,
-           claims: mmap.mmap, lock: Any) -> None:
+           claims: mmap.mmap, taken: mmap.mmap, lock: Any) -> None:
     """The helper's whole life: compute, write, exit without running anything of pytest's
     (no atexit, no finalizers, no flush of inherited buffers: `os._exit`)."""
     status = 1
@@ -169,7 +189,7 @@ def _serve(compute: Compute, cases: Sequence[Case], write_fd: int, mark: int,
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         loop = asyncio.new_event_loop()
         with os.fdopen(write_fd, "wb") as out:
-            for case in _claimed(cases, mark, claims, lock):
+            for case in _claimed(cases, mark, claims, taken, lock):
                 try:
                     blob = pickle.dumps((case.id, loop.run_until_complete(compute(case))),
                                         protocol=pickle.HIGHEST_PROTOCOL)
@@ -182,11 +202,14 @@ def _serve(compute: Compute, cases: Sequence[Case], write_fd: int, mark: int,
         os._exit(status)
 
 
-def _claimed(cases: Sequence[Case], mark: int, claims: mmap.mmap, lock: Any) -> Iterator[Case]:
-    """The cases this helper claims, in order: each time the first one still free."""
+def _claimed(cases: Sequence[Case], mark: int, claims: mmap.mmap, taken: mmap.mmap,
+             lock: Any) -> Iterator[Case]:
+    """The cases this helper claims, in order: each time the first one still free at least
+    `LEAD` cases after the one the items took last."""
     k = 0
     while True:
         with lock:
+            k = max(k, _TAKEN.unpack_from(taken, 0)[0] + LEAD)
             while k < len(cases) and claims[k] != _FREE:
                 k += 1
             if k == len(cases):
