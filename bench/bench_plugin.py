@@ -5,7 +5,7 @@
 Prints, for both, the collection time (`--collect-only`) and, for each `-n` of `--workers`,
 the full run's wall time and CPU time (user + system over all its processes: the figure a
 loaded machine disturbs least), their ratios (targets: run <= 1.5x wall, collection <= 2x) and
-each run's peak resident memory (the target for a process with all 5040 tasks loaded: <= 500 MB). The
+each run's peak resident memory (target for a process with all 5040 tasks loaded: <= 500 MB). The
 bare and the suite run of one `-n` follow each other, so that both meet about the same load;
 the ratios of every `-n` come out of one invocation. Every figure is one measured run (wall
 time: on a shared machine, run it when the machine is quiet, and read it with that in mind).

@@ -13,7 +13,6 @@ writes the JSON report, applies the gate and prints the tables.
 from __future__ import annotations
 
 import contextlib
-import gc
 import json
 import os
 import shutil
@@ -164,11 +163,6 @@ class _Benchmark:
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtestloop(self, session: pytest.Session) -> Generator[None, object, object]:
-        # Everything built so far (tasks, cases, items) lives to the end of the run: out of
-        # the collector's sight, so that the full collections the episodes' garbage triggers
-        # do not walk it again and again (a fifth of a worker's time per item otherwise).
-        gc.collect()
-        gc.freeze()
         if not session.config.option.collectonly and session.items:
             from pytest_resilibench.scheduling import worker_share
 
@@ -180,7 +174,6 @@ class _Benchmark:
             return (yield)
         finally:
             self.session.stop()
-            gc.unfreeze()
 
     @pytest.fixture(name="resili_episode")
     def resili_episode(self, resili_case: Any) -> Any:

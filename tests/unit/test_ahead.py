@@ -145,6 +145,25 @@ def test_no_fork_where_another_thread_runs() -> None:
         thread.join()
 
 
+def test_no_fork_beside_a_thread_threading_does_not_see() -> None:
+    """An xdist worker's execnet receiver is started with `_thread`, not `threading`."""
+    import _thread
+    import threading
+
+    started, stop = threading.Event(), threading.Event()
+
+    def run() -> None:
+        started.set()
+        stop.wait()
+
+    _thread.start_new_thread(run, ())
+    started.wait()
+    try:
+        assert not can_fork()
+    finally:
+        stop.set()
+
+
 def test_a_small_run_forks_no_helper() -> None:
     from pytest_resilibench.ahead import MIN_CASES
 
@@ -157,3 +176,21 @@ def test_a_small_run_forks_no_helper() -> None:
         assert runner.helper_processes == 0
     finally:
         runner.close()
+
+
+def test_a_helper_keeps_its_lead_on_the_items() -> None:
+    from pytest_resilibench.ahead import LEAD
+
+    go = multiprocessing.get_context("fork").Event()
+    todo = cases()[:LEAD + 8]
+    ahead = ForkedEpisodes(gated(go), todo, 1)  # type: ignore[arg-type]
+    try:
+        wait_for_claim(ahead, 0)  # the helper holds the first case and waits on `go`
+        assert ahead.take(todo[2].id) is None  # free: the caller's, and the items are at 2
+        go.set()
+        wait_for_claim(ahead, 2 + LEAD)  # the helper's next case: past the lead
+        claims = list(ahead._claims[:2 + LEAD])
+    finally:
+        ahead.close()
+    # The cases the items reach first are left to them, not started under their feet.
+    assert claims == [1, 0, 255] + [0] * (LEAD - 1)
