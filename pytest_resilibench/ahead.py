@@ -13,12 +13,14 @@ case is still free claims it and computes it in its own process. So when the hel
 ahead, the item only reads its record; when they fall behind, this process computes the cases
 they have not reached and the helpers skip them: every process stays busy whatever the ratio
 of pytest's cost to an episode's. (Without the lead, a helper that falls behind starts each
-time the very case the next item needs, and the items wait for every episode in lockstep.) The pipe is the window: a
-helper that is ahead blocks on a full pipe. Records are pure functions of their case (every
-draw is keyed, see rng.py), so which process computed one changes nothing but `wall_time_s`.
+time the very case the next item needs, and the items wait for every episode in lockstep.)
+The pipe is the window: a helper that is ahead blocks on a full pipe. Records are pure
+functions of their case (every draw is keyed, see rng.py), so which process computed one
+changes nothing but `wall_time_s`.
 
 Forking is used only where it is safe: on Linux, from a process with one thread (an xdist
-worker has execnet's threads: it never forks, and its cores are the other workers' anyway).
+worker has execnet's receiver thread: it never forks, and its cores are the other workers'
+anyway).
 A helper shares the parent's memory copy-on-write: tasks, registry and agents come for free.
 Anything a helper cannot deliver (it died, the case failed there) is computed by the item
 itself, so a helper can only save time, never change or lose a result.
