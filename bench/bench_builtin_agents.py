@@ -25,7 +25,7 @@ from pytest_resilibench.solver.dp import solve_task
 
 from pytest_resilibench.agents import make_agent
 from pytest_resilibench.episode import EpisodeSpec, run_episodes
-from pytest_resilibench.flaws import FLAWS
+from pytest_resilibench.names import FLAWS, TOOL_MODES
 from pytest_resilibench.prompts import Variant
 from pytest_resilibench.tasks import Task, load_tasks
 
@@ -72,7 +72,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=4)
     parser.add_argument("--severity", default="medium")
     parser.add_argument("--seed", type=int, default=2026)
-    parser.add_argument("--tool-mode", default="text", choices=("text", "native"))
+    parser.add_argument("--tool-mode", default="text", choices=TOOL_MODES)
     parser.add_argument("--base-success", type=float, default=0.8)
     args = parser.parse_args()
 

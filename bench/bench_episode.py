@@ -21,7 +21,7 @@ import time
 
 from pytest_resilibench.agents import make_agent
 from pytest_resilibench.episode import run_episode
-from pytest_resilibench.flaws import FLAWS
+from pytest_resilibench.names import FLAWS, TOOL_MODES
 from pytest_resilibench.prompts import Variant
 from pytest_resilibench.tasks import Task, load_tasks
 
@@ -52,7 +52,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--tasks", type=int, default=300)
     parser.add_argument("--agents", default=",".join(AGENTS))
-    parser.add_argument("--tool-mode", choices=("text", "native"), default="text")
+    parser.add_argument("--tool-mode", choices=TOOL_MODES, default="text")
     opts = parser.parse_args()
     every = list(load_tasks())
     names = [n.strip() for n in opts.agents.split(",")]

@@ -19,10 +19,9 @@ from tabulate import tabulate
 
 from pytest_resilibench import stats, vocabulary
 from pytest_resilibench.agents.base import error_cause
-from pytest_resilibench.flaws import FLAWS, SEVERITIES
+from pytest_resilibench.names import DIFFICULTIES, FLAWS, SCORED, SEVERITIES, TASK_TYPES, is_scored
 from pytest_resilibench.report import REPORT_SCHEMA
 from pytest_resilibench.sequential import PAIR_FIELDS
-from pytest_resilibench.tasks import DIFFICULTIES, TASK_TYPES
 
 __all__ = [
     "DIFFICULTIES",
@@ -49,7 +48,7 @@ __all__ = [
 
 SUMMARY_SCHEMA = "resilibench.summary/1"
 # Two runs' episodes pair on these (plus the model when both runs ran the same models).
-OUTCOMES = vocabulary.SCORED
+OUTCOMES = SCORED
 _WEIGHTS = {"full": 1.0, "partial": 0.5, "failed": 0.0}
 _BASE_VARIANTS = ("baseline", "cot", "optimal")
 # Severity on a numeric axis for the robustness slope; the optimal plan is "no flaw" (0).
@@ -78,7 +77,7 @@ def unit_key(ep: Episode) -> tuple[Any, ...]:
 
 
 def _is_scored(ep: Episode) -> bool:
-    return ep.get("outcome") in OUTCOMES
+    return is_scored(ep.get("outcome"))
 
 
 def _full(ep: Episode) -> bool:
@@ -101,7 +100,7 @@ def _rates(episodes: Sequence[Episode], confidence: float) -> dict[str, Any]:
     """Outcome counts and rates of a group, errors apart (never in a denominator)."""
     scored = [ep for ep in episodes if _is_scored(ep)]
     n = len(scored)
-    counts = {o: sum(1 for ep in scored if ep["outcome"] == o) for o in OUTCOMES}
+    counts: dict[str, int] = {o: sum(1 for ep in scored if ep["outcome"] == o) for o in OUTCOMES}
     full = stats.rate(counts["full"], n, confidence=confidence)
     met = sum(int(ep.get("errors_met") or 0) for ep in scored)
     recovered = sum(int(ep.get("errors_recovered") or 0) for ep in scored)

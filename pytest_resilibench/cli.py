@@ -13,6 +13,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import cast
 
+from pytest_resilibench.names import FAULT_PROFILES, SEVERITIES, TOOL_MODES, VARIANT_KINDS
+
 __all__ = ["main"]
 
 Handler = Callable[[argparse.Namespace], int]
@@ -160,7 +162,7 @@ def _add_serve_mcp(sub: argparse._SubParsersAction) -> None:
                    help="repeat index of the --task episode")
     p.add_argument("--base-success", type=_RATE, default=0.8,
                    help="base success probability of the --task episode")
-    p.add_argument("--faults", choices=("paper", "realistic"), default="paper",
+    p.add_argument("--faults", choices=FAULT_PROFILES, default="paper",
                    help="fault profile of the --task episode (docs/FAULTS.md)")
     p.add_argument("--transport", choices=("stdio", "http"), default="stdio")
     p.add_argument("--port", type=_PORT, default=8000,
@@ -286,13 +288,13 @@ def _add_prompt(sub: argparse._SubParsersAction) -> None:
 
     p = sub.add_parser("prompt", help="print the messages a model sees for a task and variant")
     p.add_argument("task_id", metavar="TASK_ID", help="task id, e.g. t0421")
-    p.add_argument("--variant", choices=("baseline", "cot", "optimal", "flawed"),
+    p.add_argument("--variant", choices=VARIANT_KINDS,
                    default="optimal", help="prompt variant (default optimal)")
     p.add_argument("--flaw", help="flaw injected into a flawed variant's plan, e.g. "
                    "missing_step (see `pytest_resilibench.flaws.FLAWS`)")
-    p.add_argument("--severity", choices=("light", "medium", "severe"), default="medium",
+    p.add_argument("--severity", choices=SEVERITIES, default="medium",
                    help="flaw severity (default medium)")
-    p.add_argument("--tool-mode", choices=("text", "native"), default="text",
+    p.add_argument("--tool-mode", choices=TOOL_MODES, default="text",
                    help="tools described in the prompt, or passed as OpenAI `tools`")
     p.add_argument("--json", action="store_true",
                    help="print messages, tools, plan and flaw record as JSON")

@@ -55,6 +55,7 @@ from pytest_resilibench.agents.base import (
     agent_shape,
 )
 from pytest_resilibench.environment import Environment, SimulatedEnvironment
+from pytest_resilibench.names import TOOL_MODES
 from pytest_resilibench.parsing import ParsedReply, mentions_completion, parse_native, parse_text
 from pytest_resilibench.record import EpisodeRecord, episode_id
 from pytest_resilibench.redact import redact
@@ -84,7 +85,6 @@ REPEAT_LIMIT = 3
 # under common per-key rate limits.
 DEFAULT_CONCURRENCY = 32
 MAX_CONSECUTIVE_ERRORS = 4
-TOOL_MODES = ("text", "native")
 _OPEN, _CLOSE = "<tool_response>", "</tool_response>"
 # Error codes of results that no retry with the same call can change.
 _FORMAT_ERROR = "FORMAT_ERROR"

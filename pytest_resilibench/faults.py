@@ -34,9 +34,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 from urllib.parse import urlparse
 
+from pytest_resilibench.names import FAULT_PROFILES
 from pytest_resilibench.registry import Role, ToolRegistry
 from pytest_resilibench.rng import DrawStream
 
@@ -65,8 +66,6 @@ __all__ = [
     "task_faults",
 ]
 
-FaultProfile = Literal["paper", "realistic"]
-FAULT_PROFILES: tuple[FaultProfile, ...] = ("paper", "realistic")
 # The kinds of event a call can carry (`CallResult.event`): the four failures, and `tainted`
 # for a success built on empty data (a wrong deliverable when it is the output step's).
 EVENT_KINDS = ("outage", "auth_expired", "rate_limited", "silent", "tainted")

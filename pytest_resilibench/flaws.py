@@ -31,6 +31,7 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from pytest_resilibench.names import FLAWS, FLOW_PARAMS, SEVERITIES
 from pytest_resilibench.plan_text import plan_advice, shown_plan
 from pytest_resilibench.registry import (
     DATA_FORMATS,
@@ -54,20 +55,8 @@ __all__ = [
     "task_value",
 ]
 
-FLAWS = (
-    "sequence_disorder",
-    "tool_misuse",
-    "parameter_error",
-    "missing_step",
-    "redundant_operations",
-    "logical_inconsistency",
-    "semantic_drift",
-)
-SEVERITIES = ("light", "medium", "severe")
 SEVERITY_CHANGES = {"light": 1, "medium": 2, "severe": 3}
 
-# Parameters that carry data flow rather than a task-bound value.
-_FLOW_PARAMS = ("source", "format")
 # How many of the most similar tools a swap draws from (variety without absurd swaps), among
 # how many of the most similar ones (those the task's values fit).
 _TOP_CANDIDATES = 3
@@ -442,7 +431,7 @@ def _corrupt(plan: _Plan, index: int, accepted: bool) -> Change | None:
         return None
     props = _properties(spec)
     inputs = plan.task.inputs
-    bound = [p for p in sorted(step.arguments) if p in props and p not in _FLOW_PARAMS
+    bound = [p for p in sorted(step.arguments) if p in props and p not in FLOW_PARAMS
              and p in inputs]
     if accepted:
         if not plan.feeds_deliverable(index):
@@ -450,7 +439,7 @@ def _corrupt(plan: _Plan, index: int, accepted: bool) -> Change | None:
         pool = [p for p in bound if p not in LOCATION_PARAMS]
     else:
         pool = [p for p in bound if p in LOCATION_PARAMS] or [
-            p for p in sorted(props) if p not in _FLOW_PARAMS
+            p for p in sorted(props) if p not in FLOW_PARAMS
             and ("enum" in props[p] or props[p].get("type") == "integer")
             and p not in inputs]
     if not pool:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pytest_resilibench.analysis import compare
+from pytest_resilibench.names import is_scored
 
 __all__ = ["GateResult", "compare_with_baseline", "fail_under"]
 
@@ -28,7 +29,7 @@ class GateResult:
 
 
 def _scored(episodes: Sequence[Episode]) -> list[Episode]:
-    return [ep for ep in episodes if ep["outcome"] != "error"]
+    return [ep for ep in episodes if is_scored(ep["outcome"])]
 
 
 def fail_under(episodes: Sequence[Episode], threshold: float) -> list[GateResult]:

@@ -27,7 +27,7 @@ from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from pytest_resilibench.agents.base import ModelReply, ToolCall
-from pytest_resilibench.parsing import COMPLETION_SIGNAL
+from pytest_resilibench.names import COMPLETION_SIGNAL
 
 if TYPE_CHECKING:
     from pytest_resilibench.agents.base import LoopAgent

@@ -1,13 +1,87 @@
 """The benchmark's vocabularies that many modules share, with no dependency of their own.
 
-Importing this costs nothing, so the plugin's option parsing can name the task types and
-difficulties without loading the task loader.
+Every module takes these words from here, so a value the options accept is one the prompts,
+flaws, episodes, gates and reports know. Importing this costs nothing, so the plugin's option
+parsing can name them without loading the modules that use them (the plugin is inert until a
+run asks for the benchmark).
 """
 
 from __future__ import annotations
 
-__all__ = ["DIFFICULTIES", "TASK_TYPES"]
+from typing import Literal
+
+__all__ = [
+    "APIS",
+    "COMPLETION_SIGNAL",
+    "DIFFICULTIES",
+    "ENVIRONMENTS",
+    "FAULT_PROFILES",
+    "FLAWS",
+    "FLOW_PARAMS",
+    "GATES",
+    "OUTCOMES",
+    "REPEAT_HEADER",
+    "SCORED",
+    "SEVERITIES",
+    "TASK_HEADER",
+    "TASK_TYPES",
+    "TOOL_MODES",
+    "VARIANT_KINDS",
+    "FaultProfile",
+    "Outcome",
+    "ToolMode",
+    "is_scored",
+]
 
 TASK_TYPES = ("simple_task", "basic_task", "data_pipeline", "api_integration",
               "multi_stage_pipeline")
 DIFFICULTIES = ("easy", "medium", "hard")
+
+# The seven plan flaws (flaws.py injects them) and their severities: the number of edits.
+FLAWS = (
+    "sequence_disorder",
+    "tool_misuse",
+    "parameter_error",
+    "missing_step",
+    "redundant_operations",
+    "logical_inconsistency",
+    "semantic_drift",
+)
+SEVERITIES = ("light", "medium", "severe")
+
+# Prompt variants (prompts.Variant.kind) and how tools reach the model.
+VARIANT_KINDS = ("baseline", "cot", "optimal", "flawed")
+ToolMode = Literal["text", "native"]
+TOOL_MODES: tuple[ToolMode, ...] = ("text", "native")
+
+# The reply that ends an episode (prompts tell it, parsing reads it, scoring's `completion`).
+COMPLETION_SIGNAL = "TASK_COMPLETED"
+
+# An episode's outcome (record.py, scoring.py). `error` is an infrastructure failure: the
+# model could not be reached, so the episode is kept out of every rate and every gate.
+Outcome = Literal["full", "partial", "failed", "error"]
+OUTCOMES: tuple[Outcome, ...] = ("full", "partial", "failed", "error")
+SCORED: tuple[Outcome, ...] = ("full", "partial", "failed")
+
+
+def is_scored(outcome: object) -> bool:
+    """Whether an outcome counts in rates and gates: the scored ones only (never `error`,
+    nor anything a foreign report may hold)."""
+    return outcome in SCORED
+
+
+# Run options' choices (options.py); each module that acts on one checks it against these.
+ENVIRONMENTS = ("sim", "live", "mcp")
+FaultProfile = Literal["paper", "realistic"]  # docs/FAULTS.md
+FAULT_PROFILES: tuple[FaultProfile, ...] = ("paper", "realistic")
+GATES = ("fixed", "sequential")
+APIS = ("chat", "responses")  # the OpenAI endpoints the provider speaks
+
+# Request headers the provider sends and the test server reads: which episode a request
+# belongs to, so the server counts attempts and draws its faults per episode.
+TASK_HEADER = "x-resilibench-task"
+REPEAT_HEADER = "x-resilibench-repeat"
+
+# Tool parameters that carry data flow (an earlier output and its format) rather than a
+# task-bound value: no check of a task's inputs applies to them.
+FLOW_PARAMS = frozenset({"source", "format"})

@@ -18,27 +18,25 @@ from typing import Any, TypeVar
 
 import pytest
 
-from pytest_resilibench.names import DIFFICULTIES, TASK_TYPES
+from pytest_resilibench.names import (
+    APIS,
+    DIFFICULTIES,
+    ENVIRONMENTS,
+    FAULT_PROFILES,
+    FLAWS,
+    GATES,
+    SEVERITIES,
+    TASK_TYPES,
+    TOOL_MODES,
+    VARIANT_KINDS,
+)
 
 __all__ = [
-    "FLAW_NAMES",
-    "SEVERITY_NAMES",
-    "VARIANT_KINDS",
     "RunConfig",
     "add_options",
     "read_config",
 ]
 
-# Mirrors flaws.FLAWS / SEVERITIES; importing flaws here would load it for every pytest run.
-FLAW_NAMES = ("sequence_disorder", "tool_misuse", "parameter_error", "missing_step",
-              "redundant_operations", "logical_inconsistency", "semantic_drift")
-SEVERITY_NAMES = ("light", "medium", "severe")
-VARIANT_KINDS = ("baseline", "cot", "optimal", "flawed")
-TOOL_MODES = ("text", "native")
-ENVIRONMENTS = ("sim", "live", "mcp")
-FAULT_PROFILES = ("paper", "realistic")  # mirrors faults.FAULT_PROFILES (docs/FAULTS.md)
-GATES = ("fixed", "sequential")
-APIS = ("chat", "responses")  # mirrors agents.openai_provider.APIS
 DEFAULT_MODEL = "builtin:adaptive"
 _T = TypeVar("_T")
 # "Not on the command line" (None is a real value: `--resili-sample=all` parses to None).
@@ -52,7 +50,7 @@ class RunConfig:
     models: tuple[str, ...] = (DEFAULT_MODEL,)
     base_url: str | None = None
     variants: tuple[str, ...] = VARIANT_KINDS
-    flaws: tuple[str, ...] = FLAW_NAMES
+    flaws: tuple[str, ...] = FLAWS
     severities: tuple[str, ...] = ("medium",)
     task_types: tuple[str, ...] = TASK_TYPES
     difficulties: tuple[str, ...] = DIFFICULTIES
@@ -298,8 +296,8 @@ _OPTIONS: list[tuple[str, Callable[[str], Any] | None, str | None, str]] = [
     ("base-url", _url, None, "base URL of an OpenAI-compatible API (vLLM, Ollama, llama.cpp)"),
     ("variants", _choices(VARIANT_KINDS), ",".join(VARIANT_KINDS),
      "prompt variants: baseline, cot, optimal, flawed (or all)"),
-    ("flaws", _choices(FLAW_NAMES), "all", "flaws for the flawed variant (or all)"),
-    ("severity", _choices(SEVERITY_NAMES), "medium",
+    ("flaws", _choices(FLAWS), "all", "flaws for the flawed variant (or all)"),
+    ("severity", _choices(SEVERITIES), "medium",
      "flaw severities: light, medium, severe (several for a sweep, or all)"),
     ("task-types", _choices(TASK_TYPES), "all", "task types (or all)"),
     ("difficulties", _choices(DIFFICULTIES), "all", "difficulties (or all)"),

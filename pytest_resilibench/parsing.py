@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pytest_resilibench.agents.base import ToolCall
+from pytest_resilibench.names import COMPLETION_SIGNAL
 
 __all__ = [
     "COMPLETION_SIGNAL",
@@ -41,7 +42,6 @@ __all__ = [
     "parse_text",
 ]
 
-COMPLETION_SIGNAL = "TASK_COMPLETED"
 # Longer replies are refused unread: a runaway generation is an error turn, and scanning
 # megabytes for JSON objects would let one reply stall the harness.
 MAX_REPLY_CHARS = 32_000

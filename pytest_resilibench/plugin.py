@@ -43,6 +43,18 @@ class HarnessFailure(_EpisodeFailure):
     """The harness itself broke in this episode (a bug to report)."""
 
 
+# An item's status: the record's outcome, with `error` told apart by its cause (a model that
+# could not be reached, or a bug of the harness); the two are the failures the fixture raises.
+_FAILURES: dict[str, type[_EpisodeFailure]] = {"infra_error": InfrastructureFailure,
+                                               "harness_error": HarnessFailure}
+
+
+def _status(record: Any) -> str:
+    if record.outcome != "error":
+        return str(record.outcome)
+    return "harness_error" if record.stop_reason == "harness_error" else "infra_error"
+
+
 def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
     from pytest_resilibench import hookspec
 
@@ -186,10 +198,9 @@ class _Benchmark:
         fixtures of plugin instances to the instance (`FixtureManager.parsefactories`)."""
         __tracebackhide__ = True
         record = self.session.result(resili_case)
-        if record.outcome == "error":
-            kind = (HarnessFailure if record.stop_reason == "harness_error"
-                    else InfrastructureFailure)
-            raise kind(record.infra_error or record.stop_reason, record)
+        status = _status(record)
+        if status in _FAILURES:
+            raise _FAILURES[status](record.infra_error or record.stop_reason, record)
         return record
 
     @pytest.fixture
@@ -244,9 +255,7 @@ def pytest_runtest_makereport(
     report = yield
     if record is not None:
         session = item.config.stash[SESSION_KEY]
-        outcome = record.outcome
-        if outcome == "error":
-            outcome = "harness_error" if record.stop_reason == "harness_error" else "infra_error"
+        outcome = _status(record)
         report.resili_outcome = outcome  # type: ignore[attr-defined]
         if outcome == "infra_error":  # `-v` shows why
             report.resili_reason = record.infra_error  # type: ignore[attr-defined]

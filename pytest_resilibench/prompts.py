@@ -23,7 +23,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
-from pytest_resilibench.flaws import FLAWS, SEVERITIES, inject_flaw
+from pytest_resilibench.flaws import inject_flaw
+from pytest_resilibench.names import COMPLETION_SIGNAL, FLAWS, SEVERITIES, TOOL_MODES, VARIANT_KINDS
 from pytest_resilibench.plan_text import shown_plan
 from pytest_resilibench.registry import ToolRegistry, default_registry
 from pytest_resilibench.tasks import Task
@@ -31,7 +32,6 @@ from pytest_resilibench.workflow import PlanStep, Workflow
 
 __all__ = [
     "COMPLETION_SIGNAL",
-    "KINDS",
     "TOOL_MODES",
     "Prompt",
     "Variant",
@@ -43,9 +43,6 @@ __all__ = [
     "render_prompt",
 ]
 
-COMPLETION_SIGNAL = "TASK_COMPLETED"
-KINDS = ("baseline", "cot", "optimal", "flawed")
-TOOL_MODES = ("text", "native")
 PLAN_HEADER = "Execution plan:"
 INPUTS_LABEL = "Inputs: "
 _SEP = " — "
@@ -60,8 +57,9 @@ class Variant:
     severity: str | None = None
 
     def __post_init__(self) -> None:
-        if self.kind not in KINDS:
-            raise ValueError(f"unknown variant {self.kind!r}; choose from {', '.join(KINDS)}")
+        if self.kind not in VARIANT_KINDS:
+            raise ValueError(f"unknown variant {self.kind!r}; "
+                             f"choose from {', '.join(VARIANT_KINDS)}")
         if self.kind == "flawed":
             if self.flaw not in FLAWS:
                 raise ValueError(f"a flawed variant needs a flaw from {', '.join(FLAWS)}, "

@@ -13,6 +13,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+from pytest_resilibench.names import OUTCOMES
+
 __all__ = ["EPISODE_SCHEMA", "SUMMARY_EXCLUDES", "EpisodeRecord", "episode_id", "episode_problem"]
 
 EPISODE_SCHEMA = "resilibench.episode/1"
@@ -128,7 +130,6 @@ _FIELD_TYPES: dict[str, tuple[tuple[type, ...], bool]] = {  # name -> (types, No
     "calls": ((list,), True),
 }
 REQUIRED_FIELDS = ("model", "variant", "task_id", "outcome")  # what every reader needs
-OUTCOME_NAMES = ("full", "partial", "failed", "error")
 
 
 def episode_problem(data: object) -> str | None:
@@ -146,8 +147,8 @@ def episode_problem(data: object) -> str | None:
             continue
         if isinstance(value, bool) or not isinstance(value, types):
             return f"episode field {name!r} is {type(value).__name__}, not {types[0].__name__}"
-    if data["outcome"] not in OUTCOME_NAMES:
-        return f"episode outcome {data['outcome']!r} is not one of {', '.join(OUTCOME_NAMES)}"
+    if data["outcome"] not in OUTCOMES:
+        return f"episode outcome {data['outcome']!r} is not one of {', '.join(OUTCOMES)}"
     counts = [data.get("tokens") or {}, *(data.get("events") or {}).values()]
     for group in counts:
         if not isinstance(group, dict) or not all(

@@ -32,6 +32,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from pytest_resilibench.names import OUTCOMES
 from pytest_resilibench.registry import Role, ToolRegistry
 
 if TYPE_CHECKING:
@@ -54,7 +55,6 @@ __all__ = [
     "score_calls",
 ]
 
-OUTCOMES = ("full", "partial", "failed", "error")
 
 Call = Mapping[str, Any]
 

@@ -33,6 +33,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from pytest_resilibench.names import is_scored
+
 __all__ = ["SequentialGate", "SequentialTest", "pair_key"]
 
 Verdict = Literal["pass", "regression"]
@@ -122,10 +124,6 @@ def pair_key(fields: Mapping[str, Any], *, with_model: bool) -> tuple[Any, ...]:
     return tuple(fields.get(name) for name in names)
 
 
-def _scored(ep: Mapping[str, Any]) -> bool:
-    return ep.get("outcome") in ("full", "partial", "failed")
-
-
 @dataclass(frozen=True)
 class _Planned:
     case_id: str
@@ -150,7 +148,7 @@ class SequentialGate:
             raise ValueError(f"cannot pair runs of models {old_models} and {new_models}: "
                              "compare runs of the same models, or one model each")
         self._old = {pair_key(ep, with_model=self.with_model): ep.get("outcome") == "full"
-                     for ep in baseline if _scored(ep)}
+                     for ep in baseline if is_scored(ep.get("outcome"))}
         self.test = SequentialTest(max_drop=max_drop_pp / 100.0, alpha=alpha)
         self._plan: list[_Planned] = []
         self._arrived: dict[str, Mapping[str, Any]] = {}
@@ -191,7 +189,7 @@ class SequentialGate:
                 return False
             self._next += 1
             old = self._old.get(planned.key)
-            if old is None or not _scored(episode):
+            if old is None or not is_scored(episode.get("outcome")):
                 self.skipped += 1
                 continue
             if self.test.add(old, episode.get("outcome") == "full") is not None:

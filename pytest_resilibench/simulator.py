@@ -32,6 +32,7 @@ from statistics import NormalDist
 from typing import Any
 
 from pytest_resilibench import faults as _faults
+from pytest_resilibench.names import FLOW_PARAMS
 from pytest_resilibench.registry import DATA_FORMATS, Role, ToolRegistry, ToolSpec
 from pytest_resilibench.rng import DrawStream
 
@@ -53,7 +54,6 @@ UNMET_FACTOR, FAILED_LATEST_FACTOR, RECENT_FAILURE_FACTOR = 0.5, 0.7, 0.9
 RECENT_WINDOW = 3
 _STANDARD_NORMAL = NormalDist()
 # Parameters checked for data flow rather than bound to a task input.
-_FLOW_PARAMS = frozenset({"source", "format"})
 # Task-bound parameters that locate something that must exist: another value is refused.
 LOCATION_PARAMS = frozenset({"path", "url", "directory", "endpoint", "service"})
 # Parameters that take a file path (a URL is refused there).
@@ -341,7 +341,7 @@ class Simulator:
         for param, value in arguments.items():
             if param in PATH_PARAMS and isinstance(value, str) and _URL.match(value):
                 return f"{param} {value!r} is a URL; {param} takes a file path", None, ()
-            if param in _FLOW_PARAMS or param not in self.inputs:
+            if param in FLOW_PARAMS or param not in self.inputs:
                 continue
             if value != self.inputs[param]:
                 if param in LOCATION_PARAMS:
@@ -481,7 +481,7 @@ def _field_value(
     where the field names one, otherwise a seeded value of the schema's type."""
     if prop in arguments:
         return arguments[prop]
-    if prop in sim.inputs and prop not in _FLOW_PARAMS:
+    if prop in sim.inputs and prop not in FLOW_PARAMS:
         return sim.inputs[prop]
     kind = schema.get("type")
     if prop == "preview":

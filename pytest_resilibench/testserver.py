@@ -47,6 +47,7 @@ from pytest_resilibench import rng
 from pytest_resilibench import testserver_rules as rules
 from pytest_resilibench.agents.base import Agent, ModelReply, ModelRequest
 from pytest_resilibench.agents.profiles import family_of
+from pytest_resilibench.names import REPEAT_HEADER, TASK_HEADER
 
 __all__ = [
     "FAULT_KINDS",
@@ -65,8 +66,6 @@ Policy = Agent | Callable[[ModelRequest], ModelReply | Awaitable[ModelReply]]
 # no reply; a 200 whose body is not a chat completion; a body cut short of its Content-Length.
 FAULT_KINDS = ("429", "500", "503", "timeout", "reset", "malformed", "truncated")
 
-TASK_HEADER = "x-resilibench-task"
-REPEAT_HEADER = "x-resilibench-repeat"
 REASONING_TOKENS = 16  # what a reasoning model "thinks" per reply on this server
 
 

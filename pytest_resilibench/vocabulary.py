@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from pytest_resilibench.names import SCORED
+
 __all__ = [
     "COUNT_ORDER",
     "LEGEND",
@@ -28,7 +30,6 @@ __all__ = [
     "tally",
 ]
 
-SCORED = ("full", "partial", "failed")
 COUNT_ORDER = (*SCORED, "infra_error")
 
 WORDS = {"full": "full", "partial": "partial", "failed": "failed", "infra_error": "infra error"}

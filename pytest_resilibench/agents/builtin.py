@@ -29,13 +29,12 @@ from typing import Any, TypeVar
 from pytest_resilibench.agents.base import ModelReply, ModelRequest, ToolCall
 from pytest_resilibench.agents.prompt_reader import ShownTool, ShownTools, shown_tools
 from pytest_resilibench.episode import read_observation
-from pytest_resilibench.parsing import COMPLETION_SIGNAL
+from pytest_resilibench.names import COMPLETION_SIGNAL, FLOW_PARAMS
 from pytest_resilibench.registry import Role, ToolRegistry, ToolSpec, default_registry
 from pytest_resilibench.rng import DrawStream
 
 __all__ = ["BUILTIN_AGENTS", "BuiltinAgent", "make_builtin"]
 
-_FLOW_PARAMS = ("source", "format")
 _MEMO_SIZE = 8192
 # Memos of what one episode re-reads every turn (its task text, its observations) need only
 # hold the episodes in flight; a miss merely recomputes.
@@ -292,11 +291,11 @@ _STRONG_MATCH, _MATCH_MARGIN = 6.0, 1.0
 
 def _fits(spec: ToolSpec, inputs: Collection[str]) -> bool:
     """Whether the task's inputs (their names) supply every required value of the tool."""
-    return all(p in _FLOW_PARAMS or p in inputs for p in spec.required_parameters)
+    return all(p in FLOW_PARAMS or p in inputs for p in spec.required_parameters)
 
 
 def _input_bound(spec: ToolSpec, inputs: Collection[str]) -> set[str]:
-    return {p for p in spec.required_parameters if p not in _FLOW_PARAMS and p in inputs}
+    return {p for p in spec.required_parameters if p not in FLOW_PARAMS and p in inputs}
 
 
 def _memo(function: Callable[[_K, ToolRegistry], _T]) -> Callable[[_K, ToolRegistry], _T]:
@@ -463,11 +462,11 @@ def _arguments(
     props = spec.parameters.get("properties", {})
     args: dict[str, Any] = {}
     for param, value in given.items():
-        if param in _FLOW_PARAMS or param not in props:
+        if param in FLOW_PARAMS or param not in props:
             continue
         args[param] = inputs.get(param, value)
     for param in spec.required_parameters:
-        if param not in args and param in inputs and param not in _FLOW_PARAMS:
+        if param not in args and param in inputs and param not in FLOW_PARAMS:
             args[param] = inputs[param]
     if "format" in props and ("format" in spec.required_parameters or "format" in given):
         args["format"] = format_hint or _consumed_format(spec, inputs, view, plan_tools,
@@ -747,11 +746,11 @@ def _request_tools(request: ModelRequest) -> ShownTools:
 
 
 def _shown_fits(tool: ShownTool, inputs: Collection[str]) -> bool:
-    return all(p in _FLOW_PARAMS or p in inputs for p in tool.required)
+    return all(p in FLOW_PARAMS or p in inputs for p in tool.required)
 
 
 def _shown_bound(tool: ShownTool, inputs: Collection[str]) -> set[str]:
-    return {p for p in tool.required if p not in _FLOW_PARAMS and p in inputs}
+    return {p for p in tool.required if p not in FLOW_PARAMS and p in inputs}
 
 
 def _shown_arguments(
@@ -765,14 +764,14 @@ def _shown_arguments(
     props = tool.properties
     args: dict[str, Any] = {}
     for param, value in given.items():
-        if param in _FLOW_PARAMS or param not in props:
+        if param in FLOW_PARAMS or param not in props:
             continue
         value = inputs.get(param, value)
         enum = props[param].get("enum")
         if param in tool.required or param in inputs or enum is None or value in enum:
             args[param] = value
     for param in tool.required:
-        if param not in args and param in inputs and param not in _FLOW_PARAMS:
+        if param not in args and param in inputs and param not in FLOW_PARAMS:
             args[param] = inputs[param]
     if "format" in props and ("format" in tool.required or "format" in given):
         outputs = [o for o in view.successes if o.output.get("format")]
@@ -843,7 +842,7 @@ def _repaired_from_prompt(text: str, tools: ShownTools) -> tuple[_Step, ...]:
             marks[step.tool] = purpose.removeprefix("prerequisite of ").split(":")[0].split(", ")
     have = {s.tool for s in steps}
     used = set().union(*(_shown_bound(tools.by_name[s.tool], inputs) for s in steps))
-    for key in sorted(k for k in inputs if k not in _FLOW_PARAMS and k not in used):
+    for key in sorted(k for k in inputs if k not in FLOW_PARAMS and k not in used):
         takers = [t for t in tools.tools if key in _shown_bound(t, inputs)
                   and _shown_fits(t, inputs) and t.name not in have]
         if takers:

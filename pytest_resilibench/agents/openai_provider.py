@@ -57,15 +57,13 @@ from pytest_resilibench.agents.responses import (
     responses_body,
     usage_counts,
 )
+from pytest_resilibench.names import APIS, REPEAT_HEADER, TASK_HEADER
 from pytest_resilibench.redact import register_secret
 
 __all__ = ["APIS", "MalformedReply", "OpenAIAgent", "ProviderStats", "parse_completion"]
 
-APIS = ("chat", "responses")
 
 PLACEHOLDER_KEY = "resilibench-no-key"  # for local servers that want no key at all
-TASK_HEADER = "x-resilibench-task"  # lets the test server count attempts per episode
-REPEAT_HEADER = "x-resilibench-repeat"
 _RETRY_AFTER_CAP_S = 300.0
 PROBE_MESSAGES = ({"role": "user", "content": "Reply with the single word OK."},)
 PROBE_TOKENS = 16  # the Responses API's smallest max_output_tokens

@@ -30,6 +30,7 @@ import httpx
 from pytest_resilibench.live.registry import DEFAULT_TIMEOUT_S, live_registry
 from pytest_resilibench.live.server import REQUEST_KEY_HEADER
 from pytest_resilibench.live.services import SERVICES
+from pytest_resilibench.names import FLOW_PARAMS
 from pytest_resilibench.registry import ToolRegistry
 from pytest_resilibench.simulator import CallResult, EpisodeKey
 from pytest_resilibench.tasks import Task
@@ -38,7 +39,6 @@ __all__ = ["LiveEnvironment", "request_key"]
 
 _METHODS = {s.name: s.method for s in SERVICES}
 # Values the simulator also leaves to data flow rather than to the task.
-_FLOW_PARAMS = frozenset({"source", "format"})
 
 
 class LiveEnvironment:
@@ -106,7 +106,7 @@ class LiveEnvironment:
         if not isinstance(arguments, dict):
             return f"arguments must be a JSON object, got {type(arguments).__name__}"
         for param, value in arguments.items():
-            if param not in _FLOW_PARAMS and param in self.inputs and value != self.inputs[param]:
+            if param not in FLOW_PARAMS and param in self.inputs and value != self.inputs[param]:
                 return f"{param} {value!r} is not available to this task"
         return None
 
