@@ -1,4 +1,5 @@
-"""The 30 tools of the benchmark: 6 categories x 5 operations (SPEC §1), as frozen data.
+"""The 30 tools of the benchmark: 6 categories x 5 operations (docs/BENCHMARK.md: Tools), as
+frozen data.
 
 Conventions that the simulator relies on:
 - every tool but the sources and utilities takes an optional `source`: the `ref` of an earlier

@@ -1,4 +1,4 @@
-"""The episode: one model, one task, one prompt variant, one turn loop (SPEC §7).
+"""The episode: one model, one task, one prompt variant, one turn loop (docs/BENCHMARK.md: Episode).
 
 Turns. A turn is one model reply that is not the completion signal; at most `max_turns` of
 them. The reply that says `TASK_COMPLETED` (with no tool call) ends the episode and costs no

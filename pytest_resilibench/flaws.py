@@ -1,4 +1,5 @@
-"""The seven plan flaws (SPEC §5): pure functions from a correct plan to a flawed one.
+"""The seven plan flaws (docs/BENCHMARK.md: Flaws): pure functions from a correct plan to a
+flawed one.
 
 `inject_flaw(flaw, severity, workflow, task, registry)` returns the flawed workflow and a JSON-able
 record of exactly what changed. The draws are keyed by (task id, flaw), never by the run seed, so

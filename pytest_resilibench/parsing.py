@@ -1,4 +1,4 @@
-"""Lenient parsing of tool calls out of what models really send (SPEC §7).
+"""Lenient parsing of tool calls out of what models really send (docs/BENCHMARK.md: Episode).
 
 Text mode accepts, in this order of preference:
 - `<tool_call>{...}</tool_call>` tags (Hermes/Qwen; an unclosed last tag is read to the end),

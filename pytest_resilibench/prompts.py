@@ -1,4 +1,4 @@
-"""The prompt variants (SPEC §6) and their text and native renderings.
+"""The prompt variants (docs/BENCHMARK.md: Prompt variants) and their text and native renderings.
 
 Ten variants: `baseline` (task, inputs, outputs, tools), `cot` (baseline + step-by-step reasoning),
 `optimal` (baseline + the reference plan) and `flawed` x 7 (the same template with a flawed plan;

@@ -1,4 +1,4 @@
-"""Scoring of one episode (SPEC §8): pure functions over its calls.
+"""Scoring of one episode (docs/BENCHMARK.md: Scoring): pure functions over its calls.
 
 A call is any mapping with at least `tool` and `ok` (a `CallResult.to_json()` or a recorded
 call), in the order made; `arguments` is read for deviations from the plan, `output` (its

@@ -1,4 +1,4 @@
-"""The stochastic tool simulator: one `Simulator` per episode (SPEC §2).
+"""The stochastic tool simulator: one `Simulator` per episode (docs/BENCHMARK.md: Simulator).
 
 Success model (the precursor's rule, `success_probability`): the base rate, x0.5 for each
 dependency that has not yet succeeded, x0.7 for each dependency whose latest run failed, x0.9^k

@@ -1,4 +1,4 @@
-"""Tasks: the benchmark's 5040 generated tasks, loaded from `fixtures/` (SPEC §3).
+"""Tasks: the benchmark's 5040 generated tasks, loaded from `fixtures/` (docs/BENCHMARK.md: Tasks).
 
 The generator lives in `solver/` (it needs BM25 and, for the reference workflows, the MDP); this
 module only describes a task and loads the stored ones.

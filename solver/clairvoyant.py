@@ -1,4 +1,4 @@
-"""Bound (ii): the best outcome of a policy that reads the seeded draws (SPEC §4).
+"""Bound (ii): the best outcome of a policy that reads the seeded draws (docs/BENCHMARK.md: Solver).
 
 The n-th call of tool t in episode (seed, task, repeat) succeeds iff
 `outcome_draw(key, t, n) < p(state)`, so an agent that knew every draw could plan around its

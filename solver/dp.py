@@ -1,4 +1,5 @@
-"""Bound (iii), exactly: the optimal policy of a task's MDP by backward induction (SPEC §4).
+"""Bound (iii), exactly: the optimal policy of a task's MDP by backward induction
+(docs/BENCHMARK.md: Solver).
 
 `V[L][s]` is the best probability of full success from packed state `s` with `L` turns left:
 `V[0] = [k == n]`, and `V[L] = max_a p_a * V[L-1][succ_a] + (1 - p_a) * V[L-1][fail_a]` with

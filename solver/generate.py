@@ -1,4 +1,5 @@
-"""The task generator (SPEC §3): 5 types x 3 difficulties x 336 = 5040 tasks, from a seed.
+"""The task generator (docs/BENCHMARK.md: Tasks): 5 types x 3 difficulties x 336 = 5040 tasks,
+from a seed.
 
 For each task: pick a template of its type and the optional steps its difficulty keeps, match
 every operation phrase to a tool with BM25 (never a tool twice), order the tools consistently
@@ -50,7 +51,7 @@ __all__ = [
 
 MANIFEST_SCHEMA = "resilibench.manifest/1"
 GENERATOR_VERSION = 1
-# Required tools per task type (SPEC §3).
+# Required tools per task type (docs/BENCHMARK.md: Tasks).
 STEP_COUNTS: dict[str, tuple[int, int]] = {
     "simple_task": (2, 3),
     "basic_task": (3, 4),

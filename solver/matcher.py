@@ -1,4 +1,5 @@
-"""BM25 tool matching: an operation phrase ("parse the raw records") -> ranked tools (SPEC §3).
+"""BM25 tool matching: an operation phrase ("parse the raw records") -> ranked tools
+(docs/BENCHMARK.md: Tasks).
 
 Each tool is one document: its description, usage keywords, operation and category words. Words
 are lower-cased, stop words dropped and Snowball-stemmed, so "parsing", "parse" and "parsed"

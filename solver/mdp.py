@@ -1,4 +1,5 @@
-"""The MDP of one task, derived from the simulator's own success model (SPEC §4, §8).
+"""The MDP of one task, derived from the simulator's own success model (docs/BENCHMARK.md:
+Solver, Scoring).
 
 An episode succeeds in full when every required tool succeeded, their first successes came in
 the required order, the output step (the last required tool) succeeded and the agent signalled

@@ -1,4 +1,5 @@
-"""PPO with a Transformer actor-critic on the task MDPs, as the paper trains it (SPEC §4).
+"""PPO with a Transformer actor-critic on the task MDPs, as the paper trains it
+(docs/BENCHMARK.md: Solver).
 
 - Actor-critic: a small Transformer encoder over [global token, one token per closure tool];
   the actor scores each tool token (masked to the task's closure), the critic reads the global

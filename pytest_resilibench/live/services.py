@@ -1,4 +1,5 @@
-"""The 23 live HTTP API services: what each answers and how each misbehaves (SPEC §10).
+"""The 23 live HTTP API services: what each answers and how each misbehaves (docs/BENCHMARK.md:
+Live APIs).
 
 In the spirit of the public APIs the paper probed (random facts, jokes, quotes, ...), each service
 is a tiny JSON API with its own temperament: a typical latency with jitter, and small chances of

@@ -1,6 +1,6 @@
-"""The eight live tasks (SPEC §10): sequential workflows over the live services, as ordinary
-`Task`s (type `live_sequential`), so prompt variants, flaws and scoring apply unchanged; pass
-`live_registry()` wherever a registry is asked for.
+"""The eight live tasks (docs/BENCHMARK.md: Live APIs): sequential workflows over the live
+services, as ordinary `Task`s (type `live_sequential`), so prompt variants, flaws and scoring
+apply unchanged; pass `live_registry()` wherever a registry is asked for.
 
 Each gathers material from a few source services, composes it (`text_composer`, the
 aggregator) and, in most, saves a social-media draft (`social_draft_poster`, the output).

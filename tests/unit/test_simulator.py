@@ -1,4 +1,5 @@
-"""The stochastic simulator (SPEC §2): success model, determinism, data flow, outputs."""
+"""The stochastic simulator (docs/BENCHMARK.md: Simulator): success model, determinism, data
+flow, outputs."""
 
 from __future__ import annotations
 
