@@ -1,0 +1,176 @@
+"""The import rule of docs/ARCHITECTURE.md: a module imports its own layer and the layers
+below it, never one above. Read from the source (ast), so it holds for lazy imports too.
+
+A module's layer is the longest entry of `LAYERS` that names it or a package above it. The
+inversions of `KNOWN_INVERSIONS` are today's, each to be removed with its fix: the test fails on
+any new one, and on a listed one that no longer occurs, so the list only shrinks.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = "pytest_resilibench"
+
+# Lowest first. `solver` is a side branch: it may import base and core, and only the
+# application (cli) imports it.
+ORDER = ("base", "core", "runtime", "servers", "reporting", "integration", "app")
+SIDE = {"solver": ("base", "core")}
+
+# --- layers: move_layers.py replaces this block with the folder form ---
+LAYERS = {
+    "pytest_resilibench": "app",  # the package's lazy exports and cli.py
+    "pytest_resilibench.names": "base",
+    "pytest_resilibench.rng": "base",
+    "pytest_resilibench.atomic": "base",
+    "pytest_resilibench.jsonfile": "base",
+    "pytest_resilibench.redact": "base",
+    "pytest_resilibench.outputs": "base",
+    "pytest_resilibench.extras": "base",
+    "pytest_resilibench.registry": "core",
+    "pytest_resilibench.catalog": "core",
+    "pytest_resilibench.simulator": "core",
+    "pytest_resilibench.faults": "core",
+    "pytest_resilibench.workflow": "core",
+    "pytest_resilibench.tasks": "core",
+    "pytest_resilibench.fixture_files": "core",
+    "pytest_resilibench.flaws": "core",
+    "pytest_resilibench.plan_text": "core",
+    "pytest_resilibench.plan_audit": "core",
+    "pytest_resilibench.prompts": "core",
+    "pytest_resilibench.scoring": "core",
+    "pytest_resilibench.record": "core",
+    "pytest_resilibench.solver.matcher": "core",
+    "pytest_resilibench.agents": "runtime",
+    "pytest_resilibench.parsing": "runtime",
+    "pytest_resilibench.environment": "runtime",
+    "pytest_resilibench.episode": "runtime",
+    "pytest_resilibench.loop_episode": "runtime",
+    "pytest_resilibench.testserver": "servers",
+    "pytest_resilibench.testserver_rules": "servers",
+    "pytest_resilibench.mcp_server": "servers",
+    "pytest_resilibench.mcp_environment": "servers",
+    "pytest_resilibench.live": "servers",
+    "pytest_resilibench.vocabulary": "reporting",
+    "pytest_resilibench.stats": "reporting",
+    "pytest_resilibench.sequential": "reporting",
+    "pytest_resilibench.analysis": "reporting",
+    "pytest_resilibench.report": "reporting",
+    "pytest_resilibench.schemas": "reporting",
+    "pytest_resilibench.report_data": "reporting",
+    "pytest_resilibench.report_html": "reporting",
+    "pytest_resilibench.plugin": "integration",
+    "pytest_resilibench.hookspec": "integration",
+    "pytest_resilibench.options": "integration",
+    "pytest_resilibench.cases": "integration",
+    "pytest_resilibench.runner": "integration",
+    "pytest_resilibench.ahead": "integration",
+    "pytest_resilibench.scheduling": "integration",
+    "pytest_resilibench.session": "integration",
+    "pytest_resilibench.store": "integration",
+    "pytest_resilibench.gate": "integration",
+    "pytest_resilibench.suite": "integration",
+    "pytest_resilibench.prompt_cache": "integration",
+    "pytest_resilibench.resume": "integration",
+    "pytest_resilibench.solver": "solver",
+}
+# Inside runtime, the agents depend on the protocol (agents/base.py) and the episode, never
+# the reverse: no runtime module outside the agents imports an agent but the protocol.
+AGENTS, PROTOCOL = "pytest_resilibench.agents", "pytest_resilibench.agents.base"
+# --- end of layers ---
+
+# (importer, imported): today's inversions, each with what fixes it.
+KNOWN_INVERSIONS = {
+    # the realistic profile's stand-in plans: the prompts should read them from fixtures
+    ("pytest_resilibench.prompts", "pytest_resilibench.solver.realistic"),
+    # the oracle agent solves on the fly: it should read precomputed policies from fixtures
+    ("pytest_resilibench.agents.builtin", "pytest_resilibench.solver.dp"),
+    ("pytest_resilibench.agents.builtin", "pytest_resilibench.solver.realistic"),
+    # `serve-mcp --task` reuses the CLI's task lookup: it belongs in tasks.py
+    ("pytest_resilibench.mcp_server", "pytest_resilibench.cli"),
+}
+
+
+def _module_of(path: Path) -> str:
+    rel = path.relative_to(ROOT).with_suffix("")
+    parts = list(rel.parts)
+    if parts[0] == "solver":
+        parts = [PACKAGE, *parts]
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _sources() -> dict[str, Path]:
+    return {_module_of(p): p for folder in (PACKAGE, "solver")
+            for p in (ROOT / folder).rglob("*.py")}
+
+
+def _imports(module: str, path: Path) -> set[str]:
+    """Every package module a source names in an import (relative ones resolved)."""
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parent = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join([*parent, *([base] if base else [])])
+            found.add(base)
+            found.update(f"{base}.{alias.name}" for alias in node.names)
+    return {name for name in found if name.startswith(PACKAGE)}
+
+
+def _layer(module: str) -> str | None:
+    parts = module.split(".")
+    for n in range(len(parts), 0, -1):
+        layer = LAYERS.get(".".join(parts[:n]))
+        if layer is not None:
+            return layer
+    return None
+
+
+def _may_import(importer: str, imported: str) -> bool:
+    low, high = _layer(imported), _layer(importer)
+    assert low is not None and high is not None
+    if imported == PACKAGE or low == high == "app":
+        return True
+    if high in SIDE or low in SIDE:
+        return low == high or low in SIDE.get(high, ()) or high == "app"
+    if ORDER.index(low) > ORDER.index(high):
+        return False
+    if high != "runtime" or importer == AGENTS or importer.startswith(AGENTS + "."):
+        return True
+    return imported == PROTOCOL or not (imported == AGENTS or imported.startswith(AGENTS + "."))
+
+
+def _edges() -> set[tuple[str, str]]:
+    sources = _sources()
+    return {(module, target) for module, path in sources.items()
+            for target in _imports(module, path) if target in sources and target != module}
+
+
+def test_every_module_has_a_layer() -> None:
+    assert [m for m in _sources() if _layer(m) is None] == []
+
+
+def test_no_module_imports_a_layer_above_its_own() -> None:
+    inversions = {edge for edge in _edges() if not _may_import(*edge)}
+    assert inversions - KNOWN_INVERSIONS == set(), "new import of a higher layer"
+    assert KNOWN_INVERSIONS - inversions == set(), "fixed: drop it from KNOWN_INVERSIONS"
+
+
+def test_the_rule_refuses_what_it_should() -> None:
+    """The rule itself: a core module importing the runtime, the runtime importing an agent,
+    a base module importing core are refused; the reverse directions are allowed."""
+    assert not _may_import("pytest_resilibench.registry", "pytest_resilibench.episode")
+    assert not _may_import("pytest_resilibench.episode", "pytest_resilibench.agents.builtin")
+    assert not _may_import("pytest_resilibench.names", "pytest_resilibench.registry")
+    assert not _may_import("pytest_resilibench.simulator", "pytest_resilibench.solver.dp")
+    assert _may_import("pytest_resilibench.episode", "pytest_resilibench.registry")
+    assert _may_import("pytest_resilibench.agents.builtin", "pytest_resilibench.episode")
+    assert _may_import("pytest_resilibench.solver.dp", "pytest_resilibench.simulator")
