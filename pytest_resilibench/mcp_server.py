@@ -162,7 +162,8 @@ class EpisodeTable:
         if key is None:
             if self.default is None:
                 raise ValueError("this server serves many episodes: every tools/call needs "
-                                 f"_meta[{EPISODE_META_KEY!r}] (pytest_resilibench/mcp_server.py)")
+                                 f"_meta[{EPISODE_META_KEY!r}] "
+                                 "(pytest_resilibench/mcp_server.py)")
             return self.default
         episode_id = key.get("id") if isinstance(key, Mapping) else None
         simulator = self._open.get(episode_id) if isinstance(episode_id, str) else None

@@ -217,8 +217,8 @@ def _suite_module() -> Any:
 
 
 class _BuiltinSuite(pytest.Module):
-    """`pytest_resilibench/suite.py` as a collected module, imported by its package name (the
-    file lies in site-packages: no `sys.path` insertion, no rootdir-relative node id)."""
+    """`pytest_resilibench/suite.py` as a collected module, imported by its package name
+    (the file lies in site-packages: no `sys.path` insertion, no rootdir-relative node id)."""
 
     def _getobj(self) -> Any:
         return _suite_module()

@@ -287,7 +287,8 @@ def _script_json(value: object) -> str:
 
 
 def _asset(name: str) -> str:
-    return resources.files("pytest_resilibench").joinpath(name).read_text(encoding="utf-8")
+    package = __name__.rpartition(".")[0]  # the assets lie beside this module
+    return resources.files(package).joinpath(name).read_text(encoding="utf-8")
 
 
 # --- the document ---------------------------------------------------------------------------

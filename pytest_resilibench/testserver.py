@@ -549,7 +549,8 @@ def _builtin_policy(model: str) -> Policy:
     """`builtin:NAME` through the built-in agent factory, imported only when asked for."""
     if not model.startswith("builtin:"):
         raise KeyError(f"only builtin:NAME models are served, not {model!r}")
-    make_agent = getattr(importlib.import_module("pytest_resilibench.agents"), "make_agent", None)
+    agents = importlib.import_module("pytest_resilibench.agents")
+    make_agent = getattr(agents, "make_agent", None)
     if make_agent is None:
         raise KeyError("the built-in agents are not available")
     agent: Agent = make_agent(model)

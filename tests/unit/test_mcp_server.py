@@ -132,7 +132,8 @@ def test_in_process_results_are_the_simulators_with_outputs_and_coded_errors() -
 
 @pytest.mark.parametrize("entry", ["module", "cli"])
 def test_stdio_subprocess_meets_the_same_failures(fixtures_dir: Path, entry: str) -> None:
-    module = "pytest_resilibench.mcp_server" if entry == "module" else "pytest_resilibench.cli"
+    module = ("pytest_resilibench.mcp_server" if entry == "module"
+              else "pytest_resilibench.cli")
     args = ["-m", module, *(["serve-mcp"] if entry == "cli" else []), "--task", TASK.id,
             "--seed", str(SEED), "--base-success", str(BASE), "--fixtures", str(fixtures_dir)]
 
