@@ -1,7 +1,7 @@
 """The ResiliBench suite of this repository: `pytest suites` (or a bare `pytest` here, whose
 testpaths name this folder). The test itself lives in the package
-(`pytest_resilibench/suite.py`), which the plugin also collects on its own in a repository
-without this file."""
+(`pytest_resilibench/suite.py`), which the plugin also collects on its own in a
+repository without this file."""
 
 from pytest_resilibench.suite import test_resilibench
 
