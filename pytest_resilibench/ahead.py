@@ -40,7 +40,7 @@ import struct
 import sys
 import threading
 from collections.abc import Awaitable, Callable, Iterator, Sequence
-from typing import IO, Any
+from typing import IO, Any, cast
 
 from pytest_resilibench.cases import Case
 from pytest_resilibench.record import EpisodeRecord
@@ -158,7 +158,7 @@ class _Helper:
             return self._early.pop(case_id)
         while self._reader is not None:
             try:
-                got, record = pickle.load(self._reader)
+                got, record = cast("tuple[str, EpisodeRecord]", pickle.load(self._reader))
             except (EOFError, OSError, pickle.UnpicklingError):  # the helper is gone
                 self._reader.close()
                 self._reader = None

@@ -11,7 +11,7 @@ import math
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import cast
+from typing import TypeAlias, cast
 
 from pytest_resilibench.names import FAULT_PROFILES, SEVERITIES, TOOL_MODES, VARIANT_KINDS
 
@@ -56,6 +56,7 @@ def _float_in(lo: float, hi: float | None = None, *, lo_open: bool = False,
     return parse
 
 
+_Subparsers: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
 _PORT = _int_in(0, 65535)
 _SEED = _int_in(0)
 _RATE = _float_in(0.0, 1.0, lo_open=True)  # a base success probability
@@ -72,7 +73,7 @@ def _cmd_tools(args: argparse.Namespace) -> int:
     return 0
 
 
-def _add_tools(sub: argparse._SubParsersAction) -> None:
+def _add_tools(sub: _Subparsers) -> None:
     p = sub.add_parser("tools", help="print the tool registry as JSON")
     p.add_argument("--format", choices=("openai", "mcp", "json"), default="json",
                    help="OpenAI function-calling tools, MCP tool definitions, or everything")
@@ -109,7 +110,7 @@ def _cmd_solve(args: argparse.Namespace) -> int:
     return 0
 
 
-def _add_solve(sub: argparse._SubParsersAction) -> None:
+def _add_solve(sub: _Subparsers) -> None:
     p = sub.add_parser("solve", help="optimal workflows and bounds for every task (DP, PPO)")
     p.add_argument("--exact", action="store_true",
                    help="exact dynamic programming only (no torch, seconds)")
@@ -149,7 +150,7 @@ def _cmd_serve_mcp(args: argparse.Namespace) -> int:
     return 0
 
 
-def _add_serve_mcp(sub: argparse._SubParsersAction) -> None:
+def _add_serve_mcp(sub: _Subparsers) -> None:
     from pytest_resilibench.tasks import FIXTURES_DIR
 
     p = sub.add_parser("serve-mcp", help="serve the simulated tools as an MCP server")
@@ -178,7 +179,7 @@ def _cmd_serve_live(args: argparse.Namespace) -> int:
     return 0
 
 
-def _add_serve_live(sub: argparse._SubParsersAction) -> None:
+def _add_serve_live(sub: _Subparsers) -> None:
     p = sub.add_parser("serve-live", help="serve the 23 live HTTP API services on 127.0.0.1")
     p.add_argument("--port", type=_PORT, default=8765, help="port on 127.0.0.1 (0: a free one)")
     p.add_argument("--seed", type=_SEED, default=0, help="seed of the services' misbehaviour")
@@ -196,7 +197,7 @@ def _cmd_match(args: argparse.Namespace) -> int:
     return 0
 
 
-def _add_match(sub: argparse._SubParsersAction) -> None:
+def _add_match(sub: _Subparsers) -> None:
     p = sub.add_parser("match", help="rank the tools matching an operation phrase (BM25), as JSON")
     p.add_argument("phrase", help='an operation phrase, e.g. "parse the raw records"')
     p.add_argument("--top", type=int, default=5, help="how many tools to list (default 5)")
@@ -213,7 +214,7 @@ def _cmd_generate(args: argparse.Namespace) -> int:
     return 0
 
 
-def _add_generate(sub: argparse._SubParsersAction) -> None:
+def _add_generate(sub: _Subparsers) -> None:
     p = sub.add_parser("generate", help="generate the 5040 task fixtures (deterministic)")
     p.add_argument("--out", type=Path, default=LOCAL_FIXTURES,
                    help="fixtures directory to write (default: ./fixtures)")
@@ -249,7 +250,7 @@ def _cmd_tasks(args: argparse.Namespace) -> int:
     return 0
 
 
-def _add_tasks(sub: argparse._SubParsersAction) -> None:
+def _add_tasks(sub: _Subparsers) -> None:
     from pytest_resilibench.tasks import DIFFICULTIES, FIXTURES_DIR, TASK_TYPES
 
     p = sub.add_parser("tasks", help="list the tasks, or count them with --stats")
@@ -283,7 +284,7 @@ def _cmd_prompt(args: argparse.Namespace) -> int:
     return 0
 
 
-def _add_prompt(sub: argparse._SubParsersAction) -> None:
+def _add_prompt(sub: _Subparsers) -> None:
     from pytest_resilibench.tasks import FIXTURES_DIR
 
     p = sub.add_parser("prompt", help="print the messages a model sees for a task and variant")
@@ -334,7 +335,7 @@ def _cmd_serve_openai(args: argparse.Namespace) -> int:
     return 0
 
 
-def _add_serve_openai(sub: argparse._SubParsersAction) -> None:
+def _add_serve_openai(sub: _Subparsers) -> None:
     p = sub.add_parser("serve-openai",
                        help="serve the built-in agents over an OpenAI-compatible HTTP API "
                             "on loopback, with injected latency and faults")
@@ -395,7 +396,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
-def _add_report(sub: argparse._SubParsersAction) -> None:
+def _add_report(sub: _Subparsers) -> None:
     p = sub.add_parser("report", help="tables, plots and trajectories of a run's JSON report",
                        description="Print a run's tables; write them as HTML (plots and "
                        "trajectories, one offline file) or markdown; with --compare, a paired "
@@ -425,13 +426,13 @@ def _cmd_schema(args: argparse.Namespace) -> int:
     return 0
 
 
-def _add_schema(sub: argparse._SubParsersAction) -> None:
+def _add_schema(sub: _Subparsers) -> None:
     p = sub.add_parser("schema", help="print the JSON Schema of the report or of an episode")
     p.add_argument("what", choices=("report", "episode"), help="which document")
     p.set_defaults(handler=_cmd_schema)
 
 
-_SUBCOMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [
+_SUBCOMMANDS: list[Callable[[_Subparsers], None]] = [
     _add_tools,
     _add_match,
     _add_generate,

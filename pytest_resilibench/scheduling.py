@@ -58,7 +58,7 @@ def make_round_robin_scheduling(config: Any, log: Any,
     `is_benchmark(nodeid)` tells the benchmark items from the run's other tests."""
     from xdist.scheduler import LoadScheduling
 
-    class RoundRobinScheduling(LoadScheduling):
+    class RoundRobinScheduling(LoadScheduling):  # type: ignore[misc]  # xdist ships no types
         def schedule(self) -> None:
             assert self.collection_is_completed
             if self.collection is not None:  # type: ignore[has-type]  # nodes added later

@@ -215,9 +215,8 @@ def _error_detail(body: bytes) -> str | None:
         value = json.loads(body)
     except ValueError:
         return None
-    if isinstance(value, dict) and isinstance(value.get("error"), str):
-        return value["error"]
-    return None
+    error = value.get("error") if isinstance(value, dict) else None
+    return error if isinstance(error, str) else None
 
 
 def _describe(exc: BaseException) -> str:
