@@ -442,40 +442,35 @@ def _score(
         record.deviation = deviation(record.calls, shown, _reference(task))
 
 
-# Reference steps per task object: a run scores each task under every variant. Tasks are
-# frozen but hold dicts (no hash): entries are found by id, and a weak reference tells a
-# recycled id from the task itself.
-_REFERENCES: dict[int, tuple[weakref.ref[Task], list[dict[str, Any]]]] = {}
-_REFERENCES_SIZE = 8192
+# Reference steps per task, for as long as the task lives: a run scores each task under every
+# variant.
+_REFERENCES: weakref.WeakKeyDictionary[Task, list[dict[str, Any]]] = weakref.WeakKeyDictionary()
 
 
 def _reference(task: Task) -> list[dict[str, Any]]:
     """The task's reference steps with their full arguments, for `deviation` (read only)."""
-    found = _REFERENCES.get(id(task))
-    if found is not None and found[0]() is task:
-        return found[1]
+    found = _REFERENCES.get(task)
+    if found is not None:
+        return found
     reference = [
         {"tool": s.tool, "arguments": {**task.step_arguments.get(s.tool, {}), **s.arguments}}
         for s in task.reference_workflow().steps
     ]
-    if len(_REFERENCES) >= _REFERENCES_SIZE:
-        _REFERENCES.clear()
-    _REFERENCES[id(task)] = (weakref.ref(task), reference)
+    _REFERENCES[task] = reference
     return reference
 
 
-_DELIVERABLES: dict[int, tuple[weakref.ref[Task], ToolRegistry, Deliverable]] = {}
+_DELIVERABLES: weakref.WeakKeyDictionary[Task, tuple[ToolRegistry, Deliverable]] = (
+    weakref.WeakKeyDictionary())
 
 
 def _deliverable(task: Task, registry: ToolRegistry) -> Deliverable:
     """The task's deliverable (memoised per task object, as `_reference`)."""
-    found = _DELIVERABLES.get(id(task))
-    if found is not None and found[0]() is task and found[1] is registry:
-        return found[2]
+    found = _DELIVERABLES.get(task)
+    if found is not None and found[0] is registry:
+        return found[1]
     deliverable = deliverable_of(task, registry)
-    if len(_DELIVERABLES) >= _REFERENCES_SIZE:
-        _DELIVERABLES.clear()
-    _DELIVERABLES[id(task)] = (weakref.ref(task), registry, deliverable)
+    _DELIVERABLES[task] = (registry, deliverable)
     return deliverable
 
 

@@ -171,10 +171,10 @@ def _arguments_for(registry: ToolRegistry, tool: str, inputs: Mapping[str, Any])
 
 def task_faults(task: Any, registry: ToolRegistry) -> TaskFaults:
     """The realistic profile's view of a task (cached on the task's id and tools)."""
-    key = (task.id, tuple(task.required_tools), id(registry))
+    key = (task.id, tuple(task.required_tools), registry)
     found = _TASK_FAULTS.get(key)
-    if found is not None and found[0] is registry:
-        return found[1]
+    if found is not None:
+        return found
     steps = tuple(dict.fromkeys(task.required_tools))
     closure = registry.closure(steps)
     alternatives: dict[str, str] = {}
@@ -203,11 +203,11 @@ def task_faults(task: Any, registry: ToolRegistry) -> TaskFaults:
                         max_turns=realistic_turns(len(closure)))
     if len(_TASK_FAULTS) >= 8192:
         _TASK_FAULTS.clear()
-    _TASK_FAULTS[key] = (registry, faults)
+    _TASK_FAULTS[key] = faults
     return faults
 
 
-_TASK_FAULTS: dict[tuple[object, ...], tuple[ToolRegistry, TaskFaults]] = {}
+_TASK_FAULTS: dict[tuple[object, ...], TaskFaults] = {}
 
 
 @dataclass(frozen=True)

@@ -28,6 +28,7 @@ task catches (the output condition, scoring.py).
 from __future__ import annotations
 
 import re
+import weakref
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -80,12 +81,13 @@ def similar_tools(
     return [t for t in _ranking(registry, name, other_function) if t not in exclude]
 
 
-# Rankings per registry (by identity; the registry is kept alive with its entry).
-_RANKINGS: dict[int, tuple[ToolRegistry, dict[tuple[str, bool], tuple[str, ...]]]] = {}
+# Rankings per registry, for as long as the registry lives.
+_RANKINGS: weakref.WeakKeyDictionary[ToolRegistry, dict[tuple[str, bool], tuple[str, ...]]] = (
+    weakref.WeakKeyDictionary())
 
 
 def _ranking(registry: ToolRegistry, name: str, other_function: bool) -> tuple[str, ...]:
-    _, rankings = _RANKINGS.setdefault(id(registry), (registry, {}))
+    rankings = _RANKINGS.setdefault(registry, {})
     ranking = rankings.get((name, other_function))
     if ranking is None:
         tool = registry[name]

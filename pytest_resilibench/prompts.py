@@ -126,41 +126,35 @@ def plan_for(
 class _Derived:
     """What the prompts of a task derive from the task alone, whatever the variant."""
 
-    task: weakref.ref[Task]
     registry: ToolRegistry
     header: str  # the user message's lines before the plan
     parent: Workflow  # the reference plan with purposes, which flaws are injected into
     optimal: Workflow  # the parent as shown
 
 
-_DERIVED: dict[int, _Derived] = {}
-_DERIVED_SIZE = 8192
+# Per task, for as long as the task lives (a run renders each under every variant).
+_DERIVED: weakref.WeakKeyDictionary[Task, _Derived] = weakref.WeakKeyDictionary()
 
 
 def _derived(task: Task, registry: ToolRegistry) -> _Derived:
-    """Memoised per task object (tasks are frozen; a run renders each under every variant).
-    Tasks hold dicts, so they cannot be hashed: entries are found by id and hold a weak
-    reference that tells a recycled id from the task itself."""
-    found = _DERIVED.get(id(task))
-    if found is not None and found.task() is task and found.registry is registry:
+    """Memoised per task (tasks are frozen; a run renders each under every variant)."""
+    found = _DERIVED.get(task)
+    if found is not None and found.registry is registry:
         return found
     parent = shown_plan(task.reference_workflow(), task.required_tools, registry)
-    derived = _Derived(weakref.ref(task), registry, _header(task), parent, _as_shown(parent))
-    if len(_DERIVED) >= _DERIVED_SIZE:
-        _DERIVED.clear()
-    _DERIVED[id(task)] = derived
+    derived = _DERIVED[task] = _Derived(registry, _header(task), parent, _as_shown(parent))
     return derived
 
 
-_REALISTIC: dict[int, _Derived] = {}
+_REALISTIC: weakref.WeakKeyDictionary[Task, _Derived] = weakref.WeakKeyDictionary()
 
 
 def _realistic(task: Task, registry: ToolRegistry) -> _Derived:
     """`_derived` under the realistic fault profile (docs/FAULTS.md): the header names the
     profile's turn budget and the stand-ins the task lists; the parent plan is the profile's
     optimal plan (exact DP of `solver.realistic`), whose steps say what to do on each event."""
-    found = _REALISTIC.get(id(task))
-    if found is not None and found.task() is task and found.registry is registry:
+    found = _REALISTIC.get(task)
+    if found is not None and found.registry is registry:
         return found
     from pytest_resilibench.faults import EVENT_RULES, stored_plans, task_faults
     from pytest_resilibench.tasks import FIXTURES_DIR
@@ -185,10 +179,7 @@ def _realistic(task: Task, registry: ToolRegistry) -> _Derived:
     # The solver's Advice restates the profile's rules, which the header now gives every
     # variant: the plan's own Advice, as under the paper profile, explains its marks only.
     parent = shown_plan(plan, task.required_tools, registry)
-    derived = _Derived(weakref.ref(task), registry, header, parent, _as_shown(parent))
-    if len(_REALISTIC) >= _DERIVED_SIZE:
-        _REALISTIC.clear()
-    _REALISTIC[id(task)] = derived
+    derived = _REALISTIC[task] = _Derived(registry, header, parent, _as_shown(parent))
     return derived
 
 

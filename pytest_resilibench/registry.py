@@ -140,9 +140,11 @@ def _plain(value: Any) -> Any:
     return value
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class ToolRegistry:
-    """An immutable, ordered set of tools with compiled validators."""
+    """An immutable, ordered set of tools with compiled validators. Equal and hashed by
+    identity (`eq=False`): caches of what a registry derives key on the registry itself
+    (`functools.lru_cache`, `weakref.WeakKeyDictionary`)."""
 
     tools: tuple[ToolSpec, ...]
     _by_name: dict[str, ToolSpec] = field(init=False, repr=False, compare=False)

@@ -28,6 +28,7 @@ nothing else does; and the output condition needs a success of the output step t
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -243,12 +244,7 @@ def _alternatives(tool: str, registry: ToolRegistry | None) -> frozenset[str]:
     (a network validator for a data validator; a scanner for a reader)."""
     if registry is None:
         return frozenset((tool,))
-    entry = _STAND_INS.get(id(registry))
-    if entry is None or entry[0] is not registry:
-        if len(_STAND_INS) >= 16:  # registries built on the fly (tests) are not all kept
-            _STAND_INS.clear()
-        entry = _STAND_INS[id(registry)] = (registry, {})
-    known = entry[1]
+    known = _STAND_INS.setdefault(registry, {})
     found = known.get(tool)
     if found is None:
         spec = registry.get(tool)
@@ -262,7 +258,9 @@ def _alternatives(tool: str, registry: ToolRegistry | None) -> frozenset[str]:
 
 
 # Stand-ins per registry (by identity; each entry keeps its registry, so the id stays valid).
-_STAND_INS: dict[int, tuple[ToolRegistry, dict[str, frozenset[str]]]] = {}
+# Stand-ins per registry, for as long as the registry lives.
+_STAND_INS: weakref.WeakKeyDictionary[ToolRegistry, dict[str, frozenset[str]]] = (
+    weakref.WeakKeyDictionary())
 _STAND_INS_SIZE = 4096
 
 

@@ -46,9 +46,11 @@ TASK_SCHEMA = "resilibench.task/1"
 FIXTURES_DIR = Path(str(resources.files("pytest_resilibench.fixtures")))
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Task:
-    """One benchmark task. `required_tools` is ordered; its last tool produces the output."""
+    """One benchmark task. `required_tools` is ordered; its last tool produces the output.
+    Equal and hashed by identity (`eq=False`), so caches of what a task derives (prompts,
+    reference steps, deliverables) key on the task itself, weakly."""
 
     id: str
     type: str

@@ -217,7 +217,7 @@ def optimal_policy(
 ) -> Policy:
     """The optimal policy for a list of required tools (cached: tasks share them)."""
     registry = registry or default_registry()
-    key = (tuple(required_tools), base_success, max_turns, id(registry))
+    key = (tuple(required_tools), base_success, max_turns, registry)
     policy = _POLICIES.get(key)
     if policy is None:
         mdp = TaskMDP(required_tools, registry=registry, base_success=base_success,
@@ -233,7 +233,7 @@ def solve_task(
 ) -> Solution:
     """The optimal solution of a task, cached per (task, base_success, max_turns)."""
     registry = registry or default_registry()
-    key = (task.id, task.required_tools, base_success, max_turns, id(registry))
+    key = (task.id, task.required_tools, base_success, max_turns, registry)
     solution = _SOLUTIONS.get(key)
     if solution is None:
         policy = optimal_policy(task.required_tools, registry=registry,

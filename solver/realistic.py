@@ -459,7 +459,7 @@ def realistic_mdp(task: Task, *, registry: ToolRegistry | None = None,
     registry = registry or default_registry()
     faults = task_faults(task, registry)
     key = (tuple(task.required_tools), tuple(sorted(faults.alternatives.items())),
-           base_success, id(registry))
+           base_success, registry)
     mdp = _MDPS.get(key)
     if mdp is None:
         mdp = RealisticMDP(faults, tuple(task.required_tools), registry=registry,

@@ -21,9 +21,9 @@ from __future__ import annotations
 import json
 import operator
 import re
-from collections.abc import Callable, Collection, Hashable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache, lru_cache
 from typing import Any, TypeVar
 
 from pytest_resilibench.agents.base import ModelReply, ModelRequest, ToolCall
@@ -39,7 +39,6 @@ _MEMO_SIZE = 8192
 # Memos of what one episode re-reads every turn (its task text, its observations) need only
 # hold the episodes in flight; a miss merely recomputes.
 _EPISODE_MEMO_SIZE = 4096
-_K = TypeVar("_K", bound=Hashable)
 _T = TypeVar("_T")
 # The follower and the adaptive agent give up on a step after this many failures in a row
 # and move on (a model would, too, rather than burn the whole budget on one tool).
@@ -298,37 +297,17 @@ def _input_bound(spec: ToolSpec, inputs: Collection[str]) -> set[str]:
     return {p for p in spec.required_parameters if p not in FLOW_PARAMS and p in inputs}
 
 
-def _memo(function: Callable[[_K, ToolRegistry], _T]) -> Callable[[_K, ToolRegistry], _T]:
-    """Memoise a pure function of (prompt text or another immutable value, registry) per
-    registry object (registries hold dicts, so they cannot be hashed; episodes ask the same
-    thing every turn). Entries keep their registry, so that a recycled id never answers for
-    another registry. What is returned is shared: callers only read it."""
-    cache: dict[tuple[_K, int], tuple[ToolRegistry, _T]] = {}
-
-    def wrapper(text: _K, registry: ToolRegistry) -> _T:
-        key = (text, id(registry))
-        entry = cache.get(key)
-        if entry is None or entry[0] is not registry:
-            if len(cache) >= _MEMO_SIZE:
-                cache.clear()
-            entry = cache[key] = (registry, function(text, registry))
-        return entry[1]
-
-    return wrapper
+# Memoised per (prompt text or another immutable value, registry): episodes ask the same thing
+# every turn. What is returned is shared: callers only read it.
+_memo = lru_cache(maxsize=_MEMO_SIZE)
 
 
-_MATCHERS: dict[int, tuple[ToolRegistry, Any]] = {}
-
-
+@cache
 def _matcher(registry: ToolRegistry) -> Any:
-    """The BM25 matcher over a registry (kept with the registry, so the id stays valid)."""
+    """The BM25 matcher over a registry."""
     from pytest_resilibench.solver.matcher import ToolMatcher
 
-    entry = _MATCHERS.get(id(registry))
-    if entry is None or entry[0] is not registry:
-        matcher = ToolMatcher.default() if registry is default_registry() else ToolMatcher(registry)
-        entry = _MATCHERS[id(registry)] = (registry, matcher)
-    return entry[1]
+    return ToolMatcher.default() if registry is default_registry() else ToolMatcher(registry)
 
 
 @_memo

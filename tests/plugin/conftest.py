@@ -9,9 +9,10 @@ from typing import Any
 import jsonschema
 import pytest
 
+import pytest_resilibench.suite
 from pytest_resilibench.schemas import report_schema
 
-SUITE = Path(__file__).resolve().parents[2] / "pytest_resilibench" / "suite.py"
+SUITE = Path(pytest_resilibench.suite.__file__)
 TIMING = ("wall_time_s",)
 
 
