@@ -7,6 +7,7 @@ import re
 
 import pytest
 from markdown_it import MarkdownIt
+from markdown_it.token import Token
 
 from pytest_resilibench import vocabulary
 from pytest_resilibench.cli import main
@@ -59,7 +60,7 @@ def test_one_vocabulary_in_terminal_json_markdown_and_html(suite: pytest.Pyteste
             assert word not in text, word
 
 
-def _inline_in_headers(markdown: str) -> list[object]:
+def _inline_in_headers(markdown: str) -> list[Token]:
     """The inline tokens of every table header cell, as a GFM renderer reads them."""
     tokens = MarkdownIt("commonmark").enable("table").parse(markdown)
     out, in_head = [], False

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from pytest_resilibench.agents import make_agent
 from pytest_resilibench.agents.base import ModelReply, ModelRequest
+from pytest_resilibench.agents.builtin import make_builtin
 from pytest_resilibench.testserver import FaultConfig, OpenAITestServer
 from tests.plugin.conftest import load
 
@@ -24,7 +24,7 @@ ARGS = ["--resili-sample=1", "-p", "no:cacheprovider", "-p", "no:randomly",
 @pytest.fixture
 def o3_server(monkeypatch: pytest.MonkeyPatch) -> Iterator[OpenAITestServer]:
     monkeypatch.setenv("OPENAI_API_KEY", KEY)
-    with OpenAITestServer({"o3": make_agent("builtin:adaptive")}, strict=True,
+    with OpenAITestServer({"o3": make_builtin("adaptive")}, strict=True,
                           api_key=KEY) as server:
         yield server
 
@@ -63,7 +63,7 @@ def test_o3_runs_with_zero_infra_errors_and_keeps_its_reasoning(
 def test_model_args_reach_the_server_and_the_report(
         suite: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
     seen: list[dict[str, Any]] = []
-    adaptive = make_agent("builtin:adaptive")
+    adaptive = make_builtin("adaptive")
 
     async def policy(request: ModelRequest) -> ModelReply:
         seen.append(dict(request.context["request"]))

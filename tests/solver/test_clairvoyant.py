@@ -39,7 +39,7 @@ def test_clairvoyant_is_at_least_the_realized_outcome(task: Task, seed: int, pol
         "random": random_policy(mdp, seed),
     }[policy]
     key = EpisodeKey(seed, task.id, 0)
-    realized = simulate(task, choose, key, mdp=mdp, base_success=BASE, max_turns=TURNS)  # type: ignore[arg-type]
+    realized = simulate(task, choose, key, mdp=mdp, base_success=BASE, max_turns=TURNS)
     bound = clairvoyant(task.required_tools, key, mdp=mdp)
     assert bound.success >= realized.full_success
 

@@ -11,7 +11,14 @@ torch = pytest.importorskip("torch")
 
 from pytest_resilibench.solver.dp import solve  # noqa: E402
 from pytest_resilibench.solver.mdp import TaskMDP  # noqa: E402
-from pytest_resilibench.solver.ppo import PpoConfig, _autocast, greedy_policy, load_model, train  # noqa: E402
+from pytest_resilibench.solver.ppo import (  # noqa: E402
+    PpoConfig,
+    TrainResult,
+    _autocast,
+    greedy_policy,
+    load_model,
+    train,
+)
 from pytest_resilibench.solver.vecenv import StructureTables, VecEnv  # noqa: E402
 
 from pytest_resilibench.registry import default_registry  # noqa: E402
@@ -44,15 +51,15 @@ def random_value(mdp: TaskMDP) -> float:
 
 
 @pytest.fixture(scope="session")
-def trained(tmp_path_factory: pytest.TempPathFactory) -> object:
+def trained(tmp_path_factory: pytest.TempPathFactory) -> tuple[TrainResult, Path]:
     directory = tmp_path_factory.mktemp("ppo")
     config = PpoConfig(**{**SHORT.__dict__, "checkpoint_dir": str(directory),
                           "checkpoint_every": 5})
     return train([TaskMDP(s) for s in STRUCTURES], config, progress=False), directory
 
 
-def test_a_short_run_beats_random_by_a_clear_margin(trained: object) -> None:
-    result, _ = trained  # type: ignore[misc]
+def test_a_short_run_beats_random_by_a_clear_margin(trained: tuple[TrainResult, Path]) -> None:
+    result, _ = trained
     for structure in STRUCTURES:
         mdp = TaskMDP(structure)
         learned = greedy_policy(result.model, mdp).value
@@ -62,8 +69,8 @@ def test_a_short_run_beats_random_by_a_clear_margin(trained: object) -> None:
     assert {h["stage"] for h in result.history} >= {1, 2}  # the curriculum moved on
 
 
-def test_checkpoints_restore_the_same_policy(trained: object) -> None:
-    result, directory = trained  # type: ignore[misc]
+def test_checkpoints_restore_the_same_policy(trained: tuple[TrainResult, Path]) -> None:
+    result, directory = trained
     path = Path(directory) / "ppo.pt"
     assert path.exists()
     restored = load_model(path, len(default_registry()))

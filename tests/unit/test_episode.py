@@ -1,6 +1,6 @@
 import asyncio
 import json
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 import pytest
@@ -23,6 +23,7 @@ from pytest_resilibench.episode import (
     run_episodes,
 )
 from pytest_resilibench.prompts import Variant
+from pytest_resilibench.record import EpisodeRecord
 from pytest_resilibench.tasks import Task
 
 READER, WRITER = "file_operations_reader", "file_operations_writer"
@@ -271,7 +272,7 @@ def test_run_episodes_isolates_failures_and_bounds_concurrency() -> None:
     assert [r.repeat for r in records if r.outcome == "error"] == [3]
     assert 1 < peak <= 4
     with pytest.raises(ValueError):
-        asyncio.run(anext(run_episodes(specs, Slow(), concurrency=0)))
+        asyncio.run(_first(run_episodes(specs, Slow(), concurrency=0)))
 
 
 def test_a_model_limit_ends_the_episode_as_the_models_failure() -> None:
@@ -295,3 +296,7 @@ def test_notes_are_sentences_and_ignored_keys_are_reported() -> None:
         "arguments: the call ran without source; put every argument inside arguments. "
         "TASK_COMPLETED is only accepted in a reply without a tool call; send it once you "
         "have seen the results.")
+
+
+async def _first(records: AsyncIterator[EpisodeRecord]) -> EpisodeRecord:
+    return await anext(records)

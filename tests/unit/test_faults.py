@@ -159,8 +159,9 @@ def test_outage_lasts_the_episode_and_the_stand_in_gets_the_step_done() -> None:
         result = call(sim, "network_fetcher")
         assert result.error_code == "SERVICE_UNAVAILABLE" and result.event == "outage"
         assert "stays down" in result.observation()["message"]
+        assert sim.faults is not None
         assert observed_event(sim.faults, REGISTRY, result.tool, result.ok, result.error_code,
-                              result.output) == "outage"  # type: ignore[arg-type]
+                              result.output) == "outage"
     for _ in range(12):
         alt = call(sim, "network_monitor")
         if alt.ok:

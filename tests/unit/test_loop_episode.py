@@ -157,8 +157,9 @@ def test_bad_calls_cost_a_turn_and_are_never_executed(tool_mode: str) -> None:
     answers: list[dict[str, Any]] = []
 
     async def play(episode: LoopEpisode) -> None:
-        for name, arguments in ((None, {}), (42, READ_ARGS), (READER, {"path": {1, 2}}),
-                                (READER, "{broken")):
+        wrong: tuple[tuple[Any, Any], ...] = ((None, {}), (42, READ_ARGS),
+                                              (READER, {"path": {1, 2}}), (READER, "{broken"))
+        for name, arguments in wrong:
             answers.append(await episode.call(name, arguments))
 
     rec = run(Loop(play), tool_mode=tool_mode)
@@ -171,8 +172,9 @@ def test_bad_calls_cost_a_turn_and_are_never_executed(tool_mode: str) -> None:
 
 def test_every_turn_an_agent_wastes_counts_toward_the_early_stops() -> None:
     async def same_bad_call(episode: LoopEpisode) -> None:
+        no_name: Any = None
         while True:
-            await episode.call(None, {})
+            await episode.call(no_name, {})
 
     rec = run(Loop(same_bad_call))
     assert (rec.stop_reason, rec.turns) == ("consecutive_errors", MAX_CONSECUTIVE_ERRORS)

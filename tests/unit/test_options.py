@@ -6,12 +6,13 @@ from pathlib import Path
 
 import pytest
 
+from pytest_resilibench import names
 from pytest_resilibench import options as o
 
 
 def test_choices_accept_all_and_dedupe() -> None:
-    parse = o._choices(o.VARIANT_KINDS)
-    assert parse("all") == o.VARIANT_KINDS
+    parse = o._choices(names.VARIANT_KINDS)
+    assert parse("all") == names.VARIANT_KINDS
     assert parse("optimal, flawed optimal") == ("optimal", "flawed")
     with pytest.raises(ValueError, match="nope not in"):
         parse("optimal,nope")
@@ -59,9 +60,9 @@ def test_temperature() -> None:
 def test_fault_profile_is_in_the_config() -> None:
     assert o.RunConfig().to_json()["faults"] == "paper"
     assert o.RunConfig(faults="realistic").to_json()["faults"] == "realistic"
-    assert o._one_of(o.FAULT_PROFILES)("realistic") == "realistic"
+    assert o._one_of(names.FAULT_PROFILES)("realistic") == "realistic"
     with pytest.raises(ValueError):
-        o._one_of(o.FAULT_PROFILES)("chaos")
+        o._one_of(names.FAULT_PROFILES)("chaos")
 
 
 @pytest.mark.parametrize(("text", "value"), [("0.95", 0.95), ("95", 0.95), ("99.5%", 0.995),
@@ -102,9 +103,9 @@ def test_report_path_is_checked_before_the_run(tmp_path: Path) -> None:
         o._output_file(str(a_file / "run.json"))  # refused even for root
 
 
-@pytest.mark.parametrize(("allowed", "text"), [(o.TOOL_MODES, "text,native"),
-                                               (o.ENVIRONMENTS, "sim,live"),
-                                               (o.APIS, "chat responses"), (o.GATES, "")])
+@pytest.mark.parametrize(("allowed", "text"), [(names.TOOL_MODES, "text,native"),
+                                               (names.ENVIRONMENTS, "sim,live"),
+                                               (names.APIS, "chat responses"), (names.GATES, "")])
 def test_single_valued_options_refuse_several_values(allowed: tuple[str, ...],
                                                      text: str) -> None:
     with pytest.raises(ValueError, match="is not one of"):

@@ -27,7 +27,7 @@ def test_other_folders_get_no_gitignore(tmp_path: Path) -> None:
     assert not (tmp_path / "reports" / ".gitignore").exists()
 
 
-@pytest.mark.skipif(subprocess.run(["git", "--version"], capture_output=True).returncode,
+@pytest.mark.skipif(subprocess.run(["git", "--version"], capture_output=True).returncode != 0,
                     reason="needs git")
 def test_git_status_stays_clean(tmp_path: Path) -> None:
     subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any
+from typing import Any, Literal
 
 import pytest
 from hypothesis import given, settings
@@ -176,7 +176,8 @@ def test_rendering_is_deterministic() -> None:
 
 
 # --- the inverses -----------------------------------------------------------------------------
-LINE = st.text(st.characters(blacklist_categories=("Cs",)), max_size=30).map(
+_SURROGATES: tuple[Literal["Cs"]] = ("Cs",)  # not encodable: no text holds them
+LINE = st.text(st.characters(blacklist_categories=_SURROGATES), max_size=30).map(
     lambda s: " ".join(s.split())).filter(lambda s: " — " not in s)
 JSON = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False)

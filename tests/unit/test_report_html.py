@@ -161,16 +161,18 @@ def test_summary_cells_link_to_exactly_their_episodes() -> None:
     assert outcomes.title == "Outcomes by model and variant"
     for row, cells in zip(outcomes.rows, outcomes.links or [], strict=True):
         # n, and the full / partial / failed counts behind each rate's link
-        selected = [ep for ep in eps if all(_matches(ep, k, v) for k, v in cells[0].items())]
+        first = cells[0]
+        assert first is not None
+        selected = [ep for ep in eps if all(_matches(ep, k, v) for k, v in first.items())]
         assert len(selected) == row[2]
         for j, outcome in ((3, "full"), (4, "partial"), (5, "failed")):
             hits = [ep for ep in selected if _matches(ep, "outcome", outcome)]
-            assert cells[j] == {**cells[0], "outcome": outcome}
+            assert cells[j] == {**first, "outcome": outcome}
             assert len(hits) == round(row[2] * float(str(row[j]).split()[0]) / 100)
     assert len(links) > 20
     for text, filters in links:  # every link but a zero's selects something
-        hits = any(all(_matches(ep, k, v) for k, v in filters.items()) for ep in eps)
-        assert hits or text in ("0", "0.0", "–"), (text, filters)
+        found = any(all(_matches(ep, k, v) for k, v in filters.items()) for ep in eps)
+        assert found or text in ("0", "0.0", "–"), (text, filters)
 
 
 def test_the_viewer_markup_and_vocabulary() -> None:

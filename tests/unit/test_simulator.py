@@ -101,7 +101,7 @@ def test_interleaving_episodes_changes_nothing() -> None:
 
 def test_luck_differs_across_seeds_tasks_and_repeats() -> None:
     calls = list(PIPELINE) * 3
-    runs = {str(k): outcomes(make(**k), calls)  # type: ignore[arg-type]
+    runs = {str(k): outcomes(make(**k), calls)
             for k in ({"seed": 1}, {"seed": 2}, {"task": "t9"}, {"repeat": 1})}
     assert len({str(v) for v in runs.values()}) > 1
 

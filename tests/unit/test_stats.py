@@ -62,7 +62,7 @@ def test_paired_binary_counts_discordant_pairs_and_agrees_with_bootstrap() -> No
     c = stats.paired_binary(old, new)
     assert c.b_only == 0 and c.a_only == sum(old) - sum(new)
     assert c.diff == pytest.approx((sum(old) - sum(new)) / 400)
-    assert c.ci[0] < c.diff < c.ci[1]
+    assert c.diff is not None and c.ci[0] < c.diff < c.ci[1]
     assert c.bootstrap_ci is not None
     # Two honest intervals of the same quantity roughly agree.
     assert abs(c.bootstrap_ci[0] - c.ci[0]) < 0.02 and abs(c.bootstrap_ci[1] - c.ci[1]) < 0.02

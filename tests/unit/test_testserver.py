@@ -13,11 +13,12 @@ from typing import Any
 
 import openai
 import pytest
+from openai.types.chat import ChatCompletionMessageParam
 
 from pytest_resilibench.agents.base import ModelReply, ModelRequest, ToolCall
 from pytest_resilibench.testserver import FaultConfig, OpenAITestServer, completion_json
 
-MESSAGES = [{"role": "user", "content": "read /data/a.csv"}]
+MESSAGES: list[ChatCompletionMessageParam] = [{"role": "user", "content": "read /data/a.csv"}]
 
 
 def tool_policy(request: ModelRequest) -> ModelReply:
@@ -47,7 +48,9 @@ class CountingAgent:
         return None
 
 
-def client(server: OpenAITestServer, *, timeout: float = 5.0) -> openai.OpenAI:
+def client(server: OpenAITestServer, *, timeout: float = 5.0) -> Any:
+    """The real client, typed `Any`: these tests send raw JSON (partial, forged and foreign
+    items) that the server must judge, which openai's TypedDicts refuse statically."""
     return openai.OpenAI(api_key="test", base_url=server.base_url, max_retries=0,
                          timeout=timeout)
 

@@ -8,7 +8,7 @@ from pytest_resilibench.solver.dp import solve_task
 
 from pytest_resilibench.agents import make_agent
 from pytest_resilibench.agents.base import ModelRequest
-from pytest_resilibench.agents.builtin import BUILTIN_AGENTS
+from pytest_resilibench.agents.builtin import BUILTIN_AGENTS, make_builtin
 from pytest_resilibench.episode import EpisodeSpec, run_episode, run_episodes
 from pytest_resilibench.flaws import FLAWS
 from pytest_resilibench.prompts import Variant, render_prompt
@@ -95,13 +95,13 @@ def test_fair_agents_read_only_the_messages(tasks: list[Task]) -> None:
     task = tasks[7]
     prompt = render_prompt(task, Variant("flawed", "tool_misuse", "medium"))
     for name in ("follower", "adaptive", "privileged", "random"):
-        agent = make_agent(f"builtin:{name}")
+        agent = make_builtin(name)
         bare = ModelRequest(messages=prompt.messages, task_id=task.id)
         rich = ModelRequest(messages=prompt.messages, task_id=task.id,
                             context={"task": task, "base_success": 0.8, "max_turns": 10})
         assert asyncio.run(agent.complete(bare)) == asyncio.run(agent.complete(rich))
     with pytest.raises(ValueError, match="context"):
-        asyncio.run(make_agent("builtin:oracle").complete(
+        asyncio.run(make_builtin("oracle").complete(
             ModelRequest(messages=prompt.messages, task_id=task.id)))
 
 

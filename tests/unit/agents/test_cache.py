@@ -168,6 +168,7 @@ def test_an_interrupted_run_asks_again_only_what_was_not_answered(
         cache: ModelCallCache) -> None:
     requests = batch(30)
     opened = False
+    served = 0
 
     async def ten_then_hold(request: ModelRequest) -> ModelReply:
         """Answers ten requests, then holds the rest until `opened` (no clock decides how
@@ -181,7 +182,6 @@ def test_an_interrupted_run_asks_again_only_what_was_not_answered(
         served += 1
         return scripted(request)
 
-    served = 0
     with OpenAITestServer(ten_then_hold) as server:
         async def interrupted() -> None:
             agent = agent_for(server.base_url, cache, max_concurrency=4)

@@ -148,7 +148,11 @@ def test_retry_after_is_honoured() -> None:
         agent = fast_agent(server, max_retries=1)
         waits: list[float] = []
         backoff = agent._backoff_s
-        agent._backoff_s = lambda *a: waits.append(backoff(*a)) or waits[-1]  # type: ignore[method-assign]
+        def recorded(*args: Any) -> float:
+            waits.append(backoff(*args))
+            return waits[-1]
+
+        agent._backoff_s = recorded  # type: ignore[method-assign,assignment]
         with pytest.raises(InfrastructureError, match="429"):
             run(ask_all(agent, requests(1)))
     assert waits == [0.3]  # the server's Retry-After, not the < 0.02 s backoff
@@ -244,6 +248,7 @@ def test_parse_completion_tolerates_what_real_servers_send() -> None:
     assert legacy.tool_calls == (ToolCall("call_0", "f", "{}"),)
     assert legacy.usage == {"prompt_tokens": 0, "completion_tokens": 5}
 
+    bad: object
     for bad in ([], {"choices": []}, {"choices": ["x"]}, {"choices": [{"message": None}]}):
         with pytest.raises(MalformedReply):
             parse_completion(bad)
@@ -480,6 +485,7 @@ class _LimitHandler(BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         model = body["model"]
+        data: dict[str, Any]
         if model == "overflow":  # llama.cpp's / OpenAI's 400 for a context overflow
             status, data = 400, {"error": {
                 "message": "This model's maximum context length is 8192 tokens. However, you "

@@ -8,6 +8,7 @@ import pytest
 
 from pytest_resilibench.agents import make_agent
 from pytest_resilibench.agents.base import InfrastructureError
+from pytest_resilibench.agents.builtin import make_builtin
 from pytest_resilibench.agents.openai_provider import OpenAIAgent
 from pytest_resilibench.agents.probe import hint_for, merge_stats, probe_agent
 from pytest_resilibench.testserver import FaultConfig, OpenAITestServer
@@ -22,7 +23,7 @@ def test_hints_name_the_option_to_change() -> None:
 
 
 def test_a_refused_probe_is_a_usage_error_quoting_the_server() -> None:
-    with OpenAITestServer({"o3": make_agent("builtin:adaptive")}, strict=True) as server:
+    with OpenAITestServer({"o3": make_builtin("adaptive")}, strict=True) as server:
         agent = OpenAIAgent("o3", base_url=server.base_url, api_key="sk-x",
                             model_args={"frobnicate": 1})
         with pytest.raises(ValueError, match=r"^--resili-model o3: the start-up request failed"

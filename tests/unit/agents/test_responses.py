@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from pytest_resilibench.agents import make_agent
 from pytest_resilibench.agents.base import MalformedReply, ModelReply, ToolCall
+from pytest_resilibench.agents.builtin import make_builtin
 from pytest_resilibench.agents.cache import ModelCallCache
 from pytest_resilibench.agents.openai_provider import OpenAIAgent
 from pytest_resilibench.agents.responses import (
@@ -25,7 +25,7 @@ from pytest_resilibench.tasks import load_tasks
 from pytest_resilibench.testserver import OpenAITestServer
 
 KEY = "sk-test-responses-0123456789"
-CHAT = [
+CHAT: list[dict[str, Any]] = [
     {"role": "system", "content": "rules"},
     {"role": "user", "content": "task"},
     {"role": "assistant", "content": None, "tool_calls": [
@@ -82,6 +82,7 @@ def test_body_maps_chat_params_and_drops_seed() -> None:
 
 
 def test_malformed_responses() -> None:
+    bad: object
     for bad in (None, [], {"id": "resp_1"}, {"output": "text"}):
         with pytest.raises(MalformedReply):
             parse_response(bad)
@@ -113,7 +114,7 @@ def outcomes(rows: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
 
 @pytest.mark.parametrize("mode", ["text", "native"])
 def test_o3_over_both_apis_plays_the_same_episodes_and_keeps_its_reasoning(mode: str) -> None:
-    policy = {"o3": make_agent("builtin:adaptive")}
+    policy = {"o3": make_builtin("adaptive")}
     with OpenAITestServer(policy, strict=True, api_key=KEY) as chat_server:
         chat, _ = play("chat", mode, server=chat_server)
     with OpenAITestServer(policy, strict=True, api_key=KEY) as server:
@@ -133,7 +134,7 @@ def test_o3_over_both_apis_plays_the_same_episodes_and_keeps_its_reasoning(mode:
 
 
 def test_responses_are_cached_and_replayed_with_their_reasoning(tmp_path: Any) -> None:
-    policy = {"o3": make_agent("builtin:adaptive")}
+    policy = {"o3": make_builtin("adaptive")}
     cache = ModelCallCache(tmp_path / "calls.sqlite")
     with OpenAITestServer(policy, strict=True, api_key=KEY) as server:
         first, _ = play("responses", "native", cache=cache, server=server)
