@@ -35,10 +35,11 @@ def _scored(episodes: Sequence[Episode]) -> list[Episode]:
 def fail_under(episodes: Sequence[Episode], threshold: float) -> list[GateResult]:
     results = []
     for model in sorted({ep["model"] for ep in episodes}):
-        scored = _scored([ep for ep in episodes if ep["model"] == model])
+        own = [ep for ep in episodes if ep["model"] == model]
+        scored = _scored(own)
         if not scored:
             results.append(GateResult(True, "error", f"{model}: no scored episodes "
-                                      f"(all {len(episodes)} hit infrastructure errors)"))
+                                      f"(all {len(own)} hit infrastructure errors)"))
             continue
         rate = sum(ep["outcome"] == "full" for ep in scored) / len(scored)
         below = rate < threshold

@@ -71,11 +71,11 @@ PROBE_TOKENS = 16  # the Responses API's smallest max_output_tokens
 
 @dataclass
 class ProviderStats:
-    """What the provider did, for the report's infrastructure section (apart from the agent's
-    results). `faults` counts failed attempts by kind; `infra_errors` the requests given up;
-    `not_sent` those failed at once after too many errors in a row or past the cost cap;
-    `replayed_tokens` what cache hits would have cost (not spent); `reasoning_items_sent` the
-    reasoning items sent back to the Responses API."""
+    """What the provider did, apart from the agent's results: the summary's `providers`, the
+    report's "Model requests" table (analysis.py). `faults` counts failed attempts by kind;
+    `infra_errors` the requests given up; `not_sent` those failed at once after too many
+    errors in a row or past the cost cap; `replayed_tokens` what cache hits would have cost
+    (not spent); `reasoning_items_sent` the reasoning items sent back to the Responses API."""
 
     requests: int = 0
     api_calls: int = 0

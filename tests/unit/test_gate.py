@@ -27,6 +27,12 @@ def test_only_errors_cannot_pass() -> None:
     assert result.failed and "infrastructure" in result.line
 
 
+def test_a_model_with_only_errors_counts_its_own_episodes() -> None:
+    eps = episodes(["error"] * 2, model="down") + episodes(["full"] * 10, model="up")
+    down, up = fail_under(eps, 0.5)
+    assert "all 2 hit infrastructure errors" in down.line and down.failed and not up.failed
+
+
 def test_paired_regression_pass_and_inconclusive() -> None:
     old = episodes(["full"] * 200)
     worse = episodes(["failed"] * 100 + ["full"] * 100, model="new")
