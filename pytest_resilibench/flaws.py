@@ -38,7 +38,6 @@ from pytest_resilibench.plan_text import plan_advice, shown_plan
 from pytest_resilibench.registry import (
     DATA_FORMATS,
     FILE_EXTENSIONS,
-    Role,
     ToolRegistry,
     ToolSpec,
     default_registry,
@@ -127,12 +126,10 @@ class _Plan:
         return earlier in self.registry.dependencies(later, self.parent_tools)
 
     def flow(self) -> list[_Flow]:
-        """Each step's data if every step succeeds in order, mirroring the simulator's
-        default input (the latest output of a data dependency, else of a prerequisite, else
-        the latest output)."""
+        """Each step's data if every step succeeds in order, by the rules the simulator runs
+        (`ToolSpec.reads_input`, `ToolRegistry.default_source`, `ToolSpec.produced_format`)."""
         data_format = str(self.task.inputs.get("format", "json"))
         latest_by_tool: dict[str, int] = {}
-        latest: int | None = None
         flow: list[_Flow] = []
         for i, step in enumerate(self.steps):
             spec = self.registry.get(step.tool)
@@ -143,17 +140,14 @@ class _Plan:
             source = step.arguments.get("source")
             if isinstance(source, str) and source.split("#")[0] in latest_by_tool:
                 producer = latest_by_tool[source.split("#")[0]]
-            elif spec.role is not Role.SOURCE and "source" in _properties(spec):
-                producer = latest
-                for group in self.registry.input_groups(spec.name, self.task.required_tools):
-                    deps = [latest_by_tool[d] for d in group if d in latest_by_tool]
-                    if deps:
-                        producer = max(deps)
-                        break
+            elif spec.reads_input:
+                tool = self.registry.default_source(spec.name, self.task.required_tools,
+                                                    latest_by_tool)
+                producer = None if tool is None else latest_by_tool[tool]
             consumed = data_format if producer is None else flow[producer].produced
-            flow.append(_Flow(consumed, _produced_format(spec, step.arguments, consumed),
+            flow.append(_Flow(consumed, spec.produced_format(step.arguments, consumed),
                               producer))
-            latest_by_tool[spec.name] = latest = i
+            latest_by_tool[spec.name] = i
         return flow
 
     def formats(self) -> list[tuple[str, str]]:
@@ -228,14 +222,6 @@ class _Plan:
 def _properties(spec: ToolSpec) -> Mapping[str, Any]:
     props: Mapping[str, Any] = spec.parameters.get("properties", {})
     return props
-
-
-def _produced_format(spec: ToolSpec, arguments: Mapping[str, Any], consumed: str) -> str:
-    if spec.output_format is None:
-        return consumed
-    if spec.output_format.startswith("param:"):
-        return str(arguments.get(spec.output_format.removeprefix("param:"), consumed))
-    return spec.output_format
 
 
 # Parameters whose values are alike in kind: a swapped-in tool that needs one the task lacks

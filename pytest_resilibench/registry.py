@@ -89,6 +89,22 @@ class ToolSpec:
     def required_parameters(self) -> tuple[str, ...]:
         return tuple(self.parameters.get("required", ()))
 
+    # --- the data flow: one home for the simulator, the flaws, the agents and the generator --
+    @property
+    def reads_input(self) -> bool:
+        """Whether a call reads an earlier output: its `source`, else the default input
+        (`ToolRegistry.default_source`). Sources read the task's own data."""
+        return self.role is not Role.SOURCE and "source" in self.parameters.get("properties", {})
+
+    def produced_format(self, arguments: Mapping[str, Any], consumed: str) -> str:
+        """The data format of a successful call's output: the tool's fixed format, a
+        parameter's value (`param:NAME`), or the consumed data's format."""
+        if self.output_format is None:
+            return consumed
+        if self.output_format.startswith("param:"):
+            return str(arguments.get(self.output_format.removeprefix("param:"), consumed))
+        return self.output_format
+
     def to_openai(self) -> dict[str, Any]:
         """The OpenAI function-calling `tools` entry."""
         return {
@@ -277,6 +293,33 @@ class ToolRegistry:
         deps = self.dependencies(name, task_tools)
         data = tuple(d for d in deps if d not in prerequisites)
         return (data, tuple(d for d in deps if d in prerequisites))
+
+    def default_source(self, name: str, task_tools: Iterable[str], latest: Mapping[str, int],
+                       *, groups: Sequence[Sequence[str]] | None = None) -> str | None:
+        """The tool whose output a call of `name` that names no `source` reads: among the
+        tools that produced data (`latest`: tool -> rank of its latest output, later higher),
+        the one with the latest output in the first of `groups` (default `input_groups`)
+        that has any, else the latest of all; None before any output."""
+        for group in self.input_groups(name, task_tools) if groups is None else groups:
+            found = [d for d in group if d in latest]
+            if found:
+                return max(found, key=latest.__getitem__)
+        return max(latest, key=latest.__getitem__) if latest else None
+
+    def dependency_order(self, tools: Iterable[str],
+                         task_tools: Iterable[str] | None = None) -> tuple[str, ...]:
+        """A stable topological order of `tools`: each after what it depends on among them
+        (its dependencies in a task of `task_tools`, by default `tools` themselves), else in
+        the given order; where nothing is ready (a cycle) the first left goes next."""
+        pending = list(dict.fromkeys(tools))
+        context = tuple(pending) if task_tools is None else tuple(task_tools)
+        deps = {t: set(self.dependencies(t, context)) & set(pending) for t in pending}
+        ordered: list[str] = []
+        while pending:
+            ready = next((t for t in pending if deps[t] <= set(ordered)), pending[0])
+            ordered.append(ready)
+            pending.remove(ready)
+        return tuple(ordered)
 
     def closure(self, names: Sequence[str]) -> tuple[str, ...]:
         """`names` plus all their prerequisites, transitively, prerequisites first."""

@@ -186,7 +186,6 @@ class Simulator:
         self.history: list[CallResult] = []
         self._states: dict[str, _ToolState] = {}
         self._data: dict[str, _Data] = {}
-        self._latest_data: _Data | None = None
         self._latest_by_tool: dict[str, _Data] = {}
         self._deps: dict[str, tuple[str, ...]] = {}
         # Realistic profile: a stand-in's results count for the step it stands in for.
@@ -356,7 +355,7 @@ class Simulator:
                 known = ", ".join(self._data) or "none yet"
                 return (f"source {arguments['source']!r} was not produced (available: {known})",
                         None, ())
-        elif spec.role is not Role.SOURCE and "source" in spec.parameters.get("properties", {}):
+        elif spec.reads_input:
             consumed = self._default_input(spec.name)
         fmt = arguments.get("format")
         if fmt is not None:
@@ -367,13 +366,11 @@ class Simulator:
         return None, consumed, tuple(deviations)
 
     def _default_input(self, tool: str) -> _Data | None:
-        """The latest output of a data dependency, else of a prerequisite
-        (`ToolRegistry.input_groups`), else the latest output of any tool."""
-        for group in self.registry.input_groups(tool, self.task_tools):
-            found = [self._latest_by_tool[d] for d in group if d in self._latest_by_tool]
-            if found:
-                return max(found, key=lambda d: d.order)
-        return self._latest_data
+        """The latest output of a data dependency, else of a prerequisite, else the latest
+        output of any tool (`ToolRegistry.default_source`)."""
+        latest = {t: d.order for t, d in self._latest_by_tool.items()}
+        producer = self.registry.default_source(tool, self.task_tools, latest)
+        return None if producer is None else self._latest_by_tool[producer]
 
     def _advance(self, spec: ToolSpec, u: float, code: str | None) -> float:
         if code == "TIMEOUT":
@@ -408,7 +405,6 @@ class Simulator:
         data = _Data(output["ref"], spec.name, output["format"], output["records"], len(self._data))
         self._data[data.ref] = data
         self._latest_by_tool[spec.name] = data
-        self._latest_data = data
         return CallResult(
             tool=spec.name, arguments=arguments, call_index=n, ok=True, output=output,
             error_code=None, message="ok", latency_s=latency, clock_s=self.clock_s,
@@ -419,12 +415,8 @@ class Simulator:
         self, spec: ToolSpec, arguments: dict[str, Any], n: int, rng: DrawStream,
         consumed: _Data | None,
     ) -> dict[str, Any]:
-        if spec.output_format is None:
-            fmt = consumed.format if consumed is not None else self.data_format
-        elif spec.output_format.startswith("param:"):
-            fmt = arguments[spec.output_format.removeprefix("param:")]
-        else:
-            fmt = spec.output_format
+        fmt = spec.produced_format(
+            arguments, consumed.format if consumed is not None else self.data_format)
         upstream = consumed.records if consumed is not None else rng.randint(40, 5000)
         records = _records_after(spec.operation, upstream, rng)
         output: dict[str, Any] = {

@@ -128,21 +128,14 @@ def _optional_kept(rng: DrawStream, difficulty: str, n_optional: int) -> int:
 
 # --- tools -----------------------------------------------------------------------------------
 def order_by_dependencies(tools: Sequence[str], registry: ToolRegistry) -> tuple[str, ...]:
-    """A stable topological order: each tool after its dependencies within `tools`, otherwise
-    the given order kept."""
+    """The registry's stable topological order (each tool after its dependencies within
+    `tools`, otherwise the given order kept); a cycle is an error here."""
     task = tuple(tools)
-    placed: list[str] = []
-    remaining = list(task)
-    while remaining:
-        for tool in remaining:
-            deps = [d for d in registry.dependencies(tool, task) if d in task]
-            if all(d in placed for d in deps):
-                placed.append(tool)
-                remaining.remove(tool)
-                break
-        else:
-            raise ValueError(f"dependency cycle among {remaining}")
-    ordered = tuple(placed)
+    ordered = registry.dependency_order(task)
+    cyclic = [t for i, t in enumerate(ordered)
+              if set(registry.dependencies(t, task)) & set(ordered[i + 1:])]
+    if cyclic:
+        raise ValueError(f"dependency cycle among {cyclic}")
     # Dependencies are level-based, so the order cannot change them; recheck to be sure.
     if any(registry.dependencies(t, ordered) != registry.dependencies(t, task) for t in task):
         raise AssertionError("dependencies changed with the order")
@@ -234,29 +227,17 @@ def _bind_closure(
     inputs: dict[str, Any] = {"format": data_format}
     consumed: dict[str, str] = {}
     produced: dict[str, str] = {}
+    latest: dict[str, int] = {}  # tool -> rank of its output (the closure runs each once)
     for tool in closure:
         spec = registry[tool]
-        takes_source = "source" in spec.parameters.get("properties", {})
-        fmt = data_format
-        if spec.role is not Role.SOURCE and takes_source:
-            if produced:
-                fmt = produced[list(produced)[-1]]
-            for group in registry.input_groups(tool, required):
-                deps = [d for d in group if d in produced]
-                if deps:  # `produced` keeps production order: the latest dependency wins
-                    fmt = produced[max(deps, key=list(produced).index)]
-                    break
+        producer = registry.default_source(tool, required, latest) if spec.reads_input else None
+        fmt = data_format if producer is None else produced[producer]
         consumed[tool] = fmt
         for param in spec.required_parameters:
             if param != "format" and param not in inputs:
                 inputs[param] = _bind(param, rng, ctx, fmt)
-        if spec.output_format is None:
-            out = fmt
-        elif spec.output_format.startswith("param:"):
-            out = inputs[spec.output_format.removeprefix("param:")]
-        else:
-            out = spec.output_format
-        produced[tool] = out
+        produced[tool] = spec.produced_format(inputs, fmt)
+        latest[tool] = len(latest)
     return inputs, consumed, produced
 
 

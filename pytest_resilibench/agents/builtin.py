@@ -358,20 +358,12 @@ def _derived_plan(text: str, registry: ToolRegistry) -> tuple[_Step, ...]:
 
 @_memo
 def _dependency_order(tools: tuple[str, ...], registry: ToolRegistry) -> tuple[str, ...]:
-    """A stable topological order: each tool after what it depends on among `tools`, else in
-    the given order. Role dependencies are taken among the task's own steps, not the
-    prerequisites a step pulls in (as the simulator does), so that a monitor run for a
-    router's sake does not have to precede the processors."""
-    pending = list(dict.fromkeys(tools))
-    pulled_in = {p for t in pending for p in registry[t].prerequisites}
-    core = tuple(t for t in pending if t not in pulled_in)
-    deps = {t: set(registry.dependencies(t, core)) & set(pending) for t in pending}
-    ordered: list[str] = []
-    while pending:
-        ready = next((t for t in pending if deps[t] <= set(ordered)), pending[0])
-        ordered.append(ready)
-        pending.remove(ready)
-    return tuple(ordered)
+    """The registry's dependency order, with role dependencies taken among the task's own
+    steps, not the prerequisites a step pulls in (as the simulator does), so that a monitor
+    run for a router's sake does not have to precede the processors."""
+    pulled_in = {p for t in tools for p in registry[t].prerequisites}
+    return registry.dependency_order(tools, tuple(t for t in dict.fromkeys(tools)
+                                                  if t not in pulled_in))
 
 
 # --- running a plan ---------------------------------------------------------------------------
@@ -461,13 +453,18 @@ def _consumed_format(
     spec: ToolSpec, inputs: Mapping[str, Any], view: _View, plan_tools: Sequence[str],
     registry: ToolRegistry,
 ) -> str:
-    """The format of the output the tool will read by default: the latest output of a tool
-    it depends on, else the latest output, else the task's input data."""
+    """The format of the output the tool will read by default (`ToolRegistry.default_source`
+    over the outputs seen), else the task's input data's. The agents still weigh every
+    dependency alike, data and prerequisites (the rule before issue 13's `input_groups`):
+    passing `groups` keeps their episodes as they were; dropping it is a behaviour change."""
     outputs = [o for o in view.successes if o.output.get("format")]
-    deps = set(registry.dependencies(spec.name, tuple(plan_tools)))
-    upstream = [o for o in outputs if o.tool in deps] or outputs
-    if upstream and spec.role is not Role.SOURCE:
-        return str(upstream[-1].output["format"])
+    # An output of no named tool ("") is nobody's dependency but may be the latest of all.
+    latest = {o.tool or "": i for i, o in enumerate(outputs)}
+    plan = tuple(plan_tools)
+    producer = registry.default_source(spec.name, plan, latest,
+                                       groups=(registry.dependencies(spec.name, plan),))
+    if producer is not None and spec.role is not Role.SOURCE:
+        return str(outputs[latest[producer]].output["format"])
     return str(inputs.get("format", "json"))
 
 
