@@ -12,7 +12,7 @@ from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NotRequired, TypedDict, cast
 
 import numpy as np
 from tabulate import tabulate
@@ -47,14 +47,109 @@ __all__ = [
 ]
 
 SUMMARY_SCHEMA = "resilibench.summary/1"
-# Two runs' episodes pair on these (plus the model when both runs ran the same models).
-OUTCOMES = SCORED
+OUTCOMES = SCORED  # the outcomes a rate counts (names.SCORED)
 _WEIGHTS = {"full": 1.0, "partial": 0.5, "failed": 0.0}
 _BASE_VARIANTS = ("baseline", "cot", "optimal")
 # Severity on a numeric axis for the robustness slope; the optimal plan is "no flaw" (0).
 _SEVERITY_LEVEL = {"none": 0, **{s: i + 1 for i, s in enumerate(SEVERITIES)}}
 
 Episode = Mapping[str, Any]
+
+
+class Rates(TypedDict):
+    """A group's outcome counts and rates (`_rates`); errors are never in a denominator."""
+
+    n: int
+    errors: int
+    full: int
+    partial: int
+    failed: int
+    full_rate: float | None
+    full_ci: list[float]
+    partial_rate: float | None
+    failed_rate: float | None
+    score: float | None
+    turns: float | None
+    tool_calls: float | None
+    coverage: float | None
+    order_adherence: float | None
+    recovery_rate: float | None
+    tokens: float | None
+
+
+class Row(Rates, total=False):
+    """A summary table's row: the group's fields (those its table groups by), then its rates."""
+
+    model: str
+    variant: str
+    task_type: str
+    difficulty: str
+    flaw: str
+    severity: str
+    event: str
+    calls: int
+    recovered_share: float | None
+
+
+class Drop(TypedDict):
+    """Optimal minus flawed full-success rate over paired units (`_paired_drop`), in pp."""
+
+    pairs: int
+    optimal_rate: float | None
+    flawed_rate: float | None
+    drop_pp: float | None
+    ci_pp: list[float | None]
+    p_value: float | None
+    method: str
+    bootstrap_ci_pp: list[float | None] | None
+    mde_paired_pp: float | None
+    mde_unpaired_pp: float | None
+
+
+class Drops(TypedDict):
+    by_model: list[dict[str, Any]]  # {"model", **Drop}
+    by_flaw: list[dict[str, Any]]  # {"model", "flaw", **Drop}
+
+
+class Counts(TypedDict):
+    episodes: int
+    scored: int
+    errors: int
+    models: list[str]
+    variants: list[str]
+    outcomes: dict[str, int]
+
+
+class Surfaces(TypedDict):
+    base_success: list[dict[str, Any]]
+    severity: list[dict[str, Any]]
+
+
+class Summary(TypedDict):
+    """What `summary` returns and the report stores under "summary" (schema
+    `resilibench.summary/1`); analysis, report_html, gate and cli read it."""
+
+    schema: str
+    confidence: float
+    counts: Counts
+    errors_by_model: dict[str, int]
+    infra_causes: list[dict[str, Any]]
+    usage: list[dict[str, Any]]
+    by_model_variant: list[Row]
+    variant_averages: list[dict[str, Any]]
+    by_task_type: list[Row]
+    by_difficulty: list[Row]
+    by_type_difficulty: list[Row]
+    by_flaw: list[Row]
+    drops: Drops
+    identical_variants: list[dict[str, Any]]
+    pass_k: list[dict[str, Any]]
+    surfaces: Surfaces
+    # The realistic fault profile's sections (absent for paper episodes), and what the
+    # session adds: its providers' counts (real models only).
+    faults: NotRequired[list[str]]
+    by_event: NotRequired[list[Row]]
+    providers: NotRequired[dict[str, dict[str, Any]]]
 
 
 def variant_order(label: str) -> tuple[int, str]:
@@ -96,22 +191,25 @@ def _tokens(ep: Episode) -> float:
     return float(tokens or 0)
 
 
-def _rates(episodes: Sequence[Episode], confidence: float) -> dict[str, Any]:
+def _rates(episodes: Sequence[Episode], confidence: float) -> Rates:
     """Outcome counts and rates of a group, errors apart (never in a denominator)."""
     scored = [ep for ep in episodes if _is_scored(ep)]
     n = len(scored)
-    counts: dict[str, int] = {o: sum(1 for ep in scored if ep["outcome"] == o) for o in OUTCOMES}
-    full = stats.rate(counts["full"], n, confidence=confidence)
+    full_n, partial_n, failed_n = (sum(1 for ep in scored if ep["outcome"] == o)
+                                   for o in OUTCOMES)
+    full = stats.rate(full_n, n, confidence=confidence)
     met = sum(int(ep.get("errors_met") or 0) for ep in scored)
     recovered = sum(int(ep.get("errors_recovered") or 0) for ep in scored)
     return {
         "n": n,
         "errors": len(episodes) - n,
-        **counts,
+        "full": full_n,
+        "partial": partial_n,
+        "failed": failed_n,
         "full_rate": full.value,
         "full_ci": list(full.ci),
-        "partial_rate": counts["partial"] / n if n else None,
-        "failed_rate": counts["failed"] / n if n else None,
+        "partial_rate": partial_n / n if n else None,
+        "failed_rate": failed_n / n if n else None,
         "score": _mean(_WEIGHTS[ep["outcome"]] for ep in scored),
         "turns": _mean(ep.get("turns") or 0 for ep in scored),
         "tool_calls": _mean(ep.get("tool_calls") or 0 for ep in scored),
@@ -139,7 +237,7 @@ def _pp_pair(ci: tuple[float, float] | None) -> list[float | None] | None:
 
 def _paired_drop(
     optimal: Sequence[Episode], flawed: Sequence[Episode], *, confidence: float, seed: int
-) -> dict[str, Any] | None:
+) -> Drop | None:
     """Optimal minus flawed full-success rate over the units that ran both (errors out).
     One flawed episode per unit: exact McNemar. Several (all flaws, or all severities, of a
     unit): each unit counts once, with its mean flawed success (sign test)."""
@@ -206,7 +304,7 @@ def _surface(
                 by_x[x].append(ep)
         if len(by_x) < 2:
             continue
-        points = []
+        points: list[dict[str, Any]] = []
         for x in sorted(by_x):
             r = _rates(by_x[x], confidence)
             if r["n"]:
@@ -244,15 +342,16 @@ def _pass_k(episodes: Sequence[Episode]) -> list[dict[str, Any]]:
 
 def summary(
     episodes: Iterable[Episode], *, confidence: float = 0.95, seed: int = 0
-) -> dict[str, Any]:
+) -> Summary:
     """Everything the reports print, as JSON-able builtins (rates are fractions, drops pp)."""
     eps = [ep for ep in episodes if isinstance(ep, Mapping)]
     models = sorted({str(ep.get("model")) for ep in eps})
 
     def rows(*fields: str, subset: Sequence[Episode] = eps,
-             order: Callable[[tuple[Any, ...]], Any] = repr) -> list[dict[str, Any]]:
+             order: Callable[[tuple[Any, ...]], Any] = repr) -> list[Row]:
         groups = _group(subset, *fields)
-        return [{**dict(zip(fields, key, strict=True)), **_rates(groups[key], confidence)}
+        return [cast(Row, {**dict(zip(fields, key, strict=True)),
+                           **_rates(groups[key], confidence)})
                 for key in sorted(groups, key=order)]
 
     by_mv = rows("model", "variant", order=lambda k: (str(k[0]), variant_order(str(k[1]))))
@@ -279,18 +378,19 @@ def summary(
     variants.sort(key=variant_order)
     averages = []
     for variant in variants:
-        cells = [r for r in by_mv if r["variant"] == variant and r["full_rate"] is not None]
+        rated = [(r["model"], r["full_rate"]) for r in by_mv if r["variant"] == variant]
+        cells = [(model, rate) for model, rate in rated if rate is not None]
         if cells:
-            top = max(cells, key=lambda r: r["full_rate"])
+            best_model, best_rate = max(cells, key=lambda cell: cell[1])
             averages.append({"variant": variant, "models": len(cells),
-                             "mean_full_rate": _mean(r["full_rate"] for r in cells),
-                             "best_model": top["model"], "best_full_rate": top["full_rate"]})
+                             "mean_full_rate": _mean(rate for _, rate in cells),
+                             "best_model": best_model, "best_full_rate": best_rate})
 
     errors: dict[str, int] = defaultdict(int)
     for ep in eps:
         if not _is_scored(ep):
             errors[str(ep.get("model"))] += 1
-    return {
+    result: Summary = {
         "schema": SUMMARY_SCHEMA,
         "confidence": confidence,
         "counts": {"episodes": len(eps), "scored": sum(1 for ep in eps if _is_scored(ep)),
@@ -321,8 +421,11 @@ def summary(
                 "severity", _severity_x, confidence)
             if len({ep.get("severity") for ep in flawed}) > 1 else [],
         },
-        **_fault_sections(eps, confidence),
     }
+    sections = _fault_sections(eps, confidence)
+    if sections:
+        result["faults"], result["by_event"] = sections["faults"], sections["by_event"]
+    return result
 
 
 def _identical_variants(eps: Sequence[Episode]) -> list[dict[str, Any]]:
@@ -382,7 +485,12 @@ def _infra_causes(eps: Sequence[Episode]) -> list[dict[str, Any]]:
 _EVENT_ORDER = ("outage", "auth_expired", "rate_limited", "silent", "tainted", "none")
 
 
-def _fault_sections(eps: Sequence[Episode], confidence: float) -> dict[str, Any]:
+class FaultSections(TypedDict, total=False):
+    faults: list[str]
+    by_event: list[Row]
+
+
+def _fault_sections(eps: Sequence[Episode], confidence: float) -> FaultSections:
     """The realistic fault profile's part of the summary (docs/FAULTS.md): the profile, and
     per model and event kind the episodes that met it, their rates and how often the agent
     recovered (a call carrying the event later followed by a clean success of its step).
@@ -400,12 +508,12 @@ def _fault_sections(eps: Sequence[Episode], confidence: float) -> dict[str, Any]
             if kind in events:
                 calls[key][0] += int(events[kind].get("met", 0))
                 calls[key][1] += int(events[kind].get("recovered", 0))
-    rows = []
+    rows: list[Row] = []
     for model, kind in sorted(groups, key=lambda k: (k[0], _rank(k[1], _EVENT_ORDER))):
         met, recovered = calls[(model, kind)]
-        rows.append({"model": model, "event": kind, "calls": met,
-                     "recovered_share": recovered / met if met else None,
-                     **_rates(groups[(model, kind)], confidence)})
+        rows.append(cast(Row, {"model": model, "event": kind, "calls": met,
+                               "recovered_share": recovered / met if met else None,
+                               **_rates(groups[(model, kind)], confidence)}))
     return {"faults": sorted({str(ep["faults"]) for ep in realistic}), "by_event": rows}
 
 

@@ -18,13 +18,16 @@ import os
 import shutil
 from collections.abc import Generator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from pytest_resilibench.options import RunConfig, add_options, benchmark_requested, read_config
 
-SESSION_KEY = pytest.StashKey["Any"]()
+if TYPE_CHECKING:  # the session module loads only when a run asks for the benchmark
+    from pytest_resilibench.session import ResiliSession
+
+SESSION_KEY: pytest.StashKey[ResiliSession] = pytest.StashKey()
 _CONFIGURED = pytest.StashKey[bool]()  # this plugin's pytest_configure has run
 _ASKED = pytest.StashKey[bool]()  # a suite folder asked for the benchmark (`ask_for_benchmark`)
 

@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pytest_resilibench.agents.base import AnyAgent
 from pytest_resilibench.cases import Case, build_cases
@@ -22,6 +22,9 @@ from pytest_resilibench.record import EpisodeRecord
 from pytest_resilibench.registry import ToolRegistry, default_registry
 from pytest_resilibench.runner import EpisodeRunner
 from pytest_resilibench.store import EpisodeStore
+
+if TYPE_CHECKING:
+    from pytest_resilibench.analysis import Summary
 
 __all__ = ["ResiliSession"]
 
@@ -39,7 +42,7 @@ class ResiliSession:
         self.received_by_worker: Counter[str] = Counter()
         self.lost: list[str] = []
         self.gate_results: list[Any] = []  # gate.GateResult
-        self.summary: dict[str, Any] | None = None
+        self.summary: Summary | None = None
         self.attached = 0  # episodes this process put on its reports
         self.baseline: list[dict[str, Any]] | None = None  # its episodes, read at start-up
         self.sequential: Any = None  # sequential.SequentialGate, with --resili-gate=sequential
