@@ -324,19 +324,12 @@ def serve_stdio(server: Server[Any]) -> None:
 
 def serve_http(server: Server[Any], *, port: int = 0) -> None:
     """Streamable HTTP on 127.0.0.1 (`/mcp`), in the foreground; port 0 picks a free one."""
-    import socket
+    from pytest_resilibench.loopback import LOOPBACK, loopback_socket, serve
 
-    import uvicorn
-
-    from pytest_resilibench.live.server import LOOPBACK
-
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind((LOOPBACK, port))
+    sock = loopback_socket(port)
     print(f"resilibench MCP server on http://{LOOPBACK}:{sock.getsockname()[1]}/mcp",
           file=sys.stderr, flush=True)
-    app = server.streamable_http_app(host=LOOPBACK)
-    uvicorn.Server(uvicorn.Config(app, log_level="warning")).run(sockets=[sock])
+    serve(server.streamable_http_app(host=LOOPBACK), sock)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -30,23 +30,21 @@ import logging
 import math
 import socket
 import struct
-import threading
 from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
-from starlette.types import Receive, Scope, Send
 
 from pytest_resilibench import rng
 from pytest_resilibench import testserver_rules as rules
 from pytest_resilibench.agents.base import Agent, ModelReply, ModelRequest
 from pytest_resilibench.agents.profiles import family_of
+from pytest_resilibench.loopback import LoopbackServer, TruncatedResponse
 from pytest_resilibench.names import REPEAT_HEADER, TASK_HEADER
 
 __all__ = [
@@ -173,19 +171,6 @@ def _error(status: int, message: str, kind: str, *, code: str | None = None,
     return JSONResponse(body, status_code=status, headers=dict(headers or {}))
 
 
-class _TruncatedResponse(Response):
-    """Promises the whole body in Content-Length, sends half, then stops: uvicorn closes the
-    connection, and the client sees a body cut short."""
-
-    def __init__(self, body: bytes) -> None:
-        super().__init__(body, media_type="application/json")
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        await send({"type": "http.response.start", "status": 200, "headers": self.raw_headers})
-        await send({"type": "http.response.body", "body": self.body[: len(self.body) // 2],
-                    "more_body": True})
-
-
 class OpenAITestServer:
     """A loopback OpenAI-compatible server in a background thread.
 
@@ -228,15 +213,16 @@ class OpenAITestServer:
             self._catch_all = policies
         self._resolve = resolve_model or _builtin_policy
         self._attempts: Counter[str] = Counter()
-        # proto IPPROTO_TCP, not 0: asyncio only sets TCP_NODELAY on accepted sockets of an
-        # explicit TCP protocol, and without it Nagle + delayed ACK add 40 ms to each reply.
-        self._socket = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-        self._socket.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self._socket.bind((host, port))
-        self._socket.listen(2048)  # early connections wait in the backlog until start()
-        self.port: int = self._socket.getsockname()[1]
-        self._server: uvicorn.Server | None = None
-        self._thread: threading.Thread | None = None
+        app = Starlette(routes=[
+            Route("/v1/chat/completions", self._chat_completions, methods=["POST"]),
+            Route("/v1/responses", self._responses, methods=["POST"]),
+            Route("/v1/models", self._models, methods=["GET"]),
+        ])
+        # Bound now (early connections wait in the backlog until start()), served by start().
+        self._http = LoopbackServer(
+            app, port=port, host=host, name="resilibench-testserver", log_level="critical",
+            access_log=False, lifespan="off", http="h11", loop="asyncio", log_config=None)
+        self.port: int = self._http.port
 
     @property
     def base_url(self) -> str:
@@ -245,39 +231,12 @@ class OpenAITestServer:
     # --- lifecycle -------------------------------------------------------------------------
 
     def start(self, *, timeout_s: float = 10.0) -> OpenAITestServer:
-        if self._thread is not None:
-            return self
-        app = Starlette(routes=[
-            Route("/v1/chat/completions", self._chat_completions, methods=["POST"]),
-            Route("/v1/responses", self._responses, methods=["POST"]),
-            Route("/v1/models", self._models, methods=["GET"]),
-        ])
-        config = uvicorn.Config(app, log_level="critical", access_log=False, lifespan="off",
-                                http="h11", loop="asyncio", timeout_graceful_shutdown=1,
-                                log_config=None)
-        self._server = uvicorn.Server(config)
-        self._thread = threading.Thread(target=self._server.run,
-                                        kwargs={"sockets": [self._socket]},
-                                        name=f"resilibench-testserver-{self.port}", daemon=True)
-        self._thread.start()
-        deadline = threading.Event()
-        for _ in range(int(timeout_s / 0.01)):
-            if self._server.started or not self._thread.is_alive():
-                break
-            deadline.wait(0.01)
-        if not self._server.started:
-            self.stop()
-            raise RuntimeError(f"test server on {self.base_url} did not start")
+        if not self._http.running:
+            self._http.start(timeout_s=timeout_s)
         return self
 
     def stop(self) -> None:
-        if self._server is not None:
-            self._server.should_exit = True
-        if self._thread is not None:
-            self._thread.join(timeout=10)
-        self._thread = None
-        self._server = None
-        self._socket.close()
+        self._http.stop()
 
     def __enter__(self) -> OpenAITestServer:
         return self.start()
@@ -289,8 +248,7 @@ class OpenAITestServer:
         """Serve until interrupted (the CLI)."""
         self.start()
         try:
-            while self._thread is not None and self._thread.is_alive():
-                self._thread.join(timeout=0.5)
+            self._http.wait()
         finally:
             self.stop()
 
@@ -462,7 +420,7 @@ class OpenAITestServer:
             return JSONResponse({"id": payload["id"], "object": payload["object"]})
         if fault == "truncated":
             self.stats.faults[fault] += 1
-            return _TruncatedResponse(_canonical(payload))
+            return TruncatedResponse(_canonical(payload), media_type="application/json")
         self.stats.replies += 1
         return Response(_canonical(payload), media_type="application/json")
 
@@ -501,7 +459,7 @@ class OpenAITestServer:
         """Abort this request's TCP connection with an RST. ASGI has no verb for it, so find the
         connection among uvicorn's; without it the fault degrades to a 500."""
         client = request.client
-        state = getattr(self._server, "server_state", None)
+        state = getattr(self._http.uvicorn_server, "server_state", None)
         for connection in list(getattr(state, "connections", ())):
             transport = getattr(connection, "transport", None)
             if client is None or transport is None:

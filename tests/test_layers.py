@@ -48,6 +48,7 @@ LAYERS = {
     "pytest_resilibench.environment": "runtime",
     "pytest_resilibench.episode": "runtime",
     "pytest_resilibench.loop_episode": "runtime",
+    "pytest_resilibench.loopback": "servers",
     "pytest_resilibench.testserver": "servers",
     "pytest_resilibench.testserver_rules": "servers",
     "pytest_resilibench.mcp_server": "servers",

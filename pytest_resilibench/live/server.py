@@ -18,9 +18,6 @@ import itertools
 import json
 import logging
 import math
-import socket
-import threading
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from statistics import NormalDist
@@ -30,7 +27,6 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
-from starlette.types import ASGIApp, Receive, Scope, Send
 
 from pytest_resilibench.live.registry import live_registry
 from pytest_resilibench.live.services import (
@@ -39,6 +35,13 @@ from pytest_resilibench.live.services import (
     Misbehaviour,
     ServiceSpec,
     service,
+)
+from pytest_resilibench.loopback import (
+    LOOPBACK,
+    LoopbackServer,
+    TruncatedResponse,
+    loopback_socket,
+    serve,
 )
 from pytest_resilibench.rng import DrawStream
 
@@ -54,7 +57,6 @@ __all__ = [
     "start_live_server",
 ]
 
-LOOPBACK = "127.0.0.1"
 REQUEST_KEY_HEADER = "X-Resili-Request"
 DEFAULT_HANG_S = 3.0
 _NORMAL = NormalDist()
@@ -108,17 +110,6 @@ def _query_arguments(spec: ServiceSpec, request: Request) -> dict[str, Any]:
     return out
 
 
-class _TruncatedResponse(Response):
-    """200 whose body stops halfway through its declared Content-Length; the server then
-    closes the connection, so the client reads an incomplete body."""
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        await send({"type": "http.response.start", "status": self.status_code,
-                    "headers": self.raw_headers})
-        await send({"type": "http.response.body", "body": self.body[: len(self.body) // 2],
-                    "more_body": True})
-
-
 class _Service:
     """The endpoint of one service."""
 
@@ -167,7 +158,7 @@ class _Service:
             return Response(body, media_type="application/json")
         payload = spec.respond(arguments, draws)
         if fault == "truncated":
-            return _TruncatedResponse(json.dumps(payload), media_type="application/json")
+            return TruncatedResponse(json.dumps(payload), media_type="application/json")
         return JSONResponse(payload)
 
 
@@ -199,60 +190,14 @@ class _QuietIncomplete(logging.Filter):
 _QUIET = _QuietIncomplete()
 
 
-class LoopbackServer:
-    """An ASGI app served by uvicorn on 127.0.0.1 in a background thread.
-
-    The socket is bound here, before uvicorn starts, so port 0 gives a free port that is
-    known at once, and nothing but the loopback interface ever listens."""
-
-    def __init__(self, app: ASGIApp, *, port: int = 0, log_level: str = "warning") -> None:
-        import uvicorn
-
-        self._socket = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        self._socket.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self._socket.bind((LOOPBACK, port))
-        self.host, self.port = self._socket.getsockname()[:2]
-        logging.getLogger("uvicorn.error").addFilter(_QUIET)
-        config = uvicorn.Config(app, log_level=log_level, lifespan="auto",
-                                timeout_graceful_shutdown=1)
-        self._server = uvicorn.Server(config)
-        self._thread: threading.Thread | None = None
-
-    @property
-    def url(self) -> str:
-        return f"http://{self.host}:{self.port}"
-
-    def start(self, *, timeout_s: float = 10.0) -> None:
-        self._thread = threading.Thread(
-            target=lambda: asyncio.run(self._server.serve(sockets=[self._socket])),
-            name=f"loopback-server-{self.port}", daemon=True)
-        self._thread.start()
-        deadline = time.monotonic() + timeout_s
-        while not self._server.started:
-            if not self._thread.is_alive() or time.monotonic() > deadline:
-                raise RuntimeError(f"server on {self.url} did not start")
-            time.sleep(0.01)
-
-    def stop(self) -> None:
-        self._server.should_exit = True
-        if self._thread is not None:
-            self._thread.join(timeout=10)
-        self._socket.close()
-
-    def __enter__(self) -> LoopbackServer:
-        self.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
-
 class LiveServer(LoopbackServer):
     """The live services on loopback; `base_urls` maps each service to its URL."""
 
     def __init__(self, *, seed: int = 0, port: int = 0, hang_s: float = DEFAULT_HANG_S,
                  log_level: str = "warning") -> None:
-        super().__init__(build_app(seed=seed, hang_s=hang_s), port=port, log_level=log_level)
+        logging.getLogger("uvicorn.error").addFilter(_QUIET)
+        super().__init__(build_app(seed=seed, hang_s=hang_s), port=port, name="live-services",
+                         log_level=log_level, lifespan="auto")
         self.seed = seed
 
     @property
@@ -287,15 +232,9 @@ def serve_live(*, seed: int = 0, port: int = 8765, hang_s: float = DEFAULT_HANG_
     """Serve in the foreground until interrupted (`resilibench serve-live`)."""
     import sys
 
-    import uvicorn
-
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind((LOOPBACK, port))
+    sock = loopback_socket(port)
     bound = sock.getsockname()[1]
     logging.getLogger("uvicorn.error").addFilter(_QUIET)
     print(f"resilibench live services on http://{LOOPBACK}:{bound} (seed {seed}); "
           f"{len(SERVICES)} services under /<name>, index at /", file=sys.stderr, flush=True)
-    server = uvicorn.Server(uvicorn.Config(build_app(seed=seed, hang_s=hang_s),
-                                           log_level="warning", timeout_graceful_shutdown=1))
-    server.run(sockets=[sock])
+    serve(build_app(seed=seed, hang_s=hang_s), sock, timeout_graceful_shutdown=1)

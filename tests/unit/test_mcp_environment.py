@@ -5,8 +5,6 @@ many concurrent episodes through one server, each equal to its in-process twin."
 from __future__ import annotations
 
 import asyncio
-import gzip
-import json
 import sys
 import threading
 from pathlib import Path
@@ -22,7 +20,6 @@ from mcp.server.lowlevel import Server
 from pytest_resilibench.agents import make_agent
 from pytest_resilibench.environment import Environment, SimulatedEnvironment
 from pytest_resilibench.episode import run_episode
-from pytest_resilibench.fixture_files import write_fixture_file
 from pytest_resilibench.live.server import LOOPBACK, LoopbackServer
 from pytest_resilibench.mcp_environment import McpEnvironment, SharedMcpServer, parse_error_text
 from pytest_resilibench.mcp_server import EpisodeTable, build_server, task_simulator
@@ -41,13 +38,6 @@ CALLS: list[tuple[str, Any]] = [
     ("no_such_tool", {}),
     *[("file_operations_writer", {"destination": "/data/out.csv", "format": "csv"})] * 4,
 ]
-
-
-@pytest.fixture
-def fixtures_dir(tmp_path: Path) -> Path:
-    line = json.dumps(TASK.to_json()).encode() + b"\n"
-    write_fixture_file(tmp_path, "tasks.jsonl.gz", gzip.compress(line))
-    return tmp_path
 
 
 def _key(r: Any) -> tuple[Any, ...]:
