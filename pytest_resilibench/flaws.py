@@ -331,12 +331,36 @@ def _tool_misuse(plan: _Plan, count: int) -> list[Change]:
 
 
 def _semantic_drift(plan: _Plan, count: int) -> list[Change]:
-    """Keep a prefix; from then on each tool is a neighbour of the one before (compounding)."""
+    """Keep a prefix; from then on each tool is a neighbour of the one before (compounding).
+    Where the neighbours run out before the plan's end, a later start is tried, and where no
+    start up to the end drifts at all, an earlier one drifts `count` steps; each try draws
+    from the flaw's stream afresh, so it depends on its start alone and a severity never
+    drifts fewer steps than a lighter one."""
+    n = len(plan.steps)
+    first = max(n - count, min(1, n - 1))
+    best: tuple[list[PlanStep], list[Change]] = (plan.steps, [])
+    for start in range(first, n):
+        trial = replace(plan, steps=list(plan.steps), stream=plan.stream.restarted())
+        changes = _drift_from(trial, start, n)
+        if len(changes) > len(best[1]):
+            best = (trial.steps, changes)
+        if start + len(changes) == n:  # drifted to the end: no later start drifts more
+            break
+    for start in range(first - 1, min(1, n - 1) - 1, -1):
+        if best[1]:
+            break
+        trial = replace(plan, steps=list(plan.steps), stream=plan.stream.restarted())
+        best = (trial.steps, _drift_from(trial, start, start + count))
+    plan.steps[:] = best[0]
+    return best[1]
+
+
+def _drift_from(plan: _Plan, start: int, stop: int) -> list[Change]:
+    """Drift steps start..stop-1, each a neighbour of the one before; stops where none fits."""
     steps, changes = plan.steps, list[Change]()
-    start = max(len(steps) - count, min(1, len(steps) - 1))
     used = set(plan.parent_tools)
     previous = steps[start - 1].tool if start > 0 else steps[0].tool
-    for i in range(start, len(steps)):
+    for i in range(start, stop):
         candidates = [t for t in similar_tools(plan.registry, previous, exclude=used)
                       [:SIMILAR_WINDOW] if plan.fits(t)]
         if not candidates:

@@ -50,6 +50,13 @@ class DrawStream:
         self._counter = 0
         self._buffer: list[int] = []
 
+    def restarted(self) -> DrawStream:
+        """The same stream from its first draw (a retry that must not depend on the tries
+        before it)."""
+        stream = DrawStream.__new__(DrawStream)
+        stream._key, stream._counter, stream._buffer = self._key, 0, []
+        return stream
+
     def bits64(self) -> int:
         if not self._buffer:
             self._buffer = _block(self._key, self._counter)

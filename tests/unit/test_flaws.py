@@ -382,3 +382,24 @@ def test_on_generated_tasks_bad_values_and_broken_data_flow_are_refused() -> Non
                                                        for c in record["changes"])):
                     unrefused.append((task.id, flaw, severity))
     assert unrefused == []
+
+
+@pytest.mark.parametrize("middle", [("integration_queue",), ("file_operations_compressor",)])
+def test_semantic_drift_finds_another_start_where_the_neighbours_run_out(
+        middle: tuple[str, ...]) -> None:
+    """Two plans hypothesis found: the neighbours of the computation_simulator step run out
+    one step into a severe drift (it drifted fewer steps than medium), and the last step has
+    no neighbour the task's values fit (light drifted nothing)."""
+    tools = ("network_fetcher", "computation_simulator", "data_processing_parser", *middle,
+             "network_poster")
+    inputs = {"format": "csv", "url": VALUES["url"], "target_url": VALUES["target_url"],
+              "queue_name": VALUES["queue_name"]}
+    step_arguments = {tool: {p: inputs[p] for p in REGISTRY[tool].required_parameters}
+                      for tool in tools}
+    task = Task(id="h00000", type="data_pipeline", difficulty="easy",
+                description="Process the data and deliver the result.", inputs=inputs,
+                expected_outputs={"result": "delivered"}, required_tools=tools,
+                constraints=("at most 10 turns",), step_arguments=step_arguments)
+    counts = [len(inject("semantic_drift", severity, task)[1]["changes"])
+              for severity in SEVERITIES]
+    assert counts == sorted(counts) and counts[0] >= 1, counts
