@@ -336,21 +336,23 @@ def _semantic_drift(plan: _Plan, count: int) -> list[Change]:
     start up to the end drifts at all, an earlier one drifts `count` steps; each try draws
     from the flaw's stream afresh, so it depends on its start alone and a severity never
     drifts fewer steps than a lighter one."""
+    def drift(start: int, stop: int) -> tuple[list[PlanStep], list[Change]]:
+        trial = replace(plan, steps=list(plan.steps), stream=plan.stream.restarted())
+        return trial.steps, _drift_from(trial, start, stop)
+
     n = len(plan.steps)
     first = max(n - count, min(1, n - 1))
     best: tuple[list[PlanStep], list[Change]] = (plan.steps, [])
     for start in range(first, n):
-        trial = replace(plan, steps=list(plan.steps), stream=plan.stream.restarted())
-        changes = _drift_from(trial, start, n)
-        if len(changes) > len(best[1]):
-            best = (trial.steps, changes)
-        if start + len(changes) == n:  # drifted to the end: no later start drifts more
+        tried = drift(start, n)
+        if len(tried[1]) > len(best[1]):
+            best = tried
+        if start + len(tried[1]) == n:  # drifted to the end: no later start drifts more
             break
-    for start in range(first - 1, min(1, n - 1) - 1, -1):
+    for start in range(first - 1, min(1, n - 1) - 1, -1) if not best[1] else ():
+        best = drift(start, start + count)
         if best[1]:
             break
-        trial = replace(plan, steps=list(plan.steps), stream=plan.stream.restarted())
-        best = (trial.steps, _drift_from(trial, start, start + count))
     plan.steps[:] = best[0]
     return best[1]
 
