@@ -21,13 +21,16 @@ __all__ = ["MASK", "redact", "register_secret", "register_secrets_in"]
 MASK = "***"
 _MIN_SECRET = 6  # shorter "secrets" (a placeholder such as "none") would mask ordinary words
 _SECRETS: set[str] = set()
-_SECRET_NAME = re.compile(r"(?i)key|token|secret|password|passwd|pwd|auth|credential|signature")
+# What names a secret: in a URL's query (`?api-key=`, where `sig` counts too) and in a JSON
+# option's field names.
+_SECRET_WORDS = "key|token|secret|password|passwd|pwd|auth|signature|credential"
+_SECRET_NAME = re.compile(f"(?i){_SECRET_WORDS}")
 # (substrings one of which every match contains: most texts skip the regex, pattern, what
 # replaces a match)
 _PATTERNS = (
     (("@",), re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^\s/?#@\"']*@"), rf"\1{MASK}@"),
-    (("=",), re.compile(r"(?i)([?&;](?:[a-z0-9_-]*(?:key|token|secret|password|passwd|pwd|auth|sig|"
-                r"signature|credential)[a-z0-9_-]*)=)[^&#\s\"'<>]*"), rf"\1{MASK}"),
+    (("=",), re.compile(rf"(?i)([?&;](?:[a-z0-9_-]*(?:sig|{_SECRET_WORDS})[a-z0-9_-]*)=)"
+                        r"[^&#\s\"'<>]*"), rf"\1{MASK}"),
     (("earer", "EARER"), re.compile(r"(?i)\b(bearer\s+)[a-z0-9._~+/=-]{8,}"), rf"\1{MASK}"),
     (("sk-",), re.compile(r"\bsk-[A-Za-z0-9_-]{12,}"), f"sk-{MASK}"),
 )
