@@ -23,11 +23,11 @@ from dataclasses import replace
 
 from pytest_resilibench.solver.dp import solve_task
 
-from pytest_resilibench.agents import make_agent
-from pytest_resilibench.episode import EpisodeSpec, run_episodes
-from pytest_resilibench.names import FLAWS, TOOL_MODES
-from pytest_resilibench.prompts import Variant
-from pytest_resilibench.tasks import Task, load_tasks
+from pytest_resilibench.base.names import FLAWS, TOOL_MODES
+from pytest_resilibench.core.prompts import Variant
+from pytest_resilibench.core.tasks import Task, load_tasks
+from pytest_resilibench.runtime.agents import make_agent
+from pytest_resilibench.runtime.episode import EpisodeSpec, run_episodes
 
 Z99 = 2.5758
 

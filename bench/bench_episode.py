@@ -19,11 +19,11 @@ import argparse
 import asyncio
 import time
 
-from pytest_resilibench.agents import make_agent
-from pytest_resilibench.episode import run_episode
-from pytest_resilibench.names import FLAWS, TOOL_MODES
-from pytest_resilibench.prompts import Variant
-from pytest_resilibench.tasks import Task, load_tasks
+from pytest_resilibench.base.names import FLAWS, TOOL_MODES
+from pytest_resilibench.core.prompts import Variant
+from pytest_resilibench.core.tasks import Task, load_tasks
+from pytest_resilibench.runtime.agents import make_agent
+from pytest_resilibench.runtime.episode import run_episode
 
 AGENTS = ("follower", "adaptive", "random", "oracle")
 

@@ -12,7 +12,7 @@ import time
 
 from pytest_resilibench.solver.generate import GeneratorConfig, generate_tasks, tasks_bytes
 
-from pytest_resilibench.registry import ToolRegistry, default_registry
+from pytest_resilibench.core.registry import ToolRegistry, default_registry
 
 
 def main() -> None:

@@ -19,11 +19,11 @@ from typing import Any
 
 from tabulate import tabulate
 
-from pytest_resilibench.live.environment import LiveEnvironment
-from pytest_resilibench.live.server import live_services
-from pytest_resilibench.live.services import SERVICES
-from pytest_resilibench.live.tasks import live_tasks
-from pytest_resilibench.simulator import CallResult, EpisodeKey
+from pytest_resilibench.core.simulator import CallResult, EpisodeKey
+from pytest_resilibench.servers.live.environment import LiveEnvironment
+from pytest_resilibench.servers.live.server import live_services
+from pytest_resilibench.servers.live.services import SERVICES
+from pytest_resilibench.servers.live.tasks import live_tasks
 
 _SHORT = {"OPERATION_FAILED": "5xx", "RATE_LIMITED": "429", "TIMEOUT": "timeout",
           "INVALID_RESPONSE": "bad body", "NETWORK_ERROR": "network", "INVALID_INPUT": "400"}

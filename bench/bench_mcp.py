@@ -36,13 +36,13 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from pytest_resilibench.agents import make_agent
-from pytest_resilibench.episode import run_episode
-from pytest_resilibench.flaws import FLAWS
-from pytest_resilibench.mcp_environment import McpEnvironment, SharedMcpServer
-from pytest_resilibench.mcp_server import server_command
-from pytest_resilibench.prompts import Variant
-from pytest_resilibench.tasks import Task, load_tasks
+from pytest_resilibench.core.flaws import FLAWS
+from pytest_resilibench.core.prompts import Variant
+from pytest_resilibench.core.tasks import Task, load_tasks
+from pytest_resilibench.runtime.agents import make_agent
+from pytest_resilibench.runtime.episode import run_episode
+from pytest_resilibench.servers.mcp_environment import McpEnvironment, SharedMcpServer
+from pytest_resilibench.servers.mcp_server import server_command
 
 ROOT = Path(__file__).resolve().parents[1]
 SEED = 0

@@ -21,11 +21,22 @@ import statistics
 import time
 from collections import Counter
 
-from pytest_resilibench.flaws import FLAWS, SEVERITIES
-from pytest_resilibench.plan_audit import plan_block_only, replay, spoiling_edits, surface_problems
-from pytest_resilibench.prompts import Variant, all_variants, plan_for, render_plan, render_prompt
-from pytest_resilibench.registry import default_registry
-from pytest_resilibench.tasks import load_tasks
+from pytest_resilibench.core.flaws import FLAWS, SEVERITIES
+from pytest_resilibench.core.plan_audit import (
+    plan_block_only,
+    replay,
+    spoiling_edits,
+    surface_problems,
+)
+from pytest_resilibench.core.prompts import (
+    Variant,
+    all_variants,
+    plan_for,
+    render_plan,
+    render_prompt,
+)
+from pytest_resilibench.core.registry import default_registry
+from pytest_resilibench.core.tasks import load_tasks
 
 
 def main() -> None:

@@ -17,7 +17,7 @@ import threading
 import time
 from pathlib import Path
 
-from pytest_resilibench.testserver import OpenAITestServer
+from pytest_resilibench.servers.testserver import OpenAITestServer
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -19,9 +19,9 @@ import statistics
 import time
 from typing import Any
 
-from pytest_resilibench.agents.base import ModelReply, ModelRequest, ToolCall
-from pytest_resilibench.agents.openai_provider import OpenAIAgent
-from pytest_resilibench.testserver import FaultConfig, OpenAITestServer
+from pytest_resilibench.runtime.agents.openai_provider import OpenAIAgent
+from pytest_resilibench.runtime.protocol import ModelReply, ModelRequest, ToolCall
+from pytest_resilibench.servers.testserver import FaultConfig, OpenAITestServer
 
 
 def echo_policy(request: ModelRequest) -> ModelReply:

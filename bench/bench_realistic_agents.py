@@ -17,10 +17,10 @@ from collections import defaultdict
 
 from pytest_resilibench.solver.realistic import realistic_solution
 
-from pytest_resilibench.agents import make_agent
-from pytest_resilibench.episode import run_episode
-from pytest_resilibench.prompts import Variant
-from pytest_resilibench.tasks import DIFFICULTIES, load_tasks
+from pytest_resilibench.core.prompts import Variant
+from pytest_resilibench.core.tasks import DIFFICULTIES, load_tasks
+from pytest_resilibench.runtime.agents import make_agent
+from pytest_resilibench.runtime.episode import run_episode
 
 AGENTS = ("oracle", "follower", "adaptive")
 

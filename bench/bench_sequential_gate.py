@@ -24,8 +24,8 @@ from tabulate import tabulate
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from pytest_resilibench.sequential import SequentialTest
-from pytest_resilibench.stats import paired_verdict
+from pytest_resilibench.reporting.sequential import SequentialTest
+from pytest_resilibench.reporting.stats import paired_verdict
 
 P_OLD = 0.6
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 import argparse
 import time
 
-from pytest_resilibench.registry import default_registry
-from pytest_resilibench.simulator import EpisodeKey, Simulator
+from pytest_resilibench.core.registry import default_registry
+from pytest_resilibench.core.simulator import EpisodeKey, Simulator
 
 PIPELINE = ("file_operations_reader", "data_processing_parser", "data_processing_aggregator",
             "file_operations_writer")

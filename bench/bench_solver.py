@@ -18,8 +18,8 @@ from pytest_resilibench.solver import dp
 from pytest_resilibench.solver.clairvoyant import clairvoyant
 from pytest_resilibench.solver.mdp import TaskMDP
 
-from pytest_resilibench.simulator import EpisodeKey
-from pytest_resilibench.tasks import load_tasks
+from pytest_resilibench.core.simulator import EpisodeKey
+from pytest_resilibench.core.tasks import load_tasks
 
 
 def main() -> None:

@@ -11,8 +11,8 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from pytest_resilibench.registry import Role, ToolRegistry, ToolSpec, default_registry
-    from pytest_resilibench.simulator import (
+    from pytest_resilibench.core.registry import Role, ToolRegistry, ToolSpec, default_registry
+    from pytest_resilibench.core.simulator import (
         DEFAULT_BASE_SUCCESS,
         CallResult,
         EpisodeKey,
@@ -36,7 +36,7 @@ def __getattr__(name: str) -> Any:
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'pytest_resilibench' has no attribute {name!r}")
-    return getattr(importlib.import_module(f"pytest_resilibench.{module}"), name)
+    return getattr(importlib.import_module(f"pytest_resilibench.core.{module}"), name)
 
 __all__ = [
     "DEFAULT_BASE_SUCCESS",

@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TypeAlias, cast
 
-from pytest_resilibench.names import FAULT_PROFILES, SEVERITIES, TOOL_MODES, VARIANT_KINDS
+from pytest_resilibench.base.names import FAULT_PROFILES, SEVERITIES, TOOL_MODES, VARIANT_KINDS
 
 __all__ = ["main"]
 
@@ -64,7 +64,7 @@ _SECONDS = _float_in(0.0)
 
 
 def _cmd_tools(args: argparse.Namespace) -> int:
-    from pytest_resilibench.registry import default_registry
+    from pytest_resilibench.core.registry import default_registry
 
     registry = default_registry()
     exports = {"openai": registry.to_openai, "mcp": registry.to_mcp, "json": registry.to_json}
@@ -83,8 +83,8 @@ def _add_tools(sub: _Subparsers) -> None:
 def _cmd_solve(args: argparse.Namespace) -> int:
     from pathlib import Path
 
+    from pytest_resilibench.core.tasks import FIXTURES_DIR, load_tasks
     from pytest_resilibench.solver.solve import solve_all
-    from pytest_resilibench.tasks import FIXTURES_DIR, load_tasks
 
     if args.updates < 1 or not 0.0 < args.base_success <= 1.0 or args.max_turns < 1:
         raise ValueError("need --updates >= 1, 0 < --base-success <= 1, --max-turns >= 1")
@@ -93,7 +93,7 @@ def _cmd_solve(args: argparse.Namespace) -> int:
     tasks = list(load_tasks(fixtures, require_workflows=False))
     config = None
     if not args.exact:
-        from pytest_resilibench.extras import require
+        from pytest_resilibench.base.extras import require
 
         require("solver", "torch", "PPO training (`resilibench solve` without --exact)")
         from pytest_resilibench.solver.ppo import PpoConfig
@@ -132,10 +132,10 @@ def _add_solve(sub: _Subparsers) -> None:
 
 
 def _cmd_serve_mcp(args: argparse.Namespace) -> int:
-    from pytest_resilibench.extras import require
+    from pytest_resilibench.base.extras import require
 
     require("mcp", "mcp", "`resilibench serve-mcp`")
-    from pytest_resilibench import mcp_server
+    from pytest_resilibench.servers import mcp_server
 
     default = None
     if args.task is not None:
@@ -151,12 +151,12 @@ def _cmd_serve_mcp(args: argparse.Namespace) -> int:
 
 
 def _add_serve_mcp(sub: _Subparsers) -> None:
-    from pytest_resilibench.tasks import FIXTURES_DIR
+    from pytest_resilibench.core.tasks import FIXTURES_DIR
 
     p = sub.add_parser("serve-mcp", help="serve the simulated tools as an MCP server")
     p.add_argument("--task", help="task id, e.g. t0421: the episode of calls that name none "
                                   "(without it every call names its episode in _meta, "
-                                  "see pytest_resilibench/mcp_server.py)")
+                                  "see pytest_resilibench/servers/mcp_server.py)")
     p.add_argument("--seed", type=_SEED, default=0,
                    help="run seed of the --task episode (default 0)")
     p.add_argument("--repeat", type=_int_in(0), default=0,
@@ -173,7 +173,7 @@ def _add_serve_mcp(sub: _Subparsers) -> None:
 
 
 def _cmd_serve_live(args: argparse.Namespace) -> int:
-    from pytest_resilibench.live.server import serve_live
+    from pytest_resilibench.servers.live.server import serve_live
 
     serve_live(seed=args.seed, port=args.port, hang_s=args.hang_s)
     return 0
@@ -189,7 +189,7 @@ def _add_serve_live(sub: _Subparsers) -> None:
 
 
 def _cmd_match(args: argparse.Namespace) -> int:
-    from pytest_resilibench.solver.matcher import ToolMatcher
+    from pytest_resilibench.core.matcher import ToolMatcher
 
     ranked = ToolMatcher.default().rank(args.phrase, top=args.top)
     json.dump([{"tool": tool, "score": score} for tool, score in ranked], sys.stdout, indent=2)
@@ -227,7 +227,7 @@ def _add_generate(sub: _Subparsers) -> None:
 def _cmd_tasks(args: argparse.Namespace) -> int:
     from tabulate import tabulate
 
-    from pytest_resilibench.tasks import DIFFICULTIES, TASK_TYPES, load_tasks
+    from pytest_resilibench.core.tasks import DIFFICULTIES, TASK_TYPES, load_tasks
 
     tasks = load_tasks(args.dir).select(
         types=[args.type] if args.type else None,
@@ -251,7 +251,7 @@ def _cmd_tasks(args: argparse.Namespace) -> int:
 
 
 def _add_tasks(sub: _Subparsers) -> None:
-    from pytest_resilibench.tasks import DIFFICULTIES, FIXTURES_DIR, TASK_TYPES
+    from pytest_resilibench.core.tasks import DIFFICULTIES, FIXTURES_DIR, TASK_TYPES
 
     p = sub.add_parser("tasks", help="list the tasks, or count them with --stats")
     p.add_argument("--stats", action="store_true", help="counts per type x difficulty")
@@ -262,8 +262,8 @@ def _add_tasks(sub: _Subparsers) -> None:
 
 
 def _cmd_prompt(args: argparse.Namespace) -> int:
-    from pytest_resilibench.prompts import Variant, render_prompt
-    from pytest_resilibench.tasks import load_tasks
+    from pytest_resilibench.core.prompts import Variant, render_prompt
+    from pytest_resilibench.core.tasks import load_tasks
 
     severity = args.severity if args.variant == "flawed" else None
     variant = Variant(args.variant, args.flaw, severity)
@@ -285,14 +285,14 @@ def _cmd_prompt(args: argparse.Namespace) -> int:
 
 
 def _add_prompt(sub: _Subparsers) -> None:
-    from pytest_resilibench.tasks import FIXTURES_DIR
+    from pytest_resilibench.core.tasks import FIXTURES_DIR
 
     p = sub.add_parser("prompt", help="print the messages a model sees for a task and variant")
     p.add_argument("task_id", metavar="TASK_ID", help="task id, e.g. t0421")
     p.add_argument("--variant", choices=VARIANT_KINDS,
                    default="optimal", help="prompt variant (default optimal)")
     p.add_argument("--flaw", help="flaw injected into a flawed variant's plan, e.g. "
-                   "missing_step (see `pytest_resilibench.flaws.FLAWS`)")
+                   "missing_step (see `pytest_resilibench.core.flaws.FLAWS`)")
     p.add_argument("--severity", choices=SEVERITIES, default="medium",
                    help="flaw severity (default medium)")
     p.add_argument("--tool-mode", choices=TOOL_MODES, default="text",
@@ -304,13 +304,13 @@ def _add_prompt(sub: _Subparsers) -> None:
 
 
 def _cmd_serve_openai(args: argparse.Namespace) -> int:
-    from pytest_resilibench.testserver import FAULT_KINDS, FaultConfig, OpenAITestServer
+    from pytest_resilibench.servers.testserver import FAULT_KINDS, FaultConfig, OpenAITestServer
 
     kinds = tuple(k.strip() for k in args.faults.split(",") if k.strip())
     kinds = FAULT_KINDS if kinds == ("all",) else kinds
     faults = FaultConfig(rate=args.fault_rate, kinds=kinds, retry_after_s=args.retry_after_s,
                          hold_s=args.hold_s)
-    from pytest_resilibench.agents import Agent, agent_shape, make_agent
+    from pytest_resilibench.runtime.agents import Agent, agent_shape, make_agent
 
     served: dict[str, Agent] = {}
     for item in args.model:  # NAME=builtin:AGENT: a real model's name played by a built-in
@@ -361,8 +361,8 @@ def _add_serve_openai(sub: _Subparsers) -> None:
 
 
 def _cmd_report(args: argparse.Namespace) -> int:
-    from pytest_resilibench import analysis
-    from pytest_resilibench.outputs import default_path, prepare
+    from pytest_resilibench.base.outputs import default_path, prepare
+    from pytest_resilibench.reporting import analysis
 
     run = analysis.load_report(args.run)
     summary = analysis.summary(run["episodes"])
@@ -384,7 +384,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
         print(f"markdown report: {md}")
     if args.html is not None:
         try:
-            from pytest_resilibench.report_html import write_html
+            from pytest_resilibench.reporting.report_html import write_html
             out = write_html(args.html or default_path(f"{stem}.html"), run, summary=summary,
                              comparison=comparison)
         except ImportError as exc:
@@ -419,7 +419,7 @@ def _add_report(sub: _Subparsers) -> None:
 
 # Each entry adds one subcommand's parser (with `handler` set) to the subparsers.
 def _cmd_schema(args: argparse.Namespace) -> int:
-    from pytest_resilibench.schemas import SCHEMAS
+    from pytest_resilibench.reporting.schemas import SCHEMAS
 
     json.dump(SCHEMAS[args.what](), sys.stdout, indent=2)
     sys.stdout.write("\n")
@@ -469,7 +469,7 @@ def _local_fixtures(shipped: Path) -> Path:
 def _writable_fixtures(directory: Path, *, force: bool) -> Path:
     """A directory `generate`/`solve` may write: never the installed package's fixtures
     (every run's prompts come from them) unless `--force` says so."""
-    from pytest_resilibench.tasks import FIXTURES_DIR
+    from pytest_resilibench.core.tasks import FIXTURES_DIR
 
     if directory.resolve() == FIXTURES_DIR.resolve() and not force:
         raise ValueError(f"{directory} holds the package's own fixtures, which every run "

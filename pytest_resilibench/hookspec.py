@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 if TYPE_CHECKING:
-    from pytest_resilibench.agents.base import AnyAgent
+    from pytest_resilibench.runtime.protocol import AnyAgent
 
 
 @pytest.hookspec(firstresult=True)

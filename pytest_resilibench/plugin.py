@@ -22,10 +22,15 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from pytest_resilibench.options import RunConfig, add_options, benchmark_requested, read_config
+from pytest_resilibench.integration.options import (
+    RunConfig,
+    add_options,
+    benchmark_requested,
+    read_config,
+)
 
 if TYPE_CHECKING:  # the session module loads only when a run asks for the benchmark
-    from pytest_resilibench.session import ResiliSession
+    from pytest_resilibench.integration.session import ResiliSession
 
 SESSION_KEY: pytest.StashKey[ResiliSession] = pytest.StashKey()
 _CONFIGURED = pytest.StashKey[bool]()  # this plugin's pytest_configure has run
@@ -90,8 +95,8 @@ def _activate(config: pytest.Config) -> Any:
     existing = config.stash.get(SESSION_KEY, None)
     if existing is not None:
         return existing
-    from pytest_resilibench.extras import check_run as check_extras
-    from pytest_resilibench.session import ResiliSession
+    from pytest_resilibench.base.extras import check_run as check_extras
+    from pytest_resilibench.integration.session import ResiliSession
 
     def agent_hook(spec: str) -> object:  # conftests may build agents (hookspec.py)
         return config.hook.pytest_resilibench_make_agent(config=config, spec=spec)
@@ -108,7 +113,7 @@ def _activate(config: pytest.Config) -> Any:
             if running:
                 session.prepare_resume()
         except ValueError as exc:
-            from pytest_resilibench.redact import redact
+            from pytest_resilibench.base.redact import redact
 
             raise pytest.UsageError(redact(str(exc))) from None
     else:
@@ -159,7 +164,7 @@ class _Benchmark:
             # Asked for, but no test takes a case: the package's own suite module.
             items.extend(session.genitems(_BuiltinSuite.from_parent(
                 session, path=Path(_suite_module().__file__ or ""), nodeid="resilibench")))
-        from pytest_resilibench.cases import keywords
+        from pytest_resilibench.integration.cases import keywords
 
         marker = pytest.mark.resilibench
         for item in items:
@@ -169,7 +174,7 @@ class _Benchmark:
         if self.session.config.gate == "sequential":
             # Episodes in a seeded random order, so that any prefix is a random sample of the
             # selection; the user's own tests keep their place in front.
-            from pytest_resilibench.rng import key_int
+            from pytest_resilibench.base.rng import key_int
 
             seed = self.session.config.seed
             ours = [item for item in items if _case_of(item) is not None]
@@ -179,7 +184,7 @@ class _Benchmark:
     @pytest.hookimpl(wrapper=True)
     def pytest_runtestloop(self, session: pytest.Session) -> Generator[None, object, object]:
         if not session.config.option.collectonly and session.items:
-            from pytest_resilibench.scheduling import worker_share
+            from pytest_resilibench.integration.scheduling import worker_share
 
             workerinput = getattr(session.config, "workerinput", None)
             ours = [item for item in session.items if _case_of(item) is not None]
@@ -216,11 +221,11 @@ class _Benchmark:
 def _suite_module() -> Any:
     import importlib
 
-    return importlib.import_module("pytest_resilibench.suite")
+    return importlib.import_module("pytest_resilibench.integration.suite")
 
 
 class _BuiltinSuite(pytest.Module):
-    """`pytest_resilibench/suite.py` as a collected module, imported by its package name
+    """`pytest_resilibench/integration/suite.py` as a collected module, imported by its package name
     (the file lies in site-packages: no `sys.path` insertion, no rootdir-relative node id)."""
 
     def _getobj(self) -> Any:
@@ -236,7 +241,7 @@ def _record_of(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
     one its failure carries when the fixture raised (None outside an active benchmark)."""
     if SESSION_KEY not in item.config.stash:
         return None
-    from pytest_resilibench.record import EpisodeRecord
+    from pytest_resilibench.core.record import EpisodeRecord
 
     if call.when == "call":
         record = (getattr(item, "funcargs", None) or {}).get("resili_episode")
@@ -274,13 +279,13 @@ def pytest_report_teststatus(
     outcome = getattr(report, "resili_outcome", None)
     if outcome is None:  # not a benchmark item
         return None
-    from pytest_resilibench.vocabulary import STATUSES
+    from pytest_resilibench.reporting.vocabulary import STATUSES
 
     if outcome == "infra_error":
         reason = getattr(report, "resili_reason", None)
         if reason and config.get_verbosity() > 0:
             category, letter, (word, markup) = STATUSES[outcome]
-            from pytest_resilibench.agents.base import error_cause
+            from pytest_resilibench.runtime.protocol import error_cause
 
             return category, letter, (f"{word} ({_short(error_cause(reason))})", markup)
         return STATUSES[outcome]
@@ -334,8 +339,8 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
     state = config.stash.get(SESSION_KEY, None)
     if state is None or state.summary is None:
         return
-    from pytest_resilibench.analysis import render_terminal
-    from pytest_resilibench.vocabulary import LEGEND, order_stats
+    from pytest_resilibench.reporting.analysis import render_terminal
+    from pytest_resilibench.reporting.vocabulary import LEGEND, order_stats
 
     tr = terminalreporter
     tr.section("ResiliBench results")
@@ -500,7 +505,7 @@ class _XdistController:
     def pytest_configure_node(self, node: Any) -> None:
         """Tell each worker whether it gets its items round-robin (`scheduling.py`) and where a
         sequential gate's stop signal will appear."""
-        from pytest_resilibench.scheduling import ROUND_ROBIN_FLAG
+        from pytest_resilibench.integration.scheduling import ROUND_ROBIN_FLAG
 
         node.workerinput[ROUND_ROBIN_FLAG] = node.config.getoption("dist") == "load"
         node.workerinput["resili_resume"] = self.session.resume_sources
@@ -513,7 +518,7 @@ class _XdistController:
     def pytest_xdist_make_scheduler(self, config: pytest.Config, log: Any) -> Any:
         if config.getoption("dist") != "load":
             return None  # the user chose a scheduler: keep it (episodes then run on demand)
-        from pytest_resilibench.scheduling import make_round_robin_scheduling
+        from pytest_resilibench.integration.scheduling import make_round_robin_scheduling
 
         cases = self.session.cases_by_id
         return make_round_robin_scheduling(

@@ -22,8 +22,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from pytest_resilibench.registry import ToolRegistry
-from pytest_resilibench.simulator import DEFAULT_BASE_SUCCESS, EpisodeKey, outcome_draw
+from pytest_resilibench.core.registry import ToolRegistry
+from pytest_resilibench.core.simulator import DEFAULT_BASE_SUCCESS, EpisodeKey, outcome_draw
 
 from .mdp import DEFAULT_MAX_TURNS, OUTSIDE, MdpState, TaskMDP
 

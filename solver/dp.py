@@ -26,11 +26,11 @@ from functools import cached_property
 
 import numpy as np
 
-from pytest_resilibench.plan_text import Contingency, shown_plan
-from pytest_resilibench.registry import ToolRegistry, default_registry
-from pytest_resilibench.simulator import DEFAULT_BASE_SUCCESS, RECENT_WINDOW
-from pytest_resilibench.tasks import Task
-from pytest_resilibench.workflow import PlanStep, Workflow
+from pytest_resilibench.core.plan_text import Contingency, shown_plan
+from pytest_resilibench.core.registry import ToolRegistry, default_registry
+from pytest_resilibench.core.simulator import DEFAULT_BASE_SUCCESS, RECENT_WINDOW
+from pytest_resilibench.core.tasks import Task
+from pytest_resilibench.core.workflow import PlanStep, Workflow
 
 from .mdp import DEFAULT_MAX_TURNS, MdpState, TaskMDP
 

@@ -22,19 +22,19 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-from pytest_resilibench.fixture_files import write_fixture_file
-from pytest_resilibench.registry import (
+from pytest_resilibench.base.rng import DrawStream
+from pytest_resilibench.core.fixture_files import write_fixture_file
+from pytest_resilibench.core.matcher import ToolMatcher
+from pytest_resilibench.core.registry import (
     DATA_FORMATS,
     FILE_EXTENSIONS,
     Role,
     ToolRegistry,
     default_registry,
 )
-from pytest_resilibench.rng import DrawStream
-from pytest_resilibench.tasks import DIFFICULTIES, FIXTURES_DIR, TASK_TYPES, Task
+from pytest_resilibench.core.tasks import DIFFICULTIES, FIXTURES_DIR, TASK_TYPES, Task
 
 from . import templates
-from .matcher import ToolMatcher
 
 __all__ = [
     "MANIFEST_SCHEMA",

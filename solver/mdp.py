@@ -34,8 +34,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from pytest_resilibench.registry import ToolRegistry, default_registry
-from pytest_resilibench.simulator import (
+from pytest_resilibench.core.registry import ToolRegistry, default_registry
+from pytest_resilibench.core.simulator import (
     DEFAULT_BASE_SUCCESS,
     RECENT_WINDOW,
     success_probability,

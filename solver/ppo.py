@@ -29,7 +29,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from pytest_resilibench.rng import key_int
+from pytest_resilibench.base.rng import key_int
 
 from .dp import FINISH, Policy, evaluate
 from .mdp import TaskMDP

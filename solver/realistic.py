@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import NamedTuple
 
-from pytest_resilibench.faults import (
+from pytest_resilibench.core.faults import (
     ALT_FACTOR,
     AUTH_EXPIRY_RATE,
     AUTHENTICATOR,
@@ -48,10 +48,14 @@ from pytest_resilibench.faults import (
     TaskFaults,
     task_faults,
 )
-from pytest_resilibench.registry import ToolRegistry, default_registry
-from pytest_resilibench.simulator import DEFAULT_BASE_SUCCESS, RECENT_WINDOW, success_probability
-from pytest_resilibench.tasks import Task
-from pytest_resilibench.workflow import PlanStep, Workflow
+from pytest_resilibench.core.registry import ToolRegistry, default_registry
+from pytest_resilibench.core.simulator import (
+    DEFAULT_BASE_SUCCESS,
+    RECENT_WINDOW,
+    success_probability,
+)
+from pytest_resilibench.core.tasks import Task
+from pytest_resilibench.core.workflow import PlanStep, Workflow
 
 __all__ = ["RState", "RealisticMDP", "RealisticSolution", "realistic_solution"]
 
@@ -400,7 +404,7 @@ def _json(value: object) -> str:
 
 def realistic_workflow(mdp: RealisticMDP, task: Task) -> Workflow:
     """The optimal policy's happy path as a plan, each step with its contingencies."""
-    from pytest_resilibench.plan_text import tool_purpose
+    from pytest_resilibench.core.plan_text import tool_purpose
 
     faults = task_faults(task, mdp.registry)  # this task's arguments (the MDP is shared)
     steps = []

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pytest_resilibench.faults import RATE_LIMIT_RATE, SILENT_RATE, episode_faults, event_draws
-from pytest_resilibench.simulator import EpisodeKey, outcome_draw
+from pytest_resilibench.core.faults import RATE_LIMIT_RATE, SILENT_RATE, episode_faults, event_draws
+from pytest_resilibench.core.simulator import EpisodeKey, outcome_draw
 
 from .realistic import DOWN, EXPIRED, UNKNOWN, RealisticMDP, RState
 

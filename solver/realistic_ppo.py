@@ -26,9 +26,9 @@ import numpy as np
 import torch
 from torch import nn
 
-from pytest_resilibench.faults import AUTHENTICATOR
-from pytest_resilibench.rng import uniform
-from pytest_resilibench.tasks import FIXTURES_DIR, load_tasks
+from pytest_resilibench.base.rng import uniform
+from pytest_resilibench.core.faults import AUTHENTICATOR
+from pytest_resilibench.core.tasks import FIXTURES_DIR, load_tasks
 
 from .realistic import DOWN, EXPIRED, GOOD, UP, RealisticMDP, RState, realistic_mdp
 

@@ -22,9 +22,9 @@ from typing import Any
 
 import numpy as np
 
-from pytest_resilibench import faults
-from pytest_resilibench.simulator import DEFAULT_BASE_SUCCESS, EpisodeKey
-from pytest_resilibench.tasks import DIFFICULTIES, FIXTURES_DIR, Task, load_tasks
+from pytest_resilibench.core import faults
+from pytest_resilibench.core.simulator import DEFAULT_BASE_SUCCESS, EpisodeKey
+from pytest_resilibench.core.tasks import DIFFICULTIES, FIXTURES_DIR, Task, load_tasks
 
 from .realistic import realistic_mdp
 from .realistic_clairvoyant import clairvoyant

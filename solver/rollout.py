@@ -2,7 +2,7 @@
 
 A policy here is any callable `(state) -> tool | None` over the MDP's state (None: finish);
 calls use the task's `step_arguments`, so none is refused as INVALID_INPUT. Success is scored
-by `pytest_resilibench.scoring`, the function that scores real episodes.
+by `pytest_resilibench.core.scoring`, the function that scores real episodes.
 """
 
 from __future__ import annotations
@@ -10,15 +10,15 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from pytest_resilibench.registry import ToolRegistry, default_registry
-from pytest_resilibench.scoring import conditions
-from pytest_resilibench.simulator import (
+from pytest_resilibench.core.registry import ToolRegistry, default_registry
+from pytest_resilibench.core.scoring import conditions
+from pytest_resilibench.core.simulator import (
     DEFAULT_BASE_SUCCESS,
     CallResult,
     EpisodeKey,
     Simulator,
 )
-from pytest_resilibench.tasks import Task
+from pytest_resilibench.core.tasks import Task
 
 from .mdp import DEFAULT_MAX_TURNS, MdpState, TaskMDP
 

@@ -25,10 +25,10 @@ from typing import Any
 
 import numpy as np
 
-from pytest_resilibench.fixture_files import write_fixture_file
-from pytest_resilibench.rng import uniform
-from pytest_resilibench.simulator import DEFAULT_BASE_SUCCESS, EpisodeKey
-from pytest_resilibench.tasks import Task
+from pytest_resilibench.base.rng import uniform
+from pytest_resilibench.core.fixture_files import write_fixture_file
+from pytest_resilibench.core.simulator import DEFAULT_BASE_SUCCESS, EpisodeKey
+from pytest_resilibench.core.tasks import Task
 
 from .clairvoyant import clairvoyant
 from .dp import naive_policy, optimal_policy, solve_task, workflow_of

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from pytest_resilibench.simulator import RECENT_WINDOW
+from pytest_resilibench.core.simulator import RECENT_WINDOW
 
 from .mdp import TaskMDP
 

@@ -13,16 +13,16 @@ import importlib
 
 for _name in (
     "anyio", "httpcore", "httpx", "httpcore2", "httpx2", "openai", "uvicorn", "starlette",
-    "pytest_resilibench.agents.builtin",
-    "pytest_resilibench.agents.cache",
-    "pytest_resilibench.agents.openai_provider",
-    "pytest_resilibench.analysis",
-    "pytest_resilibench.episode",
-    "pytest_resilibench.live.environment",
-    "pytest_resilibench.live.server",
-    "pytest_resilibench.prompts",
-    "pytest_resilibench.report",
-    "pytest_resilibench.session",
-    "pytest_resilibench.testserver",
+    "pytest_resilibench.runtime.agents.builtin",
+    "pytest_resilibench.runtime.agents.cache",
+    "pytest_resilibench.runtime.agents.openai_provider",
+    "pytest_resilibench.reporting.analysis",
+    "pytest_resilibench.runtime.episode",
+    "pytest_resilibench.servers.live.environment",
+    "pytest_resilibench.servers.live.server",
+    "pytest_resilibench.core.prompts",
+    "pytest_resilibench.reporting.report",
+    "pytest_resilibench.integration.session",
+    "pytest_resilibench.servers.testserver",
 ):
     importlib.import_module(_name)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from pytest_resilibench.options import _OPTIONS
+from pytest_resilibench.integration.options import _OPTIONS
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -19,78 +19,33 @@ PACKAGE = "pytest_resilibench"
 ORDER = ("base", "core", "runtime", "servers", "reporting", "integration", "app")
 SIDE = {"solver": ("base", "core")}
 
-# --- layers: move_layers.py replaces this block with the folder form ---
+# --- layers ---
 LAYERS = {
     "pytest_resilibench": "app",  # the package's lazy exports and cli.py
-    "pytest_resilibench.names": "base",
-    "pytest_resilibench.rng": "base",
-    "pytest_resilibench.atomic": "base",
-    "pytest_resilibench.jsonfile": "base",
-    "pytest_resilibench.redact": "base",
-    "pytest_resilibench.outputs": "base",
-    "pytest_resilibench.extras": "base",
-    "pytest_resilibench.registry": "core",
-    "pytest_resilibench.catalog": "core",
-    "pytest_resilibench.simulator": "core",
-    "pytest_resilibench.faults": "core",
-    "pytest_resilibench.workflow": "core",
-    "pytest_resilibench.tasks": "core",
-    "pytest_resilibench.fixture_files": "core",
-    "pytest_resilibench.flaws": "core",
-    "pytest_resilibench.plan_text": "core",
-    "pytest_resilibench.plan_audit": "core",
-    "pytest_resilibench.prompts": "core",
-    "pytest_resilibench.scoring": "core",
-    "pytest_resilibench.record": "core",
-    "pytest_resilibench.solver.matcher": "core",
-    "pytest_resilibench.agents": "runtime",
-    "pytest_resilibench.parsing": "runtime",
-    "pytest_resilibench.environment": "runtime",
-    "pytest_resilibench.episode": "runtime",
-    "pytest_resilibench.loop_episode": "runtime",
-    "pytest_resilibench.loopback": "servers",
-    "pytest_resilibench.testserver": "servers",
-    "pytest_resilibench.testserver_rules": "servers",
-    "pytest_resilibench.mcp_server": "servers",
-    "pytest_resilibench.mcp_environment": "servers",
-    "pytest_resilibench.live": "servers",
-    "pytest_resilibench.vocabulary": "reporting",
-    "pytest_resilibench.stats": "reporting",
-    "pytest_resilibench.sequential": "reporting",
-    "pytest_resilibench.analysis": "reporting",
-    "pytest_resilibench.report": "reporting",
-    "pytest_resilibench.schemas": "reporting",
-    "pytest_resilibench.report_data": "reporting",
-    "pytest_resilibench.report_html": "reporting",
-    "pytest_resilibench.plugin": "integration",
+    "pytest_resilibench.base": "base",
+    "pytest_resilibench.core": "core",
+    "pytest_resilibench.runtime": "runtime",
+    "pytest_resilibench.servers": "servers",
+    "pytest_resilibench.reporting": "reporting",
+    "pytest_resilibench.integration": "integration",
+    "pytest_resilibench.plugin": "integration",  # the pytest11 entry point stays at the top
     "pytest_resilibench.hookspec": "integration",
-    "pytest_resilibench.options": "integration",
-    "pytest_resilibench.cases": "integration",
-    "pytest_resilibench.runner": "integration",
-    "pytest_resilibench.ahead": "integration",
-    "pytest_resilibench.scheduling": "integration",
-    "pytest_resilibench.session": "integration",
-    "pytest_resilibench.store": "integration",
-    "pytest_resilibench.gate": "integration",
-    "pytest_resilibench.suite": "integration",
-    "pytest_resilibench.prompt_cache": "integration",
-    "pytest_resilibench.resume": "integration",
     "pytest_resilibench.solver": "solver",
 }
-# Inside runtime, the agents depend on the protocol (agents/base.py) and the episode, never
-# the reverse: no runtime module outside the agents imports an agent but the protocol.
-AGENTS, PROTOCOL = "pytest_resilibench.agents", "pytest_resilibench.agents.base"
+# Inside runtime, the agents depend on the protocol and the episode, never the reverse: no
+# runtime module outside runtime/agents/ imports an agent.
+AGENTS, PROTOCOL = "pytest_resilibench.runtime.agents", "pytest_resilibench.runtime.protocol"
 # --- end of layers ---
 
 # (importer, imported): today's inversions, each with what fixes it.
 KNOWN_INVERSIONS = {
     # the realistic profile's stand-in plans: the prompts should read them from fixtures
-    ("pytest_resilibench.prompts", "pytest_resilibench.solver.realistic"),
+    ("pytest_resilibench.core.prompts", "pytest_resilibench.solver.realistic"),
     # the oracle agent solves on the fly: it should read precomputed policies from fixtures
-    ("pytest_resilibench.agents.builtin", "pytest_resilibench.solver.dp"),
-    ("pytest_resilibench.agents.builtin", "pytest_resilibench.solver.realistic"),
+    ("pytest_resilibench.runtime.agents.builtin", "pytest_resilibench.solver.dp"),
+    ("pytest_resilibench.runtime.agents.builtin", "pytest_resilibench.solver.realistic"),
     # `serve-mcp --task` reuses the CLI's task lookup: it belongs in tasks.py
-    ("pytest_resilibench.mcp_server", "pytest_resilibench.cli"),
+    ("pytest_resilibench.servers.mcp_server", "pytest_resilibench.cli"),
 }
 
 
@@ -168,10 +123,10 @@ def test_no_module_imports_a_layer_above_its_own() -> None:
 def test_the_rule_refuses_what_it_should() -> None:
     """The rule itself: a core module importing the runtime, the runtime importing an agent,
     a base module importing core are refused; the reverse directions are allowed."""
-    refused = [("pytest_resilibench.registry", "pytest_resilibench.episode"),
-               ("pytest_resilibench.episode", "pytest_resilibench.agents.builtin"),
-               ("pytest_resilibench.names", "pytest_resilibench.registry"),
-               ("pytest_resilibench.simulator", "pytest_resilibench.solver.dp")]
+    refused = [("pytest_resilibench.core.registry", "pytest_resilibench.runtime.episode"),
+               ("pytest_resilibench.runtime.episode", "pytest_resilibench.runtime.agents.builtin"),
+               ("pytest_resilibench.base.names", "pytest_resilibench.core.registry"),
+               ("pytest_resilibench.core.simulator", "pytest_resilibench.solver.dp")]
     assert not [edge for edge in refused if _may_import(*edge)]
     assert all(_may_import(high, low) for low, high in refused[:3])
-    assert _may_import("pytest_resilibench.solver.dp", "pytest_resilibench.simulator")
+    assert _may_import("pytest_resilibench.solver.dp", "pytest_resilibench.core.simulator")

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_resilibench.tasks import FIXTURES_DIR
+from pytest_resilibench.core.tasks import FIXTURES_DIR
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -36,7 +36,7 @@ def test_the_wheel_holds_one_package_with_its_fixtures(wheel: Path) -> None:
     for name in manifest["files"]:
         packed = zipfile.ZipFile(wheel).read(f"pytest_resilibench/fixtures/{name}")
         assert packed == (FIXTURES_DIR / name).read_bytes(), name
-    for module in ("solver/dp.py", "solver/ppo.py", "suite.py", "plugin.py"):
+    for module in ("solver/dp.py", "solver/ppo.py", "integration/suite.py", "plugin.py"):
         assert f"pytest_resilibench/{module}" in names
 
 
@@ -47,7 +47,7 @@ def test_the_wheel_runs_the_benchmark_from_an_empty_directory(wheel: Path,
     empty = tmp_path / "empty"
     empty.mkdir()
     env = {**os.environ, "PYTHONPATH": str(site)}
-    where = subprocess.run([sys.executable, "-c", "import pytest_resilibench.tasks as t; "
+    where = subprocess.run([sys.executable, "-c", "import pytest_resilibench.core.tasks as t; "
                             "print(t.__file__); print(t.FIXTURES_DIR)"],
                            cwd=empty, env=env, capture_output=True, text=True, check=True)
     assert all(line.startswith(str(site)) for line in where.stdout.split())

@@ -14,8 +14,8 @@ turn) and hand back the observation; call `episode.finish()` when it says it is 
 
 from __future__ import annotations
 
-from pytest_resilibench.loop_episode import LoopEpisode
-from pytest_resilibench.prompts import parse_plan
+from pytest_resilibench.core.prompts import parse_plan
+from pytest_resilibench.runtime.loop_episode import LoopEpisode
 
 # Tries per step before moving on to the next: a tool that failed this often in a row is
 # unlikely to come back within the turn budget.

@@ -18,9 +18,9 @@ from __future__ import annotations
 
 import json
 
-from pytest_resilibench.agents import ModelReply, ModelRequest, ToolCall
-from pytest_resilibench.episode import read_observation
-from pytest_resilibench.prompts import parse_plan
+from pytest_resilibench.core.prompts import parse_plan
+from pytest_resilibench.runtime.agents import ModelReply, ModelRequest, ToolCall
+from pytest_resilibench.runtime.episode import read_observation
 
 MAX_TRIES = 6
 DONE = ModelReply(content="TASK_COMPLETED")

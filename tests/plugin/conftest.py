@@ -9,10 +9,10 @@ from typing import Any
 import jsonschema
 import pytest
 
-import pytest_resilibench.suite
-from pytest_resilibench.schemas import report_schema
+import pytest_resilibench.integration.suite
+from pytest_resilibench.reporting.schemas import report_schema
 
-SUITE = Path(pytest_resilibench.suite.__file__)
+SUITE = Path(pytest_resilibench.integration.suite.__file__)
 TIMING = ("wall_time_s",)
 
 

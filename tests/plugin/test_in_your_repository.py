@@ -22,8 +22,10 @@ def test_two():
         json.dump(sorted(sys.modules), fh)
 """
 # The hook spec too: a conftest's `pytest_resilibench_make_agent` needs it registered first.
-OURS = {"pytest_resilibench", "pytest_resilibench.plugin", "pytest_resilibench.options",
-        "pytest_resilibench.names", "pytest_resilibench.hookspec"}
+# The two layer packages are docstring-only `__init__`s, imported as the modules' parents.
+OURS = {"pytest_resilibench", "pytest_resilibench.plugin", "pytest_resilibench.hookspec",
+        "pytest_resilibench.base", "pytest_resilibench.base.names",
+        "pytest_resilibench.integration", "pytest_resilibench.integration.options"}
 
 
 def _modules(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, *args: str) -> set[str]:
@@ -108,7 +110,7 @@ def _testcase(path: Path, name: str) -> ET.Element:
 
 def test_a_feature_without_its_extra_names_the_install_command(
         pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
-    import pytest_resilibench.extras as extras
+    import pytest_resilibench.base.extras as extras
 
     monkeypatch.setattr(extras, "find_spec", lambda name: None)  # as if mcp were not installed
     result = pytester.runpytest("--resili-env=mcp", "--resili-sample=1", "-p", "no:cacheprovider")

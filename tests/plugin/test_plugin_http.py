@@ -10,7 +10,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from pytest_resilibench.testserver import FaultConfig, OpenAITestServer
+from pytest_resilibench.servers.testserver import FaultConfig, OpenAITestServer
 from tests.plugin.conftest import load
 
 ARGS = ["--resili-sample=1", "-p", "no:cacheprovider", "--resili-variants=optimal,flawed",

@@ -9,8 +9,8 @@ import pytest
 from markdown_it import MarkdownIt
 from markdown_it.token import Token
 
-from pytest_resilibench import vocabulary
 from pytest_resilibench.cli import main
+from pytest_resilibench.reporting import vocabulary
 from tests.plugin.conftest import load
 
 # Imported here, at collection: pytester drops the modules a test first imports (its sys.modules

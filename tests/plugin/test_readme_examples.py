@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_resilibench.flaws import FLAWS
-from pytest_resilibench.tasks import DIFFICULTIES, TASK_TYPES, load_tasks
+from pytest_resilibench.core.flaws import FLAWS
+from pytest_resilibench.core.tasks import DIFFICULTIES, TASK_TYPES, load_tasks
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]

@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from pytest_resilibench.agents.base import ModelReply, ModelRequest
-from pytest_resilibench.agents.builtin import make_builtin
-from pytest_resilibench.testserver import FaultConfig, OpenAITestServer
+from pytest_resilibench.runtime.agents.builtin import make_builtin
+from pytest_resilibench.runtime.protocol import ModelReply, ModelRequest
+from pytest_resilibench.servers.testserver import FaultConfig, OpenAITestServer
 from tests.plugin.conftest import load
 
 KEY = "sk-test-real-models-0123456789"

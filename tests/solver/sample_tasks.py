@@ -4,7 +4,7 @@ connector, which needs an authenticator)."""
 
 from __future__ import annotations
 
-from pytest_resilibench.tasks import Task
+from pytest_resilibench.core.tasks import Task
 
 POSTING = Task(
     id="t9001", type="simple_task", difficulty="easy", description="fetch, validate, post",

@@ -9,9 +9,9 @@ from pytest_resilibench.solver.dp import naive_policy, solve_task
 from pytest_resilibench.solver.mdp import MdpState, TaskMDP
 from pytest_resilibench.solver.rollout import simulate, simulator_for
 
-from pytest_resilibench.rng import uniform
-from pytest_resilibench.simulator import EpisodeKey, outcome_draw
-from pytest_resilibench.tasks import Task
+from pytest_resilibench.base.rng import uniform
+from pytest_resilibench.core.simulator import EpisodeKey, outcome_draw
+from pytest_resilibench.core.tasks import Task
 from tests.solver.sample_tasks import POSTING, QUEUEING
 
 BASE, TURNS = 0.6, 6

@@ -19,10 +19,10 @@ from pytest_resilibench.solver.dp import (
 from pytest_resilibench.solver.mdp import TaskMDP
 from pytest_resilibench.solver.rollout import simulate
 
-from pytest_resilibench.registry import default_registry
-from pytest_resilibench.scoring import first_success_order
-from pytest_resilibench.simulator import EpisodeKey, success_probability
-from pytest_resilibench.tasks import Task
+from pytest_resilibench.core.registry import default_registry
+from pytest_resilibench.core.scoring import first_success_order
+from pytest_resilibench.core.simulator import EpisodeKey, success_probability
+from pytest_resilibench.core.tasks import Task
 from tests.solver.sample_tasks import POSTING, QUEUEING
 
 REGISTRY = default_registry()
@@ -176,8 +176,8 @@ def test_reference_plans_carry_no_labels_a_flaw_would_betray() -> None:
 
     from pytest_resilibench.solver.dp import solve_task
 
-    from pytest_resilibench.registry import default_registry
-    from pytest_resilibench.tasks import load_tasks
+    from pytest_resilibench.core.registry import default_registry
+    from pytest_resilibench.core.tasks import load_tasks
 
     names = default_registry().names
     for task in list(load_tasks())[::97]:

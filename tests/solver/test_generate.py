@@ -20,13 +20,13 @@ from pytest_resilibench.solver.generate import (
     task_problems,
     tasks_bytes,
 )
-from pytest_resilibench.solver.matcher import ToolMatcher
 
 from pytest_resilibench.cli import main
-from pytest_resilibench.fixture_files import write_fixture_file
-from pytest_resilibench.registry import default_registry
-from pytest_resilibench.simulator import EpisodeKey, Simulator
-from pytest_resilibench.tasks import DIFFICULTIES, FIXTURES_DIR, TASK_TYPES, Task
+from pytest_resilibench.core.fixture_files import write_fixture_file
+from pytest_resilibench.core.matcher import ToolMatcher
+from pytest_resilibench.core.registry import default_registry
+from pytest_resilibench.core.simulator import EpisodeKey, Simulator
+from pytest_resilibench.core.tasks import DIFFICULTIES, FIXTURES_DIR, TASK_TYPES, Task
 
 # Its tests share one expensive fixture: one worker builds it (make test: --dist loadgroup).
 pytestmark = pytest.mark.xdist_group("generate")
@@ -217,7 +217,7 @@ def test_generate_writes_a_local_fixtures_folder_never_the_package_s(
 def test_solve_reads_and_writes_the_local_folder_and_the_result_loads(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
         capsys: pytest.CaptureFixture[str]) -> None:
-    from pytest_resilibench.tasks import FixtureError, load_tasks
+    from pytest_resilibench.core.tasks import FixtureError, load_tasks
 
     monkeypatch.chdir(tmp_path)
     local = tmp_path / "fixtures"

@@ -6,9 +6,9 @@ import json
 from pathlib import Path
 
 import pytest
-from pytest_resilibench.solver.matcher import ToolMatcher, tokenize
 
-from pytest_resilibench.registry import default_registry
+from pytest_resilibench.core.matcher import ToolMatcher, tokenize
+from pytest_resilibench.core.registry import default_registry
 
 PHRASES = json.loads((Path(__file__).parent / "data" / "match_phrases.json").read_text())
 

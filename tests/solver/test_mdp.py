@@ -8,10 +8,10 @@ from hypothesis import strategies as st
 from pytest_resilibench.solver.mdp import OUTSIDE, TaskMDP
 from pytest_resilibench.solver.rollout import simulator_for
 
-from pytest_resilibench.registry import default_registry
-from pytest_resilibench.scoring import conditions, first_success_order
-from pytest_resilibench.simulator import EpisodeKey
-from pytest_resilibench.tasks import Task
+from pytest_resilibench.core.registry import default_registry
+from pytest_resilibench.core.scoring import conditions, first_success_order
+from pytest_resilibench.core.simulator import EpisodeKey
+from pytest_resilibench.core.tasks import Task
 from tests.solver.sample_tasks import POSTING, QUEUEING
 
 REGISTRY = default_registry()

@@ -21,8 +21,8 @@ from pytest_resilibench.solver.ppo import (  # noqa: E402
 )
 from pytest_resilibench.solver.vecenv import StructureTables, VecEnv  # noqa: E402
 
-from pytest_resilibench.registry import default_registry  # noqa: E402
-from pytest_resilibench.simulator import RECENT_WINDOW  # noqa: E402
+from pytest_resilibench.core.registry import default_registry  # noqa: E402
+from pytest_resilibench.core.simulator import RECENT_WINDOW  # noqa: E402
 
 # Its tests share one expensive fixture: one worker builds it (make test: --dist loadgroup).
 pytestmark = pytest.mark.xdist_group("ppo")

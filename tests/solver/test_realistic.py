@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 from pytest_resilibench.solver.realistic import RState, realistic_mdp, realistic_solution
 from pytest_resilibench.solver.realistic_report import realistic_section
 
-from pytest_resilibench.tasks import load_tasks
+from pytest_resilibench.core.tasks import load_tasks
 
 TASKS = load_tasks().by_id
 SMALL = TASKS["t0015"]  # file_operations_reader -> file_operations_writer
@@ -97,13 +97,13 @@ def test_clairvoyant_paths_replay_on_the_simulator_and_bound_the_oracle() -> Non
 
     from pytest_resilibench.solver.realistic_clairvoyant import clairvoyant
 
-    from pytest_resilibench.agents.builtin import make_builtin
-    from pytest_resilibench.episode import run_episode
-    from pytest_resilibench.faults import task_faults
-    from pytest_resilibench.prompts import Variant
-    from pytest_resilibench.registry import default_registry
-    from pytest_resilibench.scoring import score_calls
-    from pytest_resilibench.simulator import EpisodeKey, Simulator
+    from pytest_resilibench.core.faults import task_faults
+    from pytest_resilibench.core.prompts import Variant
+    from pytest_resilibench.core.registry import default_registry
+    from pytest_resilibench.core.scoring import score_calls
+    from pytest_resilibench.core.simulator import EpisodeKey, Simulator
+    from pytest_resilibench.runtime.agents.builtin import make_builtin
+    from pytest_resilibench.runtime.episode import run_episode
 
     mdp = realistic_mdp(REMOTE)
     faults = task_faults(REMOTE, default_registry())

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_resilibench.fixture_files import write_fixture_file
+from pytest_resilibench.core.fixture_files import write_fixture_file
 
 
 @pytest.fixture

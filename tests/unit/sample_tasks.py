@@ -3,7 +3,7 @@ has arguments, so each flaw has something to change."""
 
 from __future__ import annotations
 
-from pytest_resilibench.tasks import Task
+from pytest_resilibench.core.tasks import Task
 
 SALES = Task(
     id="t9001", type="data_pipeline", difficulty="easy",

@@ -11,14 +11,14 @@ from dataclasses import replace
 
 import pytest
 
-from pytest_resilibench.agents import make_agent
-from pytest_resilibench.ahead import ForkedEpisodes, can_fork
-from pytest_resilibench.cases import Case, build_cases
-from pytest_resilibench.options import RunConfig
-from pytest_resilibench.record import EpisodeRecord
-from pytest_resilibench.registry import default_registry
-from pytest_resilibench.runner import EpisodeRunner
-from pytest_resilibench.tasks import load_tasks
+from pytest_resilibench.core.record import EpisodeRecord
+from pytest_resilibench.core.registry import default_registry
+from pytest_resilibench.core.tasks import load_tasks
+from pytest_resilibench.integration.ahead import ForkedEpisodes, can_fork
+from pytest_resilibench.integration.cases import Case, build_cases
+from pytest_resilibench.integration.options import RunConfig
+from pytest_resilibench.integration.runner import EpisodeRunner
+from pytest_resilibench.runtime.agents import make_agent
 
 # The runner forks on its own only where `can_fork()`; these tests fork on purpose, also in an
 # xdist worker (its threads are execnet's: a helper never touches them).
@@ -165,7 +165,7 @@ def test_no_fork_beside_a_thread_threading_does_not_see() -> None:
 
 
 def test_a_small_run_forks_no_helper() -> None:
-    from pytest_resilibench.ahead import MIN_CASES
+    from pytest_resilibench.integration.ahead import MIN_CASES
 
     todo = cases()
     assert len(todo) < MIN_CASES
@@ -179,7 +179,7 @@ def test_a_small_run_forks_no_helper() -> None:
 
 
 def test_a_helper_keeps_its_lead_on_the_items() -> None:
-    from pytest_resilibench.ahead import LEAD
+    from pytest_resilibench.integration.ahead import LEAD
 
     go = multiprocessing.get_context("fork").Event()
     todo = cases()[:LEAD + 8]

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from pytest_resilibench import analysis, stats
+from pytest_resilibench.reporting import analysis, stats
 
 
 def episode(**fields: Any) -> dict[str, Any]:

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from pytest_resilibench import analysis
-from pytest_resilibench.agents.base import error_cause
+from pytest_resilibench.reporting import analysis
+from pytest_resilibench.runtime.protocol import error_cause
 
 
 def ep(model: str, outcome: str = "full", **extra: object) -> dict[str, object]:
@@ -34,7 +34,7 @@ def test_infra_errors_are_grouped_by_cause() -> None:
 
 
 def test_the_html_report_shows_tokens_cost_and_requests_per_model() -> None:
-    from pytest_resilibench.report_html import render_html
+    from pytest_resilibench.reporting.report_html import render_html
 
     tokens = {"prompt": 1000, "cached": 0, "completion": 100, "reasoning": 16, "replayed": 0}
     report = {"episodes": [ep("o3", tokens=tokens, cost_usd=0.0028)],

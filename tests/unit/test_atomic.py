@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_resilibench.atomic import atomic_open, atomic_write
+from pytest_resilibench.base.atomic import atomic_open, atomic_write
 
 
 def test_a_written_file_replaces_the_old_one_and_is_0644(tmp_path: Path) -> None:

@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import replace
 
-from pytest_resilibench.cases import build_cases, sample_tasks, variants_of
-from pytest_resilibench.options import RunConfig
-from pytest_resilibench.tasks import DIFFICULTIES, TASK_TYPES, load_tasks
+from pytest_resilibench.core.tasks import DIFFICULTIES, TASK_TYPES, load_tasks
+from pytest_resilibench.integration.cases import build_cases, sample_tasks, variants_of
+from pytest_resilibench.integration.options import RunConfig
 
 TASKS = list(load_tasks())
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from pytest_resilibench.cli import main
-from pytest_resilibench.record import EpisodeRecord
+from pytest_resilibench.core.record import EpisodeRecord
 
 EPISODE = EpisodeRecord(
     id="e0", model="builtin:oracle", variant="optimal", flaw=None, severity=None,

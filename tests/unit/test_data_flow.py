@@ -13,12 +13,12 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pytest_resilibench.flaws import _Plan
-from pytest_resilibench.registry import default_registry
-from pytest_resilibench.rng import DrawStream
-from pytest_resilibench.simulator import EpisodeKey, Simulator
-from pytest_resilibench.tasks import load_tasks
-from pytest_resilibench.workflow import PlanStep
+from pytest_resilibench.base.rng import DrawStream
+from pytest_resilibench.core.flaws import _Plan
+from pytest_resilibench.core.registry import default_registry
+from pytest_resilibench.core.simulator import EpisodeKey, Simulator
+from pytest_resilibench.core.tasks import load_tasks
+from pytest_resilibench.core.workflow import PlanStep
 
 REGISTRY = default_registry()
 TASKS = load_tasks().tasks

@@ -7,14 +7,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pytest_resilibench.agents.base import (
-    InfrastructureError,
-    ModelLimitError,
-    ModelReply,
-    ModelRequest,
-    ToolCall,
-)
-from pytest_resilibench.episode import (
+from pytest_resilibench.core.prompts import Variant
+from pytest_resilibench.core.record import EpisodeRecord
+from pytest_resilibench.core.tasks import Task
+from pytest_resilibench.runtime.episode import (
     MAX_CONSECUTIVE_ERRORS,
     REPEAT_LIMIT,
     EpisodeSpec,
@@ -22,9 +18,13 @@ from pytest_resilibench.episode import (
     run_episode,
     run_episodes,
 )
-from pytest_resilibench.prompts import Variant
-from pytest_resilibench.record import EpisodeRecord
-from pytest_resilibench.tasks import Task
+from pytest_resilibench.runtime.protocol import (
+    InfrastructureError,
+    ModelLimitError,
+    ModelReply,
+    ModelRequest,
+    ToolCall,
+)
 
 READER, WRITER = "file_operations_reader", "file_operations_writer"
 TASK = Task(

@@ -14,9 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pytest_resilibench.agents.builtin import make_builtin
-from pytest_resilibench.episode import run_episode
-from pytest_resilibench.faults import (
+from pytest_resilibench.core.faults import (
     AUTHENTICATOR,
     FAULT_PROFILES,
     TaskFaults,
@@ -26,11 +24,13 @@ from pytest_resilibench.faults import (
     realistic_turns,
     task_faults,
 )
-from pytest_resilibench.prompts import Variant, parse_plan, render_prompt
-from pytest_resilibench.registry import default_registry
-from pytest_resilibench.scoring import score_calls
-from pytest_resilibench.simulator import CallResult, EpisodeKey, Simulator
-from pytest_resilibench.tasks import Task, load_tasks
+from pytest_resilibench.core.prompts import Variant, parse_plan, render_prompt
+from pytest_resilibench.core.registry import default_registry
+from pytest_resilibench.core.scoring import score_calls
+from pytest_resilibench.core.simulator import CallResult, EpisodeKey, Simulator
+from pytest_resilibench.core.tasks import Task, load_tasks
+from pytest_resilibench.runtime.agents.builtin import make_builtin
+from pytest_resilibench.runtime.episode import run_episode
 
 REGISTRY = default_registry()
 TASKS = load_tasks()
@@ -225,7 +225,7 @@ def test_rate_limit_refuses_an_immediate_retry_but_not_one_after_another_call() 
 
 def _fresh_limit(sim: Simulator, result: CallResult) -> bool:
     """A rate limit after a wait is a new draw (10%), never the old block."""
-    from pytest_resilibench.faults import RATE_LIMIT_RATE, event_draws
+    from pytest_resilibench.core.faults import RATE_LIMIT_RATE, event_draws
 
     key = sim.key
     return event_draws(key.seed, key.task_id, key.repeat, result.tool,
@@ -369,9 +369,9 @@ def test_stored_realistic_plans_are_what_the_solver_computes() -> None:
     of solving at run time); a sample of tasks is solved again here."""
     from pytest_resilibench.solver.realistic import realistic_solution
 
-    from pytest_resilibench.faults import stored_plans
-    from pytest_resilibench.tasks import FIXTURES_DIR
-    from pytest_resilibench.workflow import Workflow
+    from pytest_resilibench.core.faults import stored_plans
+    from pytest_resilibench.core.tasks import FIXTURES_DIR
+    from pytest_resilibench.core.workflow import Workflow
 
     plans = stored_plans(FIXTURES_DIR)
     assert set(plans) == {t.id for t in TASKS.tasks}

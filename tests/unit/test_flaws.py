@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pytest_resilibench.flaws import (
+from pytest_resilibench.core.flaws import (
     FLAWS,
     SEVERITIES,
     SEVERITY_CHANGES,
@@ -20,11 +20,11 @@ from pytest_resilibench.flaws import (
     similar_tools,
     task_value,
 )
-from pytest_resilibench.plan_text import shown_plan
-from pytest_resilibench.registry import DATA_FORMATS, default_registry
-from pytest_resilibench.simulator import EpisodeKey, Simulator
-from pytest_resilibench.tasks import Task
-from pytest_resilibench.workflow import PlanStep, Workflow
+from pytest_resilibench.core.plan_text import shown_plan
+from pytest_resilibench.core.registry import DATA_FORMATS, default_registry
+from pytest_resilibench.core.simulator import EpisodeKey, Simulator
+from pytest_resilibench.core.tasks import Task
+from pytest_resilibench.core.workflow import PlanStep, Workflow
 from tests.unit.sample_tasks import SALES
 
 REGISTRY = default_registry()
@@ -365,7 +365,7 @@ def test_on_generated_tasks_bad_values_and_broken_data_flow_are_refused() -> Non
     parameter_error and logical_inconsistency plan gets a deterministic INVALID_INPUT (its
     first edit is one the simulator refuses), but a medium or severe one whose only editable
     step an accepted edit takes (a two-step task)."""
-    from pytest_resilibench.tasks import load_tasks
+    from pytest_resilibench.core.tasks import load_tasks
 
     try:
         sample = load_tasks().tasks[::20]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pytest_resilibench.gate import compare_with_baseline, fail_under
+from pytest_resilibench.integration.gate import compare_with_baseline, fail_under
 
 
 def episodes(outcomes: list[str], *, model: str = "m", variant: str = "optimal"

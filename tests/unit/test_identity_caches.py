@@ -6,9 +6,9 @@ from __future__ import annotations
 import gc
 import weakref
 
-from pytest_resilibench import flaws, scoring
-from pytest_resilibench.registry import ToolRegistry, default_registry
-from pytest_resilibench.tasks import Task
+from pytest_resilibench.core import flaws, scoring
+from pytest_resilibench.core.registry import ToolRegistry, default_registry
+from pytest_resilibench.core.tasks import Task
 
 
 def test_a_registry_is_its_own_key_and_its_caches_go_with_it() -> None:

@@ -14,13 +14,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pytest_resilibench.agents.cache import CallKey, ModelCallCache
-from pytest_resilibench.analysis import compare, load_report, render_terminal, summary
-from pytest_resilibench.gate import compare_with_baseline, fail_under
-from pytest_resilibench.jsonfile import load_json_file, loads_bounded
-from pytest_resilibench.record import EpisodeRecord
-from pytest_resilibench.report import REPORT_SCHEMA
-from pytest_resilibench.resume import read_log
+from pytest_resilibench.base.jsonfile import load_json_file, loads_bounded
+from pytest_resilibench.core.record import EpisodeRecord
+from pytest_resilibench.integration.gate import compare_with_baseline, fail_under
+from pytest_resilibench.integration.resume import read_log
+from pytest_resilibench.reporting.analysis import compare, load_report, render_terminal, summary
+from pytest_resilibench.reporting.report import REPORT_SCHEMA
+from pytest_resilibench.runtime.agents.cache import CallKey, ModelCallCache
 
 EPISODE = EpisodeRecord(
     id="m-optimal-basic_task-easy-t0001-r0", model="builtin:oracle", variant="optimal",

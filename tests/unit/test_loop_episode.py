@@ -8,10 +8,15 @@ from typing import Any
 
 import pytest
 
-from pytest_resilibench.agents.base import InfrastructureError, ModelReply, ModelRequest, ToolCall
-from pytest_resilibench.episode import MAX_CONSECUTIVE_ERRORS, REPEAT_LIMIT, run_episode
-from pytest_resilibench.loop_episode import BUDGET_EXHAUSTED, EpisodeOver, LoopEpisode
-from pytest_resilibench.prompts import Variant, render_prompt
+from pytest_resilibench.core.prompts import Variant, render_prompt
+from pytest_resilibench.runtime.episode import MAX_CONSECUTIVE_ERRORS, REPEAT_LIMIT, run_episode
+from pytest_resilibench.runtime.loop_episode import BUDGET_EXHAUSTED, EpisodeOver, LoopEpisode
+from pytest_resilibench.runtime.protocol import (
+    InfrastructureError,
+    ModelReply,
+    ModelRequest,
+    ToolCall,
+)
 from tests.unit.test_episode import READER, TASK, WRITER, lucky_seed
 
 READ_ARGS = {"path": "/data/in.csv"}

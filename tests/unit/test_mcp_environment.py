@@ -17,14 +17,18 @@ pytest.importorskip("mcp")
 import mcp_types as types
 from mcp.server.lowlevel import Server
 
-from pytest_resilibench.agents import make_agent
-from pytest_resilibench.environment import Environment, SimulatedEnvironment
-from pytest_resilibench.episode import run_episode
-from pytest_resilibench.live.server import LOOPBACK, LoopbackServer
-from pytest_resilibench.mcp_environment import McpEnvironment, SharedMcpServer, parse_error_text
-from pytest_resilibench.mcp_server import EpisodeTable, build_server, task_simulator
-from pytest_resilibench.prompts import Variant
-from pytest_resilibench.tasks import Task, load_tasks
+from pytest_resilibench.core.prompts import Variant
+from pytest_resilibench.core.tasks import Task, load_tasks
+from pytest_resilibench.runtime.agents import make_agent
+from pytest_resilibench.runtime.environment import Environment, SimulatedEnvironment
+from pytest_resilibench.runtime.episode import run_episode
+from pytest_resilibench.servers.live.server import LOOPBACK, LoopbackServer
+from pytest_resilibench.servers.mcp_environment import (
+    McpEnvironment,
+    SharedMcpServer,
+    parse_error_text,
+)
+from pytest_resilibench.servers.mcp_server import EpisodeTable, build_server, task_simulator
 
 TASK = Task(
     id="t9002", type="simple_task", difficulty="easy", description="read a csv, write it back",
@@ -47,7 +51,7 @@ def _key(r: Any) -> tuple[Any, ...]:
 
 def test_our_server_over_stdio_gives_the_simulated_environments_results(fixtures_dir: Path
                                                                          ) -> None:
-    command = [sys.executable, "-m", "pytest_resilibench.mcp_server", "--task", TASK.id,
+    command = [sys.executable, "-m", "pytest_resilibench.servers.mcp_server", "--task", TASK.id,
                "--seed", str(SEED), "--base-success", str(BASE), "--fixtures",
                str(fixtures_dir)]
 

@@ -19,8 +19,11 @@ from jsonschema import Draft202012Validator
 from mcp import Client, MCPError, StdioServerParameters
 
 from pytest_resilibench.cli import main as cli_main
-from pytest_resilibench.live.server import LOOPBACK, LoopbackServer
-from pytest_resilibench.mcp_server import (
+from pytest_resilibench.core.registry import default_registry
+from pytest_resilibench.core.simulator import Simulator
+from pytest_resilibench.core.tasks import Task
+from pytest_resilibench.servers.live.server import LOOPBACK, LoopbackServer
+from pytest_resilibench.servers.mcp_server import (
     EPISODE_META_KEY,
     CloseEpisode,
     CloseEpisodeParams,
@@ -30,9 +33,6 @@ from pytest_resilibench.mcp_server import (
     server_command,
     task_simulator,
 )
-from pytest_resilibench.registry import default_registry
-from pytest_resilibench.simulator import Simulator
-from pytest_resilibench.tasks import Task
 
 TASK = Task(
     id="t9001", type="simple_task", difficulty="easy", description="read a csv, write it back",
@@ -123,7 +123,7 @@ def test_in_process_results_are_the_simulators_with_outputs_and_coded_errors() -
 
 @pytest.mark.parametrize("entry", ["module", "cli"])
 def test_stdio_subprocess_meets_the_same_failures(fixtures_dir: Path, entry: str) -> None:
-    module = ("pytest_resilibench.mcp_server" if entry == "module"
+    module = ("pytest_resilibench.servers.mcp_server" if entry == "module"
               else "pytest_resilibench.cli")
     args = ["-m", module, *(["serve-mcp"] if entry == "cli" else []), "--task", TASK.id,
             "--seed", str(SEED), "--base-success", str(BASE), "--fixtures", str(fixtures_dir)]
@@ -250,7 +250,7 @@ def test_stdio_wire_is_claimed_from_pipes_and_left_to_the_sdk_otherwise(
     stray prints off the wire, to stderr; on anything else it keeps the SDK's own handling."""
     import subprocess
 
-    script = ("import asyncio\nfrom pytest_resilibench.mcp_server import _pipes\n"
+    script = ("import asyncio\nfrom pytest_resilibench.servers.mcp_server import _pipes\n"
               "claimed = asyncio.run(_pipes()) is not None\nprint('stray', claimed)\n")
     source = tmp_path / "in.txt"
     source.write_text("")

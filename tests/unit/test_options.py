@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_resilibench import names
-from pytest_resilibench import options as o
+from pytest_resilibench.base import names
+from pytest_resilibench.integration import options as o
 
 
 def test_choices_accept_all_and_dedupe() -> None:

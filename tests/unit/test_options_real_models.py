@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_resilibench import options as o
+from pytest_resilibench.integration import options as o
 
 
 def test_model_args_must_be_a_json_object() -> None:

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_resilibench import outputs
-from pytest_resilibench.report import write_report
+from pytest_resilibench.base import outputs
+from pytest_resilibench.reporting.report import write_report
 
 
 def test_a_resilibench_folder_ignores_itself(tmp_path: Path) -> None:

@@ -4,13 +4,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pytest_resilibench.agents.base import ToolCall
-from pytest_resilibench.parsing import (
+from pytest_resilibench.runtime.parsing import (
     MAX_REPLY_CHARS,
     mentions_completion,
     parse_native,
     parse_text,
 )
+from pytest_resilibench.runtime.protocol import ToolCall
 
 ARGS = {"path": "/data/in.csv"}
 
@@ -166,7 +166,7 @@ def test_arbitrary_native_calls_never_raise(calls: list[tuple[str, str, str]],
     'say <tool_call>{"name": "a"}</tool_call>',
 ])
 def test_one_tag_shortcut_reads_what_the_pattern_reads(text: str) -> None:
-    from pytest_resilibench.parsing import _TAG, _single_tag
+    from pytest_resilibench.runtime.parsing import _TAG, _single_tag
 
     found = _single_tag(text)
     assert found is None or found == [m.group(1) for m in _TAG.finditer(text)]

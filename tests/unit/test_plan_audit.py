@@ -12,8 +12,8 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from pytest_resilibench.flaws import FLAWS, SEVERITIES
-from pytest_resilibench.plan_audit import (
+from pytest_resilibench.core.flaws import FLAWS, SEVERITIES
+from pytest_resilibench.core.plan_audit import (
     delivered,
     literal_run,
     plan_block_only,
@@ -21,10 +21,16 @@ from pytest_resilibench.plan_audit import (
     spoiling_edits,
     surface_problems,
 )
-from pytest_resilibench.prompts import Variant, all_variants, plan_for, render_plan, render_prompt
-from pytest_resilibench.registry import default_registry
-from pytest_resilibench.tasks import Task, load_tasks
-from pytest_resilibench.workflow import PlanStep
+from pytest_resilibench.core.prompts import (
+    Variant,
+    all_variants,
+    plan_for,
+    render_plan,
+    render_prompt,
+)
+from pytest_resilibench.core.registry import default_registry
+from pytest_resilibench.core.tasks import Task, load_tasks
+from pytest_resilibench.core.workflow import PlanStep
 
 REGISTRY = default_registry()
 TASKS = load_tasks().tasks
@@ -81,7 +87,7 @@ def test_the_scoring_rules_reach_every_variant() -> None:
 
 
 def test_the_realistic_profile_s_rules_reach_every_variant_and_no_plan_repeats_them() -> None:
-    from pytest_resilibench.faults import EVENT_RULES
+    from pytest_resilibench.core.faults import EVENT_RULES
 
     for variant in all_variants():
         prompt = render_prompt(TASKS[7], variant, faults="realistic")
@@ -129,8 +135,8 @@ def test_medium_and_severe_value_flaws_carry_an_accepted_edit_that_spoils_the_de
     condition (a logical_inconsistency of a two-step task whose output step writes no file
     has neither a data path to spoil nor a file to misname: assumed away here, counted in
     bench/bench_plan_audit.py)."""
-    from pytest_resilibench.agents import make_agent
-    from pytest_resilibench.episode import run_episode
+    from pytest_resilibench.runtime.agents import make_agent
+    from pytest_resilibench.runtime.episode import run_episode
 
     task = TASKS[index]
     optimal, _ = plan_for(task, Variant("optimal"), REGISTRY)

@@ -5,9 +5,14 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pytest_resilibench.plan_text import PREREQUISITE_ADVICE, Contingency, plan_advice, shown_plan
-from pytest_resilibench.registry import default_registry
-from pytest_resilibench.workflow import PlanStep, Workflow
+from pytest_resilibench.core.plan_text import (
+    PREREQUISITE_ADVICE,
+    Contingency,
+    plan_advice,
+    shown_plan,
+)
+from pytest_resilibench.core.registry import default_registry
+from pytest_resilibench.core.workflow import PlanStep, Workflow
 
 REGISTRY = default_registry()
 names = st.sampled_from(REGISTRY.names)

@@ -7,9 +7,9 @@ import json
 
 import pytest
 
-from pytest_resilibench.prompt_cache import estimate_tokens, shared_prefix
-from pytest_resilibench.prompts import TOOL_MODES, all_variants, render_prompt
-from pytest_resilibench.tasks import load_tasks
+from pytest_resilibench.core.prompts import TOOL_MODES, all_variants, render_prompt
+from pytest_resilibench.core.tasks import load_tasks
+from pytest_resilibench.integration.prompt_cache import estimate_tokens, shared_prefix
 
 
 def system(text: str) -> dict[str, str]:

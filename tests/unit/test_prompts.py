@@ -10,9 +10,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pytest_resilibench.flaws import FLAWS, SEVERITIES
-from pytest_resilibench.plan_text import shown_plan
-from pytest_resilibench.prompts import (
+from pytest_resilibench.core.flaws import FLAWS, SEVERITIES
+from pytest_resilibench.core.plan_text import shown_plan
+from pytest_resilibench.core.prompts import (
     COMPLETION_SIGNAL,
     Variant,
     all_variants,
@@ -22,10 +22,10 @@ from pytest_resilibench.prompts import (
     render_plan,
     render_prompt,
 )
-from pytest_resilibench.registry import default_registry
-from pytest_resilibench.simulator import EpisodeKey, Simulator
-from pytest_resilibench.tasks import Task, load_tasks
-from pytest_resilibench.workflow import PlanStep, Workflow
+from pytest_resilibench.core.registry import default_registry
+from pytest_resilibench.core.simulator import EpisodeKey, Simulator
+from pytest_resilibench.core.tasks import Task, load_tasks
+from pytest_resilibench.core.workflow import PlanStep, Workflow
 from tests.unit.sample_tasks import SALES
 
 REGISTRY = default_registry()

@@ -2,7 +2,7 @@ import json
 
 import pytest
 
-from pytest_resilibench.record import EPISODE_SCHEMA, EpisodeRecord, episode_id
+from pytest_resilibench.core.record import EPISODE_SCHEMA, EpisodeRecord, episode_id
 
 CONTRACT_FIELDS = {
     "id", "model", "variant", "flaw", "severity", "task_id", "task_type", "difficulty",
@@ -56,8 +56,8 @@ def test_ids_are_stable_and_distinct() -> None:
 
 
 def test_the_readers_field_types_are_the_published_schemas() -> None:
-    from pytest_resilibench.record import _FIELD_TYPES, episode_problem
-    from pytest_resilibench.schemas import episode_schema
+    from pytest_resilibench.core.record import _FIELD_TYPES, episode_problem
+    from pytest_resilibench.reporting.schemas import episode_schema
 
     json_types = {str: "string", int: "integer", float: "number", dict: "object",
                   list: "array"}

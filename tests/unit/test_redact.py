@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_resilibench.redact import redact, register_secret, register_secrets_in
+from pytest_resilibench.base.redact import redact, register_secret, register_secrets_in
 
 
 @pytest.mark.parametrize(("text", "shown"), [

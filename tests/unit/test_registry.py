@@ -7,8 +7,8 @@ from collections import Counter
 import pytest
 from jsonschema import Draft202012Validator
 
-from pytest_resilibench.catalog import TOOLS
-from pytest_resilibench.registry import (
+from pytest_resilibench.core.catalog import TOOLS
+from pytest_resilibench.core.registry import (
     COMMON_ERRORS,
     Role,
     ToolRegistry,

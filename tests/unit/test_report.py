@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_resilibench.report import envelope, fixture_hash, write_report
+from pytest_resilibench.reporting.report import envelope, fixture_hash, write_report
 
 
 def test_envelope_holds_config_environment_and_summary(tmp_path: Path) -> None:

@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
-from pytest_resilibench import analysis, report_data, report_html, vocabulary
 from pytest_resilibench.cli import main
+from pytest_resilibench.reporting import analysis, report_data, report_html, vocabulary
 
 pytest.importorskip("matplotlib")
 
@@ -283,10 +283,10 @@ def test_compare_pairs_two_single_model_runs_across_models() -> None:
 
 def test_report_from_real_episodes(tmp_path: Path) -> None:
     """A small run of the built-in agents through `run_episode`, end to end to HTML."""
-    from pytest_resilibench.agents import make_agent
-    from pytest_resilibench.episode import EpisodeSpec, run_episodes
-    from pytest_resilibench.prompts import Variant
-    from pytest_resilibench.tasks import load_tasks
+    from pytest_resilibench.core.prompts import Variant
+    from pytest_resilibench.core.tasks import load_tasks
+    from pytest_resilibench.runtime.agents import make_agent
+    from pytest_resilibench.runtime.episode import EpisodeSpec, run_episodes
 
     tasks = list(load_tasks())[::1000][:3]
     variants = [Variant("optimal"), Variant("flawed", "missing_step", "severe")]
@@ -341,12 +341,12 @@ def test_report_outputs_default_to_the_ignored_folder(
 def default_run_episodes() -> list[dict[str, Any]]:
     """The default run's 1500 episodes (builtin:adaptive, every variant, 10 tasks a cell),
     trajectories kept: the report a new user makes first."""
-    from pytest_resilibench.agents import make_agent
-    from pytest_resilibench.cases import build_cases
-    from pytest_resilibench.options import RunConfig
-    from pytest_resilibench.registry import default_registry
-    from pytest_resilibench.runner import EpisodeRunner
-    from pytest_resilibench.tasks import load_tasks
+    from pytest_resilibench.core.registry import default_registry
+    from pytest_resilibench.core.tasks import load_tasks
+    from pytest_resilibench.integration.cases import build_cases
+    from pytest_resilibench.integration.options import RunConfig
+    from pytest_resilibench.integration.runner import EpisodeRunner
+    from pytest_resilibench.runtime.agents import make_agent
 
     config = RunConfig()
     todo = build_cases(config, list(load_tasks()))

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_resilibench.redact import register_secret
-from pytest_resilibench.resume import (
+from pytest_resilibench.base.redact import register_secret
+from pytest_resilibench.integration.resume import (
     LOG_SCHEMA,
     EpisodeLog,
     differences,

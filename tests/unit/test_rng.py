@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pytest_resilibench.rng import DrawStream, key_int, uniform
+from pytest_resilibench.base.rng import DrawStream, key_int, uniform
 
 
 @given(st.lists(st.one_of(st.integers(), st.text()), max_size=5))

@@ -5,12 +5,12 @@ from __future__ import annotations
 import asyncio
 from dataclasses import replace
 
-from pytest_resilibench.agents.base import ModelReply, ModelRequest
-from pytest_resilibench.cases import Case, build_cases
-from pytest_resilibench.options import RunConfig
-from pytest_resilibench.registry import default_registry
-from pytest_resilibench.runner import EpisodeRunner
-from pytest_resilibench.tasks import load_tasks
+from pytest_resilibench.core.registry import default_registry
+from pytest_resilibench.core.tasks import load_tasks
+from pytest_resilibench.integration.cases import Case, build_cases
+from pytest_resilibench.integration.options import RunConfig
+from pytest_resilibench.integration.runner import EpisodeRunner
+from pytest_resilibench.runtime.protocol import ModelReply, ModelRequest
 
 CONFIG = RunConfig(models=("scripted",), variants=("optimal",), sample=1, concurrency=4)
 
@@ -130,7 +130,7 @@ def test_close_is_idempotent_and_cancels_queued_work() -> None:
 
 
 def _records(concurrency: int) -> list[dict[str, object]]:
-    from pytest_resilibench.agents import make_agent
+    from pytest_resilibench.runtime.agents import make_agent
 
     config = replace(CONFIG, models=("builtin:adaptive",), concurrency=concurrency,
                      variants=("baseline", "flawed"), flaws=("missing_step",))

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from pytest_resilibench.scheduling import ROUND_ROBIN_FLAG as FLAG
-from pytest_resilibench.scheduling import worker_index, worker_share
+from pytest_resilibench.integration.scheduling import ROUND_ROBIN_FLAG as FLAG
+from pytest_resilibench.integration.scheduling import worker_index, worker_share
 
 
 def test_worker_index() -> None:

@@ -2,8 +2,8 @@ from typing import Any
 
 import pytest
 
-from pytest_resilibench.registry import default_registry
-from pytest_resilibench.scoring import (
+from pytest_resilibench.core.registry import default_registry
+from pytest_resilibench.core.scoring import (
     Conditions,
     conditions,
     deviation,
@@ -130,7 +130,7 @@ def test_deviation_reordered() -> None:
 
 def _played(task: Any, plan: list[tuple[str, dict[str, Any]]]) -> list[dict[str, Any]]:
     """The calls of `plan` on the real simulator, each step retried until it succeeds."""
-    from pytest_resilibench.simulator import EpisodeKey, Simulator
+    from pytest_resilibench.core.simulator import EpisodeKey, Simulator
 
     sim = Simulator(default_registry(), EpisodeKey(5, task.id), task_tools=task.required_tools,
                     inputs=task.inputs)
@@ -145,8 +145,8 @@ def _played(task: Any, plan: list[tuple[str, dict[str, Any]]]) -> list[dict[str,
 
 
 def test_the_output_condition_wants_the_deliverable_as_the_task_asked() -> None:
-    from pytest_resilibench.scoring import deliverable_of
-    from pytest_resilibench.tasks import load_tasks
+    from pytest_resilibench.core.scoring import deliverable_of
+    from pytest_resilibench.core.tasks import load_tasks
 
     task = next(t for t in load_tasks() if t.required_tools[-1] == "file_operations_writer"
                 and len(t.required_tools) >= 3 and t.optimal is not None

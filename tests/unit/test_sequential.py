@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pytest_resilibench.sequential import SequentialGate, SequentialTest, pair_key
+from pytest_resilibench.reporting.sequential import SequentialGate, SequentialTest, pair_key
 
 
 def feed(test: SequentialTest, pairs: list[tuple[bool, bool]]) -> SequentialTest:

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from pytest_resilibench.options import RunConfig
-from pytest_resilibench.sequential import pair_key
-from pytest_resilibench.session import ResiliSession
+from pytest_resilibench.integration.options import RunConfig
+from pytest_resilibench.integration.session import ResiliSession
+from pytest_resilibench.reporting.sequential import pair_key
 
 
 def session(tmp_path: Path, **options: object) -> ResiliSession:

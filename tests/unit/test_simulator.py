@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pytest_resilibench.registry import ToolRegistry, default_registry
-from pytest_resilibench.simulator import (
+from pytest_resilibench.core.registry import ToolRegistry, default_registry
+from pytest_resilibench.core.simulator import (
     P_MAX,
     P_MIN,
     EpisodeKey,

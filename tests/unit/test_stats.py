@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pytest_resilibench import stats
+from pytest_resilibench.reporting import stats
 
 
 def test_wilson_8_of_10_matches_the_textbook_interval() -> None:

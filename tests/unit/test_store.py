@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from pytest_resilibench.store import SLIM_FIELDS, EpisodeStore
+from pytest_resilibench.integration.store import SLIM_FIELDS, EpisodeStore
 
 
 def episode(i: str) -> dict[str, object]:

@@ -12,10 +12,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pytest_resilibench.faults import REALISTIC_PLANS
-from pytest_resilibench.fixture_files import write_fixture_file
-from pytest_resilibench.registry import default_registry
-from pytest_resilibench.tasks import (
+from pytest_resilibench.core.faults import REALISTIC_PLANS
+from pytest_resilibench.core.fixture_files import write_fixture_file
+from pytest_resilibench.core.registry import default_registry
+from pytest_resilibench.core.tasks import (
     DIFFICULTIES,
     FIXTURES_DIR,
     TASK_SCHEMA,
@@ -26,7 +26,7 @@ from pytest_resilibench.tasks import (
     Task,
     load_tasks,
 )
-from pytest_resilibench.workflow import PlanStep, Workflow
+from pytest_resilibench.core.workflow import PlanStep, Workflow
 
 
 def test_fixtures_load_all_tasks_in_id_order() -> None:

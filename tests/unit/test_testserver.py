@@ -15,8 +15,8 @@ import openai
 import pytest
 from openai.types.chat import ChatCompletionMessageParam
 
-from pytest_resilibench.agents.base import ModelReply, ModelRequest, ToolCall
-from pytest_resilibench.testserver import FaultConfig, OpenAITestServer, completion_json
+from pytest_resilibench.runtime.protocol import ModelReply, ModelRequest, ToolCall
+from pytest_resilibench.servers.testserver import FaultConfig, OpenAITestServer, completion_json
 
 MESSAGES: list[ChatCompletionMessageParam] = [{"role": "user", "content": "read /data/a.csv"}]
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pytest_resilibench import vocabulary
+from pytest_resilibench.reporting import vocabulary
 
 
 def test_plurals() -> None:

@@ -6,13 +6,13 @@ from typing import Any
 import pytest
 from pytest_resilibench.solver.dp import solve_task
 
-from pytest_resilibench.agents import make_agent
-from pytest_resilibench.agents.base import ModelRequest
-from pytest_resilibench.agents.builtin import BUILTIN_AGENTS, make_builtin
-from pytest_resilibench.episode import EpisodeSpec, run_episode, run_episodes
-from pytest_resilibench.flaws import FLAWS
-from pytest_resilibench.prompts import Variant, render_prompt
-from pytest_resilibench.tasks import Task, load_tasks
+from pytest_resilibench.core.flaws import FLAWS
+from pytest_resilibench.core.prompts import Variant, render_prompt
+from pytest_resilibench.core.tasks import Task, load_tasks
+from pytest_resilibench.runtime.agents import make_agent
+from pytest_resilibench.runtime.agents.builtin import BUILTIN_AGENTS, make_builtin
+from pytest_resilibench.runtime.episode import EpisodeSpec, run_episode, run_episodes
+from pytest_resilibench.runtime.protocol import ModelRequest
 
 SEED = 11
 
@@ -59,7 +59,7 @@ def test_make_agent_builtin_names_and_errors() -> None:
 
 
 def test_make_agent_routes_model_names_to_the_openai_provider() -> None:
-    from pytest_resilibench.agents.openai_provider import OpenAIAgent
+    from pytest_resilibench.runtime.agents.openai_provider import OpenAIAgent
 
     for spec, model in (("openai:gpt-test", "gpt-test"), ("o3", "o3")):
         agent = make_agent(spec, base_url="http://127.0.0.1:9/v1", api_key="unused")
@@ -108,7 +108,7 @@ def test_fair_agents_read_only_the_messages(tasks: list[Task]) -> None:
 def test_views_read_incrementally_equal_a_fresh_read(tasks: list[Task]) -> None:
     """The agents extend the view of a conversation they saw last turn; at every turn (and
     for a shorter or a changed conversation) it equals the view read from scratch."""
-    from pytest_resilibench.agents.builtin import _view
+    from pytest_resilibench.runtime.agents.builtin import _view
 
     record = asyncio.run(run_episode(tasks[3], Variant("baseline"), make_agent(
         "builtin:random"), seed=SEED))
@@ -175,7 +175,7 @@ def _blind_registry() -> Any:
     roles, operations and prerequisites (names, descriptions and schemas are kept)."""
     from dataclasses import replace
 
-    from pytest_resilibench.registry import Role, ToolRegistry, default_registry
+    from pytest_resilibench.core.registry import Role, ToolRegistry, default_registry
 
     return ToolRegistry(tuple(replace(t, keywords=("zzz",), category="misc", operation="op",
                                       role=Role.UTILITY, prerequisites=())
@@ -188,7 +188,7 @@ def test_adaptive_reads_only_its_prompt_and_tool_schemas(
 ) -> None:
     """Given a registry whose hidden facts are scrambled, `builtin:adaptive` replies exactly
     as with the true one, over whole episodes; the privileged agent does not (it reads them)."""
-    from pytest_resilibench.agents.builtin import make_builtin
+    from pytest_resilibench.runtime.agents.builtin import make_builtin
 
     blind = _blind_registry()
     variants = [Variant("baseline"), Variant("optimal"),
@@ -200,7 +200,7 @@ def test_adaptive_reads_only_its_prompt_and_tool_schemas(
             task, variant, agent, seed=SEED, tool_mode=tool_mode)).calls]
             for task in tasks[:40] for variant in variants]
 
-    from pytest_resilibench.registry import default_registry
+    from pytest_resilibench.core.registry import default_registry
 
     assert calls("adaptive", blind) == calls("adaptive", default_registry())
     assert calls("privileged", blind) != calls("privileged", default_registry())

@@ -13,10 +13,15 @@ from typing import Any
 
 import pytest
 
-from pytest_resilibench.agents.base import InfrastructureError, ModelReply, ModelRequest, ToolCall
-from pytest_resilibench.agents.cache import CallKey, ModelCallCache, public_url
-from pytest_resilibench.agents.openai_provider import OpenAIAgent
-from pytest_resilibench.testserver import FaultConfig, OpenAITestServer
+from pytest_resilibench.runtime.agents.cache import CallKey, ModelCallCache, public_url
+from pytest_resilibench.runtime.agents.openai_provider import OpenAIAgent
+from pytest_resilibench.runtime.protocol import (
+    InfrastructureError,
+    ModelReply,
+    ModelRequest,
+    ToolCall,
+)
+from pytest_resilibench.servers.testserver import FaultConfig, OpenAITestServer
 
 SECRET = "sk-test-CACHE-SECRET-0987654321"
 MESSAGES = [{"role": "system", "content": "You call tools."},
@@ -100,8 +105,8 @@ def test_several_processes_write_at_once(tmp_path: Path) -> None:
     ModelCallCache(path).close()
     writer = textwrap.dedent(f"""
         import sys
-        from pytest_resilibench.agents.base import ModelReply
-        from pytest_resilibench.agents.cache import CallKey, ModelCallCache
+        from pytest_resilibench.runtime.protocol import ModelReply
+        from pytest_resilibench.runtime.agents.cache import CallKey, ModelCallCache
         cache = ModelCallCache({str(path)!r})
         worker = int(sys.argv[1])
         for i in range(60):

@@ -11,7 +11,15 @@ from typing import Any, TypeVar
 
 import pytest
 
-from pytest_resilibench.agents.base import (
+from pytest_resilibench.runtime.agents.openai_provider import (
+    PLACEHOLDER_KEY,
+    MalformedReply,
+    OpenAIAgent,
+    _retry_after_s,
+    parse_completion,
+)
+from pytest_resilibench.runtime.agents.probe import probe_agent
+from pytest_resilibench.runtime.protocol import (
     Agent,
     InfrastructureError,
     ModelLimitError,
@@ -19,15 +27,7 @@ from pytest_resilibench.agents.base import (
     ModelRequest,
     ToolCall,
 )
-from pytest_resilibench.agents.openai_provider import (
-    PLACEHOLDER_KEY,
-    MalformedReply,
-    OpenAIAgent,
-    _retry_after_s,
-    parse_completion,
-)
-from pytest_resilibench.agents.probe import probe_agent
-from pytest_resilibench.testserver import FAULT_KINDS, FaultConfig, OpenAITestServer
+from pytest_resilibench.servers.testserver import FAULT_KINDS, FaultConfig, OpenAITestServer
 
 SECRET = "sk-test-DO-NOT-LEAK-1234567890"
 _T = TypeVar("_T")
@@ -304,9 +304,9 @@ def test_unreachable_endpoint_is_an_infrastructure_error() -> None:
 def test_episodes_through_the_server_are_identical_with_and_without_faults() -> None:
     """The built-in agents served over HTTP play the same episodes whether or not 20% of the
     provider's responses fail: nothing is lost, only retries are added, counted apart."""
-    from pytest_resilibench.episode import run_episode
-    from pytest_resilibench.prompts import Variant
-    from pytest_resilibench.tasks import load_tasks
+    from pytest_resilibench.core.prompts import Variant
+    from pytest_resilibench.core.tasks import load_tasks
+    from pytest_resilibench.runtime.episode import run_episode
 
     all_tasks = list(load_tasks())
     tasks = all_tasks[:: len(all_tasks) // 8][:8]
@@ -433,7 +433,7 @@ def test_consecutive_refusals_stop_the_model_and_the_rest_is_not_sent() -> None:
 
 
 def test_max_cost_stops_starting_new_episodes() -> None:
-    from pytest_resilibench.agents.pricing import Price
+    from pytest_resilibench.runtime.agents.pricing import Price
 
     first_turns = [r for r in requests(9) if len(r.messages) == 2]
     later = [r for r in requests(9) if len(r.messages) > 2]
@@ -606,7 +606,7 @@ def test_the_timeout_bounds_the_whole_request_not_each_read() -> None:
 
 def test_a_lone_surrogate_and_an_absurd_usage_are_sanitised_at_the_boundary(
         tmp_path: Any) -> None:
-    from pytest_resilibench.agents.cache import CallKey, ModelCallCache
+    from pytest_resilibench.runtime.agents.cache import CallKey, ModelCallCache
 
     body = ('{"choices": [{"message": {"content": "bad \\ud800 text"}}], "usage": '
             '{"prompt_tokens": 1' + "0" * 3999 + ', "completion_tokens": 7}}').encode()

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_resilibench.agents.pricing import PRICES, Price, cost_usd, load_prices, price_of
+from pytest_resilibench.runtime.agents.pricing import PRICES, Price, cost_usd, load_prices, price_of
 
 
 def test_lookup_by_name_snapshot_and_prefix() -> None:

@@ -6,12 +6,12 @@ import asyncio
 
 import pytest
 
-from pytest_resilibench.agents import make_agent
-from pytest_resilibench.agents.base import InfrastructureError
-from pytest_resilibench.agents.builtin import make_builtin
-from pytest_resilibench.agents.openai_provider import OpenAIAgent
-from pytest_resilibench.agents.probe import hint_for, merge_stats, probe_agent
-from pytest_resilibench.testserver import FaultConfig, OpenAITestServer
+from pytest_resilibench.runtime.agents import make_agent
+from pytest_resilibench.runtime.agents.builtin import make_builtin
+from pytest_resilibench.runtime.agents.openai_provider import OpenAIAgent
+from pytest_resilibench.runtime.agents.probe import hint_for, merge_stats, probe_agent
+from pytest_resilibench.runtime.protocol import InfrastructureError
+from pytest_resilibench.servers.testserver import FaultConfig, OpenAITestServer
 
 
 def test_hints_name_the_option_to_change() -> None:

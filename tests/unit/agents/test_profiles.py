@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_resilibench.agents.profiles import AUTO, family_of, request_params
+from pytest_resilibench.runtime.agents.profiles import AUTO, family_of, request_params
 
 
 @pytest.mark.parametrize("model", ["o1", "o1-mini", "o3", "o3-mini-2025-01-31", "o4-mini",

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from pytest_resilibench.agents import FAMILIES, agent_shape, make_agent, spec_family
+from pytest_resilibench.runtime.agents import FAMILIES, agent_shape, make_agent, spec_family
 
 AGENTS = '''
-from pytest_resilibench.agents import ModelReply
+from pytest_resilibench.runtime.agents import ModelReply
 
 class Turn:
     name = "turn"

@@ -9,20 +9,20 @@ from typing import Any
 
 import pytest
 
-from pytest_resilibench.agents.base import MalformedReply, ModelReply, ToolCall
-from pytest_resilibench.agents.builtin import make_builtin
-from pytest_resilibench.agents.cache import ModelCallCache
-from pytest_resilibench.agents.openai_provider import OpenAIAgent
-from pytest_resilibench.agents.responses import (
+from pytest_resilibench.core.prompts import Variant
+from pytest_resilibench.core.tasks import load_tasks
+from pytest_resilibench.runtime.agents.builtin import make_builtin
+from pytest_resilibench.runtime.agents.cache import ModelCallCache
+from pytest_resilibench.runtime.agents.openai_provider import OpenAIAgent
+from pytest_resilibench.runtime.agents.responses import (
     ReasoningMemo,
     parse_response,
     responses_body,
     to_input,
 )
-from pytest_resilibench.episode import run_episode
-from pytest_resilibench.prompts import Variant
-from pytest_resilibench.tasks import load_tasks
-from pytest_resilibench.testserver import OpenAITestServer
+from pytest_resilibench.runtime.episode import run_episode
+from pytest_resilibench.runtime.protocol import MalformedReply, ModelReply, ToolCall
+from pytest_resilibench.servers.testserver import OpenAITestServer
 
 KEY = "sk-test-responses-0123456789"
 CHAT: list[dict[str, Any]] = [

@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from pytest_resilibench.live.server import LiveServer, live_services
+from pytest_resilibench.servers.live.server import LiveServer, live_services
 
 # A hanging service holds its request this long; the tests' client gives up far earlier.
 HANG_S = 1.0

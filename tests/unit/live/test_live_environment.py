@@ -12,12 +12,12 @@ import httpx
 import pytest
 from jsonschema import Draft202012Validator
 
-from pytest_resilibench.environment import Environment
-from pytest_resilibench.live.environment import LiveEnvironment, request_key
-from pytest_resilibench.live.registry import live_registry
-from pytest_resilibench.live.server import LOOPBACK, LiveServer, planned_fault
-from pytest_resilibench.live.services import SERVICES
-from pytest_resilibench.simulator import EpisodeKey
+from pytest_resilibench.core.simulator import EpisodeKey
+from pytest_resilibench.runtime.environment import Environment
+from pytest_resilibench.servers.live.environment import LiveEnvironment, request_key
+from pytest_resilibench.servers.live.registry import live_registry
+from pytest_resilibench.servers.live.server import LOOPBACK, LiveServer, planned_fault
+from pytest_resilibench.servers.live.services import SERVICES
 
 SEED = 0  # the live_server fixture's seed (conftest)
 CLIENT_TIMEOUT_S = 0.3  # far below the fixture's hang

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from jsonschema import Draft202012Validator
 
-from pytest_resilibench.catalog import CATEGORY_ERRORS
-from pytest_resilibench.live.registry import LIVE_CATEGORY, live_registry
-from pytest_resilibench.live.services import SERVICES
-from pytest_resilibench.registry import COMMON_ERRORS, Role
+from pytest_resilibench.core.catalog import CATEGORY_ERRORS
+from pytest_resilibench.core.registry import COMMON_ERRORS, Role
+from pytest_resilibench.servers.live.registry import LIVE_CATEGORY, live_registry
+from pytest_resilibench.servers.live.services import SERVICES
 
 # Every code a simulated tool can return.
 TAXONOMY = {code for modes in CATEGORY_ERRORS.values() for code, _ in modes}

@@ -8,14 +8,14 @@ from typing import Any
 
 import pytest
 
-from pytest_resilibench.agents.builtin import make_builtin
-from pytest_resilibench.episode import run_episode
-from pytest_resilibench.flaws import FLAWS, SEVERITIES
-from pytest_resilibench.live.environment import LiveEnvironment
-from pytest_resilibench.live.registry import live_registry
-from pytest_resilibench.live.server import LiveServer
-from pytest_resilibench.live.tasks import LIVE_TASK_TYPE, live_task, live_tasks
-from pytest_resilibench.prompts import Variant, render_prompt
+from pytest_resilibench.core.flaws import FLAWS, SEVERITIES
+from pytest_resilibench.core.prompts import Variant, render_prompt
+from pytest_resilibench.runtime.agents.builtin import make_builtin
+from pytest_resilibench.runtime.episode import run_episode
+from pytest_resilibench.servers.live.environment import LiveEnvironment
+from pytest_resilibench.servers.live.registry import live_registry
+from pytest_resilibench.servers.live.server import LiveServer
+from pytest_resilibench.servers.live.tasks import LIVE_TASK_TYPE, live_task, live_tasks
 
 REGISTRY = live_registry()
 

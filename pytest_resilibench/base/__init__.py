@@ -1,0 +1,1 @@
+"""Shared vocabulary and small helpers with no dependency on the rest of the package."""

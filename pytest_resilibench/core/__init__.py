@@ -1,0 +1,1 @@
+"""The benchmark's model: tools, simulator, tasks, flaws, prompts, scoring, records."""

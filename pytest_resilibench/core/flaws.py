@@ -1,0 +1,677 @@
+"""The seven plan flaws (docs/BENCHMARK.md: Flaws): pure functions from a correct plan to a
+flawed one.
+
+`inject_flaw(flaw, severity, workflow, task, registry)` returns the flawed workflow and a JSON-able
+record of exactly what changed. The draws are keyed by (task id, flaw), never by the run seed, so
+a task's flawed plan is fixed. The severity says how many changes to make (light 1, medium 2,
+severe 3, capped by what the plan allows); changes are made one after another from the same draw
+stream, so severity is monotone by construction.
+
+"Similar tool" and "neighbour" come from the registry: same category, same role, same operation
+and shared keywords score a candidate; ties break by name.
+
+Record: `{"flaw", "severity", "changes": [...]}`, one change per edit, each with its `kind`
+(moved, removed, duplicated, replaced, drifted, parameter, format, source), the `tool` and where:
+`index` is the step's position in the parent plan (moved: `from`/`to` positions at the time of the
+move; duplicated: the copy lands `at`), plus the old and new tool or value; a swapped-in tool's
+`arguments`; for parameter and data-flow edits whether the simulator `accepted` the wrong value
+(the deliverable is then wrong) or refuses it.
+
+Injected steps read like genuine ones (`plan_text.shown_plan` words both): a swapped-in tool is
+one the task's values fit (`task_value`: its own value, else another input's of the same kind),
+and a wrong value is plausible (another input's value, a near-miss path or enum value).
+At light severity parameter_error and logical_inconsistency make one edit the simulator refuses
+when run; medium and severe add edits it accepts, that only a reader of the plan against the
+task catches (the output condition, scoring.py).
+"""
+
+from __future__ import annotations
+
+import re
+import weakref
+from collections.abc import Callable, Collection, Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from pytest_resilibench.base.names import FLAWS, FLOW_PARAMS, SEVERITIES
+from pytest_resilibench.base.rng import DrawStream
+from pytest_resilibench.core.plan_text import plan_advice, shown_plan
+from pytest_resilibench.core.registry import (
+    DATA_FORMATS,
+    FILE_EXTENSIONS,
+    ToolRegistry,
+    ToolSpec,
+    default_registry,
+)
+from pytest_resilibench.core.simulator import LOCATION_PARAMS
+from pytest_resilibench.core.tasks import Task
+from pytest_resilibench.core.workflow import PlanStep, Workflow
+
+__all__ = [
+    "FLAWS",
+    "SEVERITIES",
+    "SEVERITY_CHANGES",
+    "inject_flaw",
+    "similar_tools",
+    "task_value",
+]
+
+SEVERITY_CHANGES = {"light": 1, "medium": 2, "severe": 3}
+
+# How many of the most similar tools a swap draws from (variety without absurd swaps), among
+# how many of the most similar ones (those the task's values fit).
+_TOP_CANDIDATES = 3
+SIMILAR_WINDOW = 10
+
+
+# --- similarity -------------------------------------------------------------------------------
+def _similarity(a: ToolSpec, b: ToolSpec) -> int:
+    shared = len(set(a.keywords) & set(b.keywords))
+    return (shared + 3 * (a.category == b.category) + 2 * (a.role == b.role)
+            + 2 * (a.operation == b.operation))
+
+
+def similar_tools(
+    registry: ToolRegistry, name: str, *, other_function: bool = False,
+    exclude: Collection[str] = (),
+) -> list[str]:
+    """Tools ranked by similarity to `name`, most similar first (deterministic). With
+    `other_function`, only tools of a different operation (a different function)."""
+    return [t for t in _ranking(registry, name, other_function) if t not in exclude]
+
+
+# Rankings per registry, for as long as the registry lives.
+_RANKINGS: weakref.WeakKeyDictionary[ToolRegistry, dict[tuple[str, bool], tuple[str, ...]]] = (
+    weakref.WeakKeyDictionary())
+
+
+def _ranking(registry: ToolRegistry, name: str, other_function: bool) -> tuple[str, ...]:
+    rankings = _RANKINGS.setdefault(registry, {})
+    ranking = rankings.get((name, other_function))
+    if ranking is None:
+        tool = registry[name]
+        candidates = [t for t in registry if t.name != name
+                      and not (other_function and t.operation == tool.operation)]
+        candidates.sort(key=lambda t: (-_similarity(tool, t), t.name))
+        ranking = rankings[(name, other_function)] = tuple(t.name for t in candidates)
+    return ranking
+
+
+# --- the plan as the simulator will see it --------------------------------------------------
+@dataclass(frozen=True)
+class _Flow:
+    """What a step consumes and produces if every step succeeds in order."""
+
+    consumed: str  # data format
+    produced: str
+    producer: int | None  # the index of the step whose output it consumes
+
+
+@dataclass
+class _Plan:
+    """A plan being edited, with what the injectors need to know about it."""
+
+    steps: list[PlanStep]
+    task: Task
+    registry: ToolRegistry
+    stream: DrawStream
+
+    def __post_init__(self) -> None:
+        self.parent_tools = tuple(s.tool for s in self.steps)
+        # The task steps the parent plan's deliverable descends from (what scoring.py wants).
+        self.deliverable = (self.lineage(len(self.steps) - 1, self.flow())
+                            & set(self.task.required_tools)) if self.steps else set()
+
+    def depends_on(self, later: str, earlier: str) -> bool:
+        return earlier in self.registry.dependencies(later, self.parent_tools)
+
+    def flow(self) -> list[_Flow]:
+        """Each step's data if every step succeeds in order, by the rules the simulator runs
+        (`ToolSpec.reads_input`, `ToolRegistry.default_source`, `ToolSpec.produced_format`)."""
+        data_format = str(self.task.inputs.get("format", "json"))
+        latest_by_tool: dict[str, int] = {}
+        flow: list[_Flow] = []
+        for i, step in enumerate(self.steps):
+            spec = self.registry.get(step.tool)
+            if spec is None:
+                flow.append(_Flow(data_format, data_format, None))
+                continue
+            producer: int | None = None
+            source = step.arguments.get("source")
+            if isinstance(source, str) and source.split("#")[0] in latest_by_tool:
+                producer = latest_by_tool[source.split("#")[0]]
+            elif spec.reads_input:
+                tool = self.registry.default_source(spec.name, self.task.required_tools,
+                                                    latest_by_tool)
+                producer = None if tool is None else latest_by_tool[tool]
+            consumed = data_format if producer is None else flow[producer].produced
+            flow.append(_Flow(consumed, spec.produced_format(step.arguments, consumed),
+                              producer))
+            latest_by_tool[spec.name] = i
+        return flow
+
+    def formats(self) -> list[tuple[str, str]]:
+        return [(f.consumed, f.produced) for f in self.flow()]
+
+    def lineage(self, index: int, flow: Sequence[_Flow]) -> set[str]:
+        """The tools whose outputs the step's output descends from (itself included)."""
+        tools: set[str] = set()
+        at: int | None = index
+        while at is not None and self.steps[at].tool not in tools:
+            tools.add(self.steps[at].tool)
+            at = flow[at].producer
+        return tools
+
+    def feeds_deliverable(self, index: int) -> bool:
+        """Whether the last step's output descends from the step's (the output step is
+        last in every plan a flaw starts from)."""
+        return self.steps[index].tool in self.lineage(len(self.steps) - 1, self.flow())
+
+    def refused_formats(self) -> set[int]:
+        """The steps whose `format` does not match the data they would consume."""
+        return {i for i, (step, data) in enumerate(zip(self.steps, self.flow(), strict=True))
+                if step.arguments.get("format", data.consumed) != data.consumed}
+
+    def skipped(self, refused: set[int]) -> list[str]:
+        """The task steps the deliverable's data should go through (as in the parent plan)
+        but no longer does; empty also when a step's `format` no longer matches its data
+        (beyond the `refused` ones: that call would be refused, not accepted)."""
+        if self.refused_formats() - refused:
+            return []
+        return sorted(self.deliverable - self.lineage(len(self.steps) - 1, self.flow()))
+
+    def arguments_for(self, spec: ToolSpec, index: int) -> dict[str, Any] | None:
+        """A genuine-looking call of a swapped-in tool: its required parameters (as a
+        genuine step shows), each with a value of the task (its own, else another input's
+        value of the same kind); None when the task has no fitting value for one."""
+        args: dict[str, Any] = {}
+        props = _properties(spec)
+        for param in spec.required_parameters:
+            if param == "format":
+                args[param] = self.formats()[index][0] if index < len(self.steps) else "json"
+                continue
+            value = task_value(param, props.get(param, {}), self.task.inputs)
+            if value is None:
+                return None
+            args[param] = value
+        return dict(sorted(args.items()))
+
+    def fits(self, tool: str) -> bool:
+        spec = self.registry.get(tool)
+        return spec is not None and self.arguments_for(spec, 0) is not None
+
+    def swap(self, index: int, tool: str) -> PlanStep:
+        """Put `tool` at `index` with task values for its own arguments."""
+        old = self.steps[index]
+        spec = self.registry[tool]
+        arguments = self.arguments_for(spec, index)
+        assert arguments is not None, f"{tool} does not fit the task"
+        self.steps[index] = PlanStep(tool=tool, purpose="", arguments=arguments,
+                                     on_failure=old.on_failure)
+        return old
+
+    def permutation(self, indices: Sequence[int]) -> list[int]:
+        """The indices in a drawn order (Fisher-Yates on the plan's stream)."""
+        out = list(indices)
+        for i in range(len(out) - 1, 0, -1):
+            j = self.stream.randint(0, i)
+            out[i], out[j] = out[j], out[i]
+        return out
+
+
+def _properties(spec: ToolSpec) -> Mapping[str, Any]:
+    props: Mapping[str, Any] = spec.parameters.get("properties", {})
+    return props
+
+
+# Parameters whose values are alike in kind: a swapped-in tool that needs one the task lacks
+# takes another input's value of its kind (a job named like the task's queue), never a
+# placeholder (a step carrying `https://api.example.com` would mark itself as injected).
+_KINDS: tuple[frozenset[str], ...] = (
+    frozenset({"url", "target_url"}),
+    frozenset({"path", "destination", "directory"}),
+    frozenset({"route_to", "service", "queue_name", "job_name", "recipient", "key", "event",
+               "target_schema", "message"}),
+    frozenset({"condition", "expression"}),
+)
+
+
+def task_value(param: str, schema: Mapping[str, Any], inputs: Mapping[str, Any]) -> Any:
+    """The task's value for `param`, else another input's value of the same kind that the
+    schema allows (deterministic: inputs in key order), else None."""
+    if param in inputs:
+        return inputs[param]
+    kind = next((k for k in _KINDS if param in k), frozenset())
+    for key in sorted(inputs):
+        value = inputs[key]
+        if key == "format" or not (
+                key in kind or ("enum" in schema and key not in LOCATION_PARAMS)):
+            continue
+        if "enum" in schema and value not in schema["enum"]:
+            continue
+        if schema.get("type") == "integer" and not isinstance(value, int):
+            continue
+        if "pattern" in schema and not re.match(schema["pattern"], str(value)):
+            continue
+        return value
+    if schema.get("type") == "integer" and "enum" not in schema:
+        found = [v for k, v in sorted(inputs.items()) if isinstance(v, int)
+                 and not isinstance(v, bool)]
+        return found[0] if found else None
+    return None
+
+
+# --- the seven injectors -------------------------------------------------------------------------
+Change = dict[str, Any]  # one entry of a flaw record's `changes`
+Injector = Callable[[_Plan, int], list[Change]]
+
+
+def _sequence_disorder(plan: _Plan, count: int) -> list[Change]:
+    """Move a dependent step before one of its prerequisites, `count` times."""
+    steps, changes = plan.steps, list[Change]()
+    for _ in range(count):
+        pairs = [(i, j) for j in range(len(steps)) for i in range(j)
+                 if plan.depends_on(steps[j].tool, steps[i].tool)]
+        if not pairs:
+            if changes or len(steps) < 2:
+                break
+            pairs = [(0, len(steps) - 1)]  # no dependency at all: still bring the last first
+        i, j = plan.stream.choice(pairs)
+        step = steps.pop(j)
+        steps.insert(i, step)
+        changes.append({"kind": "moved", "tool": step.tool, "from": j, "to": i,
+                        "before": steps[i + 1].tool})
+    return changes
+
+
+def _missing_step(plan: _Plan, count: int) -> list[Change]:
+    """Drop steps the task needs, keeping at least one step."""
+    steps, changes = plan.steps, list[Change]()
+    origin = list(range(len(steps)))
+    needed = [i for i, s in enumerate(steps) if s.tool in plan.task.required_tools]
+    for original in plan.permutation(needed or origin)[:count]:
+        if changes and len(steps) <= 1:
+            break
+        at = origin.index(original)
+        step = steps.pop(at)
+        origin.pop(at)
+        changes.append({"kind": "removed", "tool": step.tool, "index": original})
+    return changes
+
+
+def _redundant_operations(plan: _Plan, count: int) -> list[Change]:
+    """Repeat steps: a copy right after the original or later in the plan."""
+    steps, changes = plan.steps, list[Change]()
+    origin: list[int | None] = list(range(len(steps)))  # None marks an inserted copy
+    for original in (plan.permutation(range(len(steps))) * count)[:count]:
+        at = origin.index(original) + 1
+        at = plan.stream.randint(at, min(at + 1, len(steps)))
+        steps.insert(at, steps[origin.index(original)])
+        origin.insert(at, None)
+        changes.append({"kind": "duplicated", "tool": steps[at].tool, "index": original,
+                        "at": at})
+    return changes
+
+
+def _tool_misuse(plan: _Plan, count: int) -> list[Change]:
+    """Swap steps for similar tools that do something else (a different operation) and that
+    the task's values fit (a step needing values the task lacks would give itself away)."""
+    steps, changes = plan.steps, list[Change]()
+    for i in plan.permutation(range(len(steps)))[:count]:
+        in_plan = [s.tool for s in steps]
+        candidates = [t for t in similar_tools(plan.registry, steps[i].tool, other_function=True,
+                                               exclude=in_plan)[:SIMILAR_WINDOW]
+                      if plan.fits(t)][:_TOP_CANDIDATES]
+        if not candidates:
+            continue
+        old = plan.swap(i, plan.stream.choice(candidates))
+        changes.append({"kind": "replaced", "index": i, "tool": old.tool,
+                        "new_tool": steps[i].tool, "arguments": dict(steps[i].arguments)})
+    return changes
+
+
+def _semantic_drift(plan: _Plan, count: int) -> list[Change]:
+    """Keep a prefix; from then on each tool is a neighbour of the one before (compounding).
+    Where the neighbours run out before the plan's end, a later start is tried, and where no
+    start up to the end drifts at all, an earlier one drifts `count` steps; each try draws
+    from the flaw's stream afresh, so it depends on its start alone and a severity never
+    drifts fewer steps than a lighter one."""
+    def drift(start: int, stop: int) -> tuple[list[PlanStep], list[Change]]:
+        trial = replace(plan, steps=list(plan.steps), stream=plan.stream.restarted())
+        return trial.steps, _drift_from(trial, start, stop)
+
+    n = len(plan.steps)
+    first = max(n - count, min(1, n - 1))
+    best: tuple[list[PlanStep], list[Change]] = (plan.steps, [])
+    for start in range(first, n):
+        tried = drift(start, n)
+        if len(tried[1]) > len(best[1]):
+            best = tried
+        if start + len(tried[1]) == n:  # drifted to the end: no later start drifts more
+            break
+    for start in range(first - 1, min(1, n - 1) - 1, -1) if not best[1] else ():
+        best = drift(start, start + count)
+        if best[1]:
+            break
+    plan.steps[:] = best[0]
+    return best[1]
+
+
+def _drift_from(plan: _Plan, start: int, stop: int) -> list[Change]:
+    """Drift steps start..stop-1, each a neighbour of the one before; stops where none fits."""
+    steps, changes = plan.steps, list[Change]()
+    used = set(plan.parent_tools)
+    previous = steps[start - 1].tool if start > 0 else steps[0].tool
+    for i in range(start, stop):
+        candidates = [t for t in similar_tools(plan.registry, previous, exclude=used)
+                      [:SIMILAR_WINDOW] if plan.fits(t)]
+        if not candidates:
+            break
+        new = plan.stream.choice(candidates[:_TOP_CANDIDATES])
+        old = plan.swap(i, new)
+        used.add(new)
+        changes.append({"kind": "drifted", "index": i, "tool": old.tool, "new_tool": new,
+                        "neighbour_of": previous, "arguments": dict(steps[i].arguments)})
+        previous = new
+    return changes
+
+
+def _parameter_error(plan: _Plan, count: int) -> list[Change]:
+    """Put a wrong value in one parameter of `count` steps. The first is refused when run (a
+    value that breaks the tool's schema, or a location the task does not have); the others
+    are accepted, and make the wrong deliverable (another function, a near-miss destination):
+    only a reader who checks the plan against the task catches those (the output condition,
+    scoring.py)."""
+    order = plan.permutation(range(len(plan.steps)))
+    return _refused_then_accepted(plan, count, order, _corrupt, either_first=True)
+
+
+Edit = Callable[[_Plan, int, bool], "Change | None"]
+
+
+def _refused_then_accepted(
+    plan: _Plan, count: int, order: Sequence[int], edit: Edit, *, either_first: bool
+) -> list[Change]:
+    """`count` edits on distinct steps in `order`: the first refused when run, the others
+    accepted (each falls back to the other kind where none of its kind fits; the first only
+    `either_first`). Where the light edit takes the only step an accepted edit fits, medium
+    and severe draw their refused edit on another step: every medium and severe plan then
+    carries an accepted wrong value (light stays as it is); where one step is the only
+    place for either kind (a two-step task), they carry the accepted one alone."""
+    parent = list(plan.steps)
+    changes = _edits(plan, count, order, edit, either_first)
+    if count > 1 and not any(c["accepted"] for c in changes):
+        edited = list(plan.steps)
+        for first in order:  # the refused edit on a step that leaves one for an accepted
+            plan.steps[:] = parent
+            tried = _edits(plan, count, order, edit, either_first, first=first)
+            if any(c["accepted"] for c in tried) and not tried[0]["accepted"]:
+                return tried
+        plan.steps[:] = parent  # one step takes both kinds: the accepted edit wins
+        accepted = [c for i in order if (c := edit(plan, i, True)) is not None][:count - 1]
+        if accepted:
+            return accepted
+        plan.steps[:] = edited
+    return changes
+
+
+def _edits(
+    plan: _Plan, count: int, order: Sequence[int], edit: Edit, either_first: bool,
+    first: int | None = None,
+) -> list[Change]:
+    changes = list[Change]()
+    for accepted in [False] + [True] * (count - 1):
+        done = {c["index"] for c in changes}
+        steps = [i for i in order if i not in done]
+        if first is not None and not changes:
+            steps = [first]
+        change = next((c for i in steps if (c := edit(plan, i, accepted)) is not None), None)
+        if change is None and first is not None and not changes:
+            return []
+        if change is None and (accepted or either_first):  # none of that kind: the other
+            change = next((c for i in steps if (c := edit(plan, i, not accepted)) is not None),
+                          None)
+        if change is None:
+            break
+        changes.append(change)
+    return changes
+
+
+def _corrupt(plan: _Plan, index: int, accepted: bool) -> Change | None:
+    """A wrong value in step `index`: refused at run time, or `accepted` (a task value that
+    says what to make, swapped for a plausible other one)."""
+    step = plan.steps[index]
+    spec = plan.registry.get(step.tool)
+    if spec is None:
+        return None
+    props = _properties(spec)
+    inputs = plan.task.inputs
+    bound = [p for p in sorted(step.arguments) if p in props and p not in FLOW_PARAMS
+             and p in inputs]
+    if accepted:
+        if not plan.feeds_deliverable(index):
+            return None  # a wrong value off the deliverable's lineage would change nothing
+        pool = [p for p in bound if p not in LOCATION_PARAMS]
+    else:
+        pool = [p for p in bound if p in LOCATION_PARAMS] or [
+            p for p in sorted(props) if p not in FLOW_PARAMS
+            and ("enum" in props[p] or props[p].get("type") == "integer")
+            and p not in inputs]
+    if not pool:
+        return None
+    param = plan.stream.choice(pool)
+    old = step.arguments.get(param)
+    new = _wrong_value(param, props[param], old, inputs, accepted, plan.stream)
+    if new is None or new == old:
+        return None
+    arguments = dict(sorted({**step.arguments, param: new}.items()))
+    schema_errors = plan.registry.argument_errors(spec.name, arguments)
+    refused = bool(schema_errors) or (param in LOCATION_PARAMS and new != inputs.get(param))
+    if accepted == refused:
+        return None
+    plan.steps[index] = replace(step, arguments=arguments)
+    violates = "schema" if schema_errors else ("task_inputs" if not accepted else "deliverable")
+    return {"kind": "parameter", "index": index, "tool": step.tool, "parameter": param,
+            "old": old, "new": new, "violates": violates, "accepted": accepted}
+
+
+# Near misses of an enum value the schema refuses (what a model might guess).
+_NOT_IN_ENUM = {"sum": "total", "mean": "average", "count": "tally", "min": "minimum",
+                "max": "maximum", "csv": "tsv", "json": "jsonl", "normalize": "normalise",
+                "daily": "every day", "hourly": "every hour", "weekly": "every week",
+                "once": "one-off", "statistical": "statistics", "minimize": "minimise",
+                "maximize": "maximise"}
+_SUFFIXES = ("_old", "_backup", "_v0", "_tmp")
+
+
+def _wrong_value(
+    param: str, schema: Mapping[str, Any], old: Any, inputs: Mapping[str, Any], accepted: bool,
+    stream: DrawStream,
+) -> Any:
+    """A plausible wrong value (None: none plausible). Accepted: another allowed value of an
+    enum, another of the integers tasks use, a near miss of a string. Refused: another input's
+    value of the same kind (a URL where a path goes), a near-miss location, a near miss of an
+    enum value outside the enum, an integer past the maximum."""
+    if "enum" in schema:
+        if accepted:
+            others = [v for v in schema["enum"] if v != old]
+            return stream.choice(others) if others else None
+        base = old if old is not None else schema.get("default", schema["enum"][0])
+        miss = _NOT_IN_ENUM.get(str(base), f"{base}s")
+        return miss if miss not in schema["enum"] else None
+    kind = schema.get("type")
+    if kind == "integer":
+        if accepted and isinstance(old, int):
+            return stream.choice([v for v in (7, 12, 14, 30, 90) if v != old])
+        hi = schema.get("maximum")
+        if hi is None:
+            return None
+        return int(hi) * 2
+    if not isinstance(old, str) or not old:
+        return None
+    if not accepted:
+        other = [v for k, v in sorted(inputs.items()) if k in LOCATION_PARAMS and k != param
+                 and isinstance(v, str) and v != old]
+        if other and stream.random() < 0.5:
+            return stream.choice(other)
+    return _mutate_string(old, stream)
+
+
+_SWAPPED_OPERATORS = {" - ": " + ", " + ": " - ", " * ": " / ", " / ": " * ", " > ": " < ",
+                      " < ": " > ", " >= ": " <= ", " <= ": " >= ", " == ": " != "}
+
+
+def _mutate_string(value: str, stream: DrawStream) -> str:
+    """A near miss of a task value: the opposite operator, another number, or a suffix
+    before the extension."""
+    for operator, opposite in _SWAPPED_OPERATORS.items():
+        if operator in value:
+            return value.replace(operator, opposite, 1)
+    number = re.search(r"\d+", value)
+    if number and "/" not in value and "." not in value:
+        return value[: number.start()] + number.group() + "0" + value[number.end():]
+    suffix = stream.choice(_SUFFIXES)
+    if "@" in value:
+        local, _, domain = value.partition("@")
+        return f"{local}{suffix}@{domain}"
+    head, slash, last = value.rpartition("/")
+    stem, dot, ext = last.rpartition(".")
+    last = f"{stem}{suffix}.{ext}" if dot and stem else f"{last}{suffix}"
+    return f"{head}{slash}{last}"
+
+
+def _logical_inconsistency(plan: _Plan, count: int) -> list[Change]:
+    """Make steps consume what they should not. The first consumes what its predecessors do
+    not produce (a `format` no earlier step has, or a `source` ref no earlier step produces:
+    refused when run); the others consume an earlier output that exists but skips a step the
+    data must go through (a `source` ref to it, with its format: accepted, and the deliverable
+    is wrong). Where the data has one path (a source, then the output step), a writer's
+    destination names another format than its data's instead (accepted, wrong deliverable);
+    an aggregator or notifier there has no accepted data-flow edit (its one task value is
+    parameter_error's) and keeps the refused one."""
+    steps = plan.steps
+    takes_input = [i for i, s in enumerate(steps)
+                   if s.tool in plan.registry
+                   and {"format", "source"} & set(_properties(plan.registry[s.tool]))]
+    eligible = [i for i in takes_input if i > 0] or takes_input
+    order = plan.permutation(eligible)
+    parent = list(steps)
+    changes = _refused_then_accepted(plan, count, order, _inconsistent, either_first=False)
+    if count > 1 and not any(c["accepted"] for c in changes):
+        # One data path (a source, then the output step): no earlier output to skip to. A
+        # writer then files its data under another format's name instead (accepted, and the
+        # deliverable is not the one asked for).
+        steps[:] = parent
+        changes = _refused_then_accepted(plan, count, order, _misfiled_or_inconsistent,
+                                         either_first=False)
+    return changes
+
+
+def _inconsistent(plan: _Plan, i: int, accepted: bool) -> Change | None:
+    steps = plan.steps
+    step, spec = steps[i], plan.registry[steps[i].tool]
+    flow = plan.flow()
+    props = _properties(spec)
+    if accepted:
+        if "source" not in props:
+            return None
+        # An earlier output that exists, read with its format, such that the deliverable's
+        # data no longer goes through a step it must (tried on the plan: the flow decides).
+        skipping: list[tuple[int, dict[str, Any], list[str]]] = []
+        refused = plan.refused_formats()
+        for k in range(i):
+            if steps[k].tool == step.tool or k == flow[i].producer:
+                continue
+            changed: dict[str, Any] = {"source": steps[k].tool}  # its latest output
+            if "format" in step.arguments or "format" in spec.required_parameters:
+                changed["format"] = flow[k].produced
+            arguments = dict(sorted({**step.arguments, **changed}.items()))
+            steps[i] = replace(step, arguments=arguments)
+            skips = plan.skipped(refused)
+            steps[i] = step
+            if skips:
+                skipping.append((k, arguments, skips))
+        if not skipping:
+            return None
+        k, arguments, skips = plan.stream.choice(skipping)
+        steps[i] = replace(step, arguments=arguments)
+        return {"kind": "source", "index": i, "tool": step.tool, "parameter": "source",
+                "old": step.arguments.get("source"), "new": arguments["source"],
+                "arguments": arguments, "skips": skips, "accepted": True}
+    seen = {str(plan.task.inputs.get("format", "json"))}
+    seen.update(f for fl in flow[: i + 1] for f in (fl.consumed, fl.produced))
+    wrong_formats = [f for f in DATA_FORMATS if f not in seen]
+    kinds = [k for k in ("format", "source") if k in props]
+    if not wrong_formats and "format" in kinds:
+        kinds.remove("format")
+    if not kinds:
+        return None
+    kind = plan.stream.choice(kinds)
+    if kind == "format":
+        new: str = plan.stream.choice(wrong_formats)
+        detail: dict[str, Any] = {"consumes": flow[i].consumed}
+    else:
+        later = [s.tool for s in steps[i + 1:] if s.tool != step.tool]
+        outside = [t for t in similar_tools(plan.registry, step.tool)
+                   if t not in plan.parent_tools][:_TOP_CANDIDATES]
+        new = f"{plan.stream.choice(later or outside)}#1"
+        detail = {"produced_by_then": [f"{s.tool}#1" for s in steps[:i]]}
+    old = step.arguments.get(kind)
+    steps[i] = replace(step, arguments=dict(sorted({**step.arguments, kind: new}.items())))
+    return {"kind": kind, "index": i, "tool": step.tool, "parameter": kind,
+            "old": old, "new": new, **detail, "accepted": False}
+
+
+def _misfiled_or_inconsistent(plan: _Plan, i: int, accepted: bool) -> Change | None:
+    """Accepted: a destination named for another format than the data the step writes (the
+    task's `/reports/x.csv` for csv data becomes `/reports/x.json`); refused: as
+    `_inconsistent`."""
+    if not accepted:
+        return _inconsistent(plan, i, False)
+    step = plan.steps[i]
+    consumed = plan.flow()[i].consumed
+    old = step.arguments.get("destination")
+    suffix = f".{FILE_EXTENSIONS[consumed]}" if consumed in FILE_EXTENSIONS else None
+    if not (suffix and isinstance(old, str) and old == plan.task.inputs.get("destination")
+            and old.endswith(suffix) and plan.feeds_deliverable(i)):
+        return None
+    claimed = plan.stream.choice([f for f in DATA_FORMATS if f != consumed])
+    new = old.removesuffix(suffix) + f".{FILE_EXTENSIONS[claimed]}"
+    plan.steps[i] = replace(step, arguments=dict(sorted({**step.arguments,
+                                                         "destination": new}.items())))
+    return {"kind": "format", "index": i, "tool": step.tool, "parameter": "destination",
+            "old": old, "new": new, "consumes": consumed, "names": claimed, "accepted": True}
+
+
+_INJECTORS: dict[str, Injector] = {
+    "sequence_disorder": _sequence_disorder,
+    "tool_misuse": _tool_misuse,
+    "parameter_error": _parameter_error,
+    "missing_step": _missing_step,
+    "redundant_operations": _redundant_operations,
+    "logical_inconsistency": _logical_inconsistency,
+    "semantic_drift": _semantic_drift,
+}
+assert tuple(_INJECTORS) == FLAWS
+
+
+def inject_flaw(
+    flaw: str, severity: str, workflow: Workflow, task: Task,
+    registry: ToolRegistry | None = None,
+) -> tuple[Workflow, dict[str, Any]]:
+    """The flawed workflow and the record of what was injected (pure, deterministic). The
+    flawed plan is worded by the renderer of every plan (`plan_text.shown_plan`), so only
+    the tools and arguments the record lists tell it from its parent."""
+    if flaw not in _INJECTORS:
+        raise ValueError(f"unknown flaw {flaw!r}; choose from {', '.join(FLAWS)}")
+    if severity not in SEVERITY_CHANGES:
+        raise ValueError(f"unknown severity {severity!r}; choose from {', '.join(SEVERITIES)}")
+    registry = registry or default_registry()
+    plan = _Plan(list(workflow.steps), task, registry, DrawStream("flaw", task.id, flaw))
+    changes = _INJECTORS[flaw](plan, SEVERITY_CHANGES[severity]) if plan.steps else []
+    renamed = {c["tool"]: c["new_tool"] for c in changes if "new_tool" in c}
+    # A computed Advice is computed again; another profile's (docs/FAULTS.md) is kept.
+    advice = None if workflow.advice == plan_advice(workflow.steps) else workflow.advice
+    flawed = shown_plan(Workflow(tuple(plan.steps), workflow.advice), task.required_tools,
+                        registry, renamed=renamed, advice=advice)
+    return flawed, {"flaw": flaw, "severity": severity, "changes": changes}

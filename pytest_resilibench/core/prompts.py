@@ -1,0 +1,380 @@
+"""The prompt variants (docs/BENCHMARK.md: Prompt variants) and their text and native renderings.
+
+Ten variants: `baseline` (task, inputs, outputs, tools), `cot` (baseline + step-by-step reasoning),
+`optimal` (baseline + the reference plan) and `flawed` x 7 (the same template with a flawed plan;
+the flaw is never named or hinted). The system message is the same for every variant of a tool
+mode, so providers can cache it; everything task-specific is in the user message. The rules a
+model is scored by (which order counts, the completion signal, the turn budget, one tool per
+step) are in the system message and the task text, so every variant is told them: a plan
+variant adds the plan block and nothing else (docs/ARCHITECTURE.md, "What each variant adds").
+
+The plan block is readable and machine-parseable, one step a line:
+`1. data_processing_parser — Parse raw text — arguments: {"format": "csv"} — if it fails: retry`.
+`parse_plan` and `parse_task_inputs` are its exact inverses: built-in agents read only what a
+model sees.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import weakref
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+from pytest_resilibench.base.names import (
+    COMPLETION_SIGNAL,
+    FLAWS,
+    SEVERITIES,
+    TOOL_MODES,
+    VARIANT_KINDS,
+)
+from pytest_resilibench.core.flaws import inject_flaw
+from pytest_resilibench.core.plan_text import shown_plan
+from pytest_resilibench.core.registry import ToolRegistry, default_registry
+from pytest_resilibench.core.tasks import Task
+from pytest_resilibench.core.workflow import PlanStep, Workflow
+
+__all__ = [
+    "COMPLETION_SIGNAL",
+    "TOOL_MODES",
+    "Prompt",
+    "Variant",
+    "all_variants",
+    "parse_plan",
+    "parse_task_inputs",
+    "plan_for",
+    "render_plan",
+    "render_prompt",
+]
+
+PLAN_HEADER = "Execution plan:"
+INPUTS_LABEL = "Inputs: "
+_SEP = " — "
+
+
+@dataclass(frozen=True)
+class Variant:
+    """A prompt variant. `flawed` needs a flaw; its severity defaults to medium."""
+
+    kind: str
+    flaw: str | None = None
+    severity: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.kind not in VARIANT_KINDS:
+            raise ValueError(f"unknown variant {self.kind!r}; "
+                             f"choose from {', '.join(VARIANT_KINDS)}")
+        if self.kind == "flawed":
+            if self.flaw not in FLAWS:
+                raise ValueError(f"a flawed variant needs a flaw from {', '.join(FLAWS)}, "
+                                 f"got {self.flaw!r}")
+            if self.severity is None:
+                object.__setattr__(self, "severity", "medium")
+            if self.severity not in SEVERITIES:
+                raise ValueError(f"unknown severity {self.severity!r}; "
+                                 f"choose from {', '.join(SEVERITIES)}")
+        elif self.flaw is not None or self.severity is not None:
+            raise ValueError(f"variant {self.kind!r} takes no flaw or severity")
+
+    @property
+    def label(self) -> str:
+        return f"flawed-{self.flaw}" if self.kind == "flawed" else self.kind
+
+    @classmethod
+    def from_label(cls, label: str, *, severity: str = "medium") -> Variant:
+        """The variant of a label (`optimal`, `flawed-missing_step`, ...)."""
+        kind, _, flaw = label.partition("-")
+        if kind == "flawed":
+            return cls(kind, flaw, severity)
+        if flaw:
+            raise ValueError(f"unknown variant label {label!r}")
+        return cls(kind)
+
+
+def all_variants(severity: str = "medium") -> list[Variant]:
+    """The ten variants: baseline, cot, optimal and the seven flawed ones."""
+    return [Variant("baseline"), Variant("cot"), Variant("optimal"),
+            *(Variant("flawed", flaw, severity) for flaw in FLAWS)]
+
+
+@dataclass(frozen=True)
+class Prompt:
+    """A rendered prompt: OpenAI chat `messages`, the `tools` list in native mode, and the
+    plan shown (with what was injected into it, for flawed variants)."""
+
+    messages: list[dict[str, Any]]
+    tools: list[dict[str, Any]] | None
+    plan: Workflow | None
+    flaw_record: dict[str, Any] | None
+
+
+# --- plans ---------------------------------------------------------------------------------
+def plan_for(
+    task: Task, variant: Variant, registry: ToolRegistry | None = None,
+    faults: str = "paper",
+) -> tuple[Workflow | None, dict[str, Any] | None]:
+    """The plan a variant shows (None for baseline and cot) and the flaw record. Under the
+    realistic fault profile the plan is that profile's optimal one, with its contingencies."""
+    registry = registry or default_registry()
+    if variant.kind in ("baseline", "cot"):
+        return None, None
+    derived = _derived(task, registry) if faults == "paper" else _realistic(task, registry)
+    if variant.kind == "optimal":
+        return derived.optimal, None
+    assert variant.flaw is not None and variant.severity is not None
+    flawed, record = inject_flaw(variant.flaw, variant.severity, derived.parent, task, registry)
+    return _as_shown(flawed), record
+
+
+@dataclass(frozen=True)
+class _Derived:
+    """What the prompts of a task derive from the task alone, whatever the variant."""
+
+    registry: ToolRegistry
+    header: str  # the user message's lines before the plan
+    parent: Workflow  # the reference plan with purposes, which flaws are injected into
+    optimal: Workflow  # the parent as shown
+
+
+# Per task, for as long as the task lives (a run renders each under every variant).
+_DERIVED: weakref.WeakKeyDictionary[Task, _Derived] = weakref.WeakKeyDictionary()
+
+
+def _derived(task: Task, registry: ToolRegistry) -> _Derived:
+    """Memoised per task (tasks are frozen; a run renders each under every variant)."""
+    found = _DERIVED.get(task)
+    if found is not None and found.registry is registry:
+        return found
+    parent = shown_plan(task.reference_workflow(), task.required_tools, registry)
+    derived = _DERIVED[task] = _Derived(registry, _header(task), parent, _as_shown(parent))
+    return derived
+
+
+_REALISTIC: weakref.WeakKeyDictionary[Task, _Derived] = weakref.WeakKeyDictionary()
+
+
+def _realistic(task: Task, registry: ToolRegistry) -> _Derived:
+    """`_derived` under the realistic fault profile (docs/FAULTS.md): the header names the
+    profile's turn budget and the stand-ins the task lists; the parent plan is the profile's
+    optimal plan (exact DP of `solver.realistic`), whose steps say what to do on each event."""
+    found = _REALISTIC.get(task)
+    if found is not None and found.registry is registry:
+        return found
+    from pytest_resilibench.core.faults import EVENT_RULES, stored_plans, task_faults
+    from pytest_resilibench.core.tasks import FIXTURES_DIR
+
+    faults = task_faults(task, registry)
+    header = _header(task).replace(
+        f"finish within {_PAPER_TURNS} turns", f"finish within {faults.max_turns} turns")
+    header += "\n" + EVENT_RULES
+    if faults.alternatives:
+        header += "\nStand-ins (use one only when its step's tool is unavailable):\n" + \
+            "\n".join(f"- {step}: {alt} with arguments {_json(dict(faults.arguments[alt]))}"
+                      for step, alt in faults.alternatives.items())
+    stored = stored_plans(FIXTURES_DIR).get(task.id) if registry is default_registry() else None
+    plan = Workflow.from_json(stored) if stored is not None else None
+    steps = list(dict.fromkeys(task.required_tools))
+    if plan is None or [t for t in plan.tools if t in steps] != steps or any(
+            dict(s.arguments) != dict(faults.arguments.get(s.tool, {})) for s in plan.steps):
+        # No stored plan, or one for another task of that id (tasks from elsewhere): solve.
+        from pytest_resilibench.solver.realistic import realistic_solution
+
+        plan = realistic_solution(task, registry=registry).workflow
+    # The solver's Advice restates the profile's rules, which the header now gives every
+    # variant: the plan's own Advice, as under the paper profile, explains its marks only.
+    parent = shown_plan(plan, task.required_tools, registry)
+    derived = _REALISTIC[task] = _Derived(registry, header, parent, _as_shown(parent))
+    return derived
+
+
+_PAPER_TURNS = 10  # the budget the task constraints name (the paper profile's)
+
+
+def _as_shown(workflow: Workflow) -> Workflow:
+    """The workflow as the plan block shows it (one-line texts), so that `Prompt.plan` is
+    exactly what `parse_plan` reads back."""
+    return Workflow(
+        steps=tuple(PlanStep(s.tool, _one_line(s.purpose), dict(s.arguments),
+                             _one_line(s.on_failure)) for s in workflow.steps),
+        advice=_one_line(workflow.advice),
+    )
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+# json.dumps(value, sort_keys=True, ensure_ascii=False) without building an encoder per call.
+_ENCODER = json.JSONEncoder(sort_keys=True, ensure_ascii=False)
+
+
+def _json(value: Any) -> str:
+    return _ENCODER.encode(value)
+
+
+def render_plan(workflow: Workflow) -> str:
+    """The plan block: a header, one numbered line per step, then the advice if any.
+    Purposes and advice are shown on one line (runs of whitespace become one space)."""
+    lines = [PLAN_HEADER]
+    for n, step in enumerate(workflow.steps, 1):
+        lines.append(
+            f"{n}. {step.tool}{_SEP}{_one_line(step.purpose)}{_SEP}arguments: "
+            f"{_json(dict(step.arguments))}{_SEP}if it fails: {_one_line(step.on_failure)}"
+        )
+    if workflow.advice.strip():
+        lines.append(f"Advice: {_one_line(workflow.advice)}")
+    return "\n".join(lines)
+
+
+_STEP_LINE = re.compile(
+    r"^(?P<n>\d+)\. (?P<tool>\S+) — (?P<purpose>.*?) — arguments: (?P<args>\{.*\})"
+    r" — if it fails: (?P<on_failure>.*)$"
+)
+
+
+def parse_plan(text: str) -> Workflow | None:
+    """The plan in a prompt's text (the inverse of `render_plan`), or None if it has none.
+    Unreadable step lines end the plan rather than raise."""
+    lines = text.split("\n")
+    try:
+        start = len(lines) - 1 - lines[::-1].index(PLAN_HEADER)
+    except ValueError:
+        return None
+    steps: list[PlanStep] = []
+    advice = ""
+    for line in lines[start + 1:]:
+        match = _STEP_LINE.match(line)
+        if match is None:
+            if line.startswith("Advice: "):
+                advice = line.removeprefix("Advice: ")
+            break
+        try:
+            arguments = json.loads(match["args"])
+        except json.JSONDecodeError:
+            break
+        if not isinstance(arguments, dict):
+            break
+        steps.append(PlanStep(tool=match["tool"], purpose=match["purpose"],
+                              arguments=arguments, on_failure=match["on_failure"]))
+    return Workflow(steps=tuple(steps), advice=advice)
+
+
+def parse_task_inputs(text: str) -> dict[str, Any]:
+    """The task's inputs shown in a prompt's text ({} when absent or unreadable)."""
+    for line in text.split("\n"):
+        if line.startswith(INPUTS_LABEL):
+            try:
+                value = json.loads(line.removeprefix(INPUTS_LABEL))
+            except json.JSONDecodeError:
+                return {}
+            return value if isinstance(value, dict) else {}
+    return {}
+
+
+# --- messages -------------------------------------------------------------------------------
+_RULES = (
+    "You complete a task by calling tools, one tool call per turn; each call's result comes "
+    "back in the next message.\n"
+    "How a task is scored (the same for every task):\n"
+    "- Each step the task describes needs its own tool: another tool does not count for a "
+    "step unless the task lists it as a stand-in for that step.\n"
+    "- Do the steps in the order the task describes them: a step counts from its first "
+    "success, and each step's first success must come after the first successes of the "
+    "steps before it.\n"
+    "- The deliverable counts only if it is made as the task asks (its destination, values "
+    "and format) from data that went through every step.\n"
+    f"- When the task is done, reply with {COMPLETION_SIGNAL} (and no tool call); it is read "
+    "only in a reply without a tool call.\n"
+    f"- Every reply that is not {COMPLETION_SIGNAL} costs one turn; the task's constraints "
+    "give the turn budget, and every result reports the turns left.\n"
+    "Tools fail at random (timeouts, network errors, ...): retry a failed call, or fix its "
+    "arguments. A tool whose input steps have not succeeded (or failed last) fails far more "
+    "often.\n"
+    "A tool's output has a `ref`; pass it as `source` to a later tool to consume that output "
+    "(by default a tool consumes the latest output of the step it depends on).\n"
+)
+_TEXT_CALLS = (
+    "To call a tool, reply with exactly one call in this form:\n"
+    '<tool_call>{"name": "TOOL_NAME", "arguments": {...}}</tool_call>\n'
+    "Every argument goes inside `arguments`.\n"
+)
+_NATIVE_CALLS = "Call tools with the function-calling interface, one call per turn.\n"
+_COT = (
+    "Think step by step: before each tool call, briefly reason about what is done, what is "
+    "left and which tool comes next, then make the call."
+)
+
+
+@lru_cache(maxsize=len(TOOL_MODES))
+def _default_system(tool_mode: str) -> str:
+    return _render_system(tool_mode, default_registry())
+
+
+@lru_cache(maxsize=1)
+def _default_tools() -> tuple[dict[str, Any], ...]:
+    """The native `tools` of the default registry, built once (0.5 ms a time): every prompt
+    gets its own list of the same entries, which no one modifies."""
+    return tuple(default_registry().to_openai())
+
+
+def _render_system(tool_mode: str, registry: ToolRegistry) -> str:
+    if tool_mode == "native":
+        return _RULES + _NATIVE_CALLS
+    tools = "\n".join(
+        f"- {spec.name}: {spec.description} Parameters: "
+        f"{json.dumps(spec.to_openai()['function']['parameters'], sort_keys=True)}"
+        for spec in registry
+    )
+    return _RULES + _TEXT_CALLS + "\nAvailable tools:\n" + tools
+
+
+def _header(task: Task) -> str:
+    parts = [
+        f"Task: {_one_line(task.description)}",
+        f"{INPUTS_LABEL}{_json(dict(task.inputs))}",
+        f"Expected outputs: {_json(dict(task.expected_outputs))}",
+    ]
+    if task.constraints:
+        parts.append("Constraints:\n" + "\n".join(f"- {c}" for c in task.constraints))
+    return "\n".join(parts)
+
+
+def _user_message(
+    task: Task, variant: Variant, plan: Workflow | None, registry: ToolRegistry | None = None,
+    faults: str = "paper",
+) -> str:
+    registry = registry or default_registry()
+    derived = _derived(task, registry) if faults == "paper" else _realistic(task, registry)
+    parts = [derived.header]
+    if plan is not None:
+        parts.append("\n" + render_plan(plan))
+    if variant.kind == "cot":
+        parts.append("\n" + _COT)
+    return "\n".join(parts)
+
+
+def render_prompt(
+    task: Task, variant: Variant, *, tool_mode: str = "text",
+    registry: ToolRegistry | None = None, faults: str = "paper",
+) -> Prompt:
+    """The messages (and native tools) a model sees for a task under a variant (and a fault
+    profile: `realistic` shows its budget, stand-ins and contingencies, docs/FAULTS.md)."""
+    if tool_mode not in TOOL_MODES:
+        raise ValueError(f"unknown tool mode {tool_mode!r}; choose from {', '.join(TOOL_MODES)}")
+    registry = registry or default_registry()
+    if registry is default_registry():
+        system = _default_system(tool_mode)
+    else:
+        system = _render_system(tool_mode, registry)
+    plan, record = plan_for(task, variant, registry, faults)
+    messages = [
+        {"role": "system", "content": system},
+        {"role": "user", "content": _user_message(task, variant, plan, registry, faults)},
+    ]
+    tools = None
+    if tool_mode == "native":
+        tools = (list(_default_tools()) if registry is default_registry()
+                 else registry.to_openai())
+    return Prompt(messages=messages, tools=tools, plan=plan, flaw_record=record)

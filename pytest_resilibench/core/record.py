@@ -1,0 +1,160 @@
+"""The episode record (schema `resilibench.episode/1`): everything one episode did, as
+JSON-able builtins, so it can cross xdist, the cache and the reports unchanged.
+
+`messages` is the whole conversation as sent to the model (OpenAI chat messages) and `calls`
+every executed tool call (`CallResult.to_json()` plus the `turn` it was made in). Outcome
+`error` means the infrastructure failed (the model could not be reached, or the harness
+itself broke): such episodes are kept out of the success rates and reported apart.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+from pytest_resilibench.base.names import OUTCOMES
+
+__all__ = ["EPISODE_SCHEMA", "SUMMARY_EXCLUDES", "EpisodeRecord", "episode_id", "episode_problem"]
+
+EPISODE_SCHEMA = "resilibench.episode/1"
+SUMMARY_EXCLUDES = ("messages", "calls")
+
+
+def episode_id(
+    *, model: str, variant: str, severity: str | None, task_id: str, repeat: int, seed: int
+) -> str:
+    """A stable, readable id: one per (model, variant and severity, task, repeat, seed)."""
+    label = variant if severity is None else f"{variant}:{severity}"
+    return f"{task_id}/{label}/{model}/r{repeat}/s{seed}"
+
+
+@dataclass
+class EpisodeRecord:
+    id: str
+    model: str
+    variant: str
+    flaw: str | None
+    severity: str | None
+    task_id: str
+    task_type: str
+    difficulty: str
+    repeat: int
+    seed: int
+    base_success: float
+    tool_mode: str
+    max_turns: int
+    outcome: str = "failed"  # full | partial | failed | error
+    conditions: dict[str, bool] = field(default_factory=lambda: dict.fromkeys(
+        ("coverage", "order", "output", "completion"), False))
+    coverage: float = 0.0
+    order_adherence: float = 0.0
+    turns: int = 0
+    tool_calls: int = 0
+    errors_met: int = 0
+    errors_recovered: int = 0
+    # Turns answered with a format error (no usable call and no completion signal); also
+    # counted in errors_met.
+    protocol_errors: int = 0
+    deviation: dict[str, Any] | None = None
+    # reasoning and cached are parts of completion and prompt; replayed: cache replays,
+    # outside prompt and completion (not spent by this run).
+    tokens: dict[str, int] = field(default_factory=lambda: {
+        "prompt": 0, "completion": 0, "total": 0, "reasoning": 0, "cached": 0, "replayed": 0})
+    cost_usd: float | None = None  # at the run's prices (agents/pricing.py); None: unknown
+    sim_time_s: float = 0.0
+    wall_time_s: float = 0.0
+    stop_reason: str = ""
+    infra_error: str | None = None
+    messages: list[dict[str, Any]] = field(default_factory=list)
+    calls: list[dict[str, Any]] = field(default_factory=list)
+    # Realistic fault profile only (docs/FAULTS.md): the profile's name and, per event kind
+    # met, {"met", "recovered"} (`faults.events_met`). Left out of the JSON when None, so
+    # paper records are unchanged.
+    faults: str | None = None
+    events: dict[str, dict[str, int]] | None = None
+
+    @property
+    def is_error(self) -> bool:
+        return self.outcome == "error"
+
+    def to_json(self) -> dict[str, Any]:
+        """The record as JSON-able data. Shallow: nested values are the record's own (a deep
+        copy of the trajectory cost more than the episode itself), so serialise, don't edit."""
+        data = {"schema": EPISODE_SCHEMA, **{f.name: getattr(self, f.name) for f in _FIELDS}}
+        return _drop_unset(data)
+
+    def summary_json(self) -> dict[str, Any]:
+        """The record without the trajectory (what reports keep by default); shallow too."""
+        return _drop_unset({"schema": EPISODE_SCHEMA, **{
+            f.name: getattr(self, f.name) for f in _FIELDS if f.name not in SUMMARY_EXCLUDES}})
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> EpisodeRecord:
+        schema = data.get("schema")
+        if schema != EPISODE_SCHEMA:
+            raise ValueError(f"not an episode record of schema {EPISODE_SCHEMA}: {schema!r}")
+        names = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in names})
+
+
+_FIELDS = fields(EpisodeRecord)
+_OPTIONAL = ("faults", "events")
+
+
+def _drop_unset(data: dict[str, Any]) -> dict[str, Any]:
+    for name in _OPTIONAL:
+        if data[name] is None:
+            del data[name]
+    return data
+
+
+# What a stored episode's fields may hold, for the fields the summary, the gate and the reports
+# read (a file from elsewhere is checked against it before anything computes on it): the types
+# of `schemas.episode_schema()` (a test keeps them in step), checked by hand because jsonschema
+# takes ~1 ms an episode, a minute for a 50,400-episode baseline read at start-up. Only the
+# fields every reader needs are required: older and hand-made files carry fewer.
+_STR, _INT, _NUM = (str,), (int,), (int, float)
+_FIELD_TYPES: dict[str, tuple[tuple[type, ...], bool]] = {  # name -> (types, None allowed)
+    "id": (_STR, False), "model": (_STR, False), "variant": (_STR, False),
+    "task_id": (_STR, False), "outcome": (_STR, False), "flaw": (_STR, True),
+    "severity": (_STR, True), "task_type": (_STR, True), "difficulty": (_STR, True),
+    "repeat": (_INT, True), "seed": (_INT, True), "base_success": (_NUM, True),
+    "tool_mode": (_STR, True), "max_turns": (_INT, True), "coverage": (_NUM, True),
+    "order_adherence": (_NUM, True), "turns": (_INT, True), "tool_calls": (_INT, True),
+    "errors_met": (_INT, True), "errors_recovered": (_INT, True),
+    "protocol_errors": (_INT, True), "cost_usd": (_NUM, True), "sim_time_s": (_NUM, True),
+    "wall_time_s": (_NUM, True), "stop_reason": (_STR, True), "infra_error": (_STR, True),
+    "faults": (_STR, True), "conditions": ((dict,), True), "deviation": ((dict,), True),
+    "tokens": ((dict,), True), "events": ((dict,), True), "messages": ((list,), True),
+    "calls": ((list,), True),
+}
+REQUIRED_FIELDS = ("model", "variant", "task_id", "outcome")  # what every reader needs
+
+
+def episode_problem(data: object) -> str | None:
+    """What makes `data` unfit to be read as a stored episode, or None: the required fields,
+    every known field's type (bools are not numbers), counts in `tokens` and `events`, and
+    lists of objects in `messages` and `calls`."""
+    if not isinstance(data, dict):
+        return f"an episode is a JSON object, not {type(data).__name__}"
+    missing = [name for name in REQUIRED_FIELDS if name not in data]
+    if missing:
+        return f"episode lacks required fields {missing}"
+    for name, (types, nullable) in _FIELD_TYPES.items():
+        value = data.get(name)
+        if value is None and (nullable or name not in data):
+            continue
+        if isinstance(value, bool) or not isinstance(value, types):
+            return f"episode field {name!r} is {type(value).__name__}, not {types[0].__name__}"
+    if data["outcome"] not in OUTCOMES:
+        return f"episode outcome {data['outcome']!r} is not one of {', '.join(OUTCOMES)}"
+    counts = [data.get("tokens") or {}, *(data.get("events") or {}).values()]
+    for group in counts:
+        if not isinstance(group, dict) or not all(
+                isinstance(v, int) and not isinstance(v, bool) for v in group.values()):
+            return "episode token and event counts must be integers"
+    for name in ("messages", "calls"):
+        if not all(isinstance(item, dict) for item in data.get(name) or ()):
+            return f"episode field {name!r} must be a list of objects"
+    return None

@@ -1,0 +1,381 @@
+"""Scoring of one episode (docs/BENCHMARK.md: Scoring): pure functions over its calls.
+
+A call is any mapping with at least `tool` and `ok` (a `CallResult.to_json()` or a recorded
+call), in the order made; `arguments` is read for deviations from the plan, `output` (its
+`ref` and `inputs`) and `deviations` for the deliverable. The four conditions:
+- coverage: every required tool has a successful call;
+- order: measured over the whole required list: every required tool succeeded, and their
+  first successes came in the required order (one lucky call in order is no progress);
+- output: the task's deliverable was produced where and as the task asked (`Deliverable`): a
+  success of the output step whose call and every call its data descends from used the task's
+  values (no `deviations`: not another destination, function or condition), whose data went
+  through every required step the task's data flow passes through (no skipped step; the
+  format follows from the data's path, so a deliverable in another format is caught there, and
+  a prerequisite the exact DP may skip does not count against it); environments whose outputs
+  name no inputs (the live services) are judged on the deviations alone. Without a
+  `Deliverable` (callers that know no task), a success of the output step;
+- completion: the model sent the explicit completion signal.
+Full success needs all four, partial at least two of which one is output or order (progress
+itself: every tool called in any order plus the signal is not), anything less is a failure.
+A different tool never counts for a step: the prompt says so (prompts.py), and only the
+realistic profile's listed stand-ins (below) are documented alternatives.
+
+Under the `realistic` fault profile (docs/FAULTS.md) `score_calls` takes the task's listed
+`alternatives` (step tool -> stand-in): a stand-in's success counts exactly as the step's, and
+nothing else does; and the output condition needs a success of the output step that is not
+`tainted` (built while a source's latest run was silently empty: a wrong deliverable).
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from pytest_resilibench.base.names import OUTCOMES
+from pytest_resilibench.core.registry import Role, ToolRegistry
+
+if TYPE_CHECKING:
+    from pytest_resilibench.core.tasks import Task
+
+__all__ = [
+    "OUTCOMES",
+    "Conditions",
+    "Deliverable",
+    "Score",
+    "conditions",
+    "coverage_ratio",
+    "deliverable_of",
+    "deviation",
+    "errors_met_and_recovered",
+    "first_success_order",
+    "lcs_length",
+    "order_adherence",
+    "outcome",
+    "score_calls",
+]
+
+
+Call = Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class Conditions:
+    coverage: bool
+    order: bool
+    output: bool
+    completion: bool
+
+    def to_json(self) -> dict[str, bool]:
+        return {"coverage": self.coverage, "order": self.order, "output": self.output,
+                "completion": self.completion}
+
+    @property
+    def count(self) -> int:
+        return sum((self.coverage, self.order, self.output, self.completion))
+
+
+@dataclass(frozen=True)
+class Score:
+    outcome: str
+    conditions: Conditions
+    coverage: float
+    order_adherence: float
+    errors_met: int
+    errors_recovered: int
+
+
+def first_success_order(calls: Sequence[Call], required: Sequence[str]) -> list[str]:
+    """The required tools that succeeded, in the order of their first success."""
+    wanted = set(required)
+    seen: dict[str, None] = {}
+    for call in calls:
+        tool = call.get("tool")
+        if call.get("ok") and tool in wanted:
+            seen.setdefault(tool, None)
+    return list(seen)
+
+
+def lcs_length(a: Sequence[str], b: Sequence[str]) -> int:
+    """Length of the longest common subsequence (dynamic programming, O(len a x len b))."""
+    previous = [0] * (len(b) + 1)
+    for x in a:
+        current = [0]
+        for j, y in enumerate(b):
+            current.append(previous[j] + 1 if x == y else max(previous[j + 1], current[j]))
+        previous = current
+    return previous[-1]
+
+
+def coverage_ratio(calls: Sequence[Call], required: Sequence[str]) -> float:
+    return _coverage(first_success_order(calls, required), required)
+
+
+def order_adherence(calls: Sequence[Call], required: Sequence[str]) -> float:
+    """LCS of the first-success order against the required order, over the required count."""
+    return _adherence(first_success_order(calls, required), required)
+
+
+def conditions(calls: Sequence[Call], required: Sequence[str], *, completed: bool) -> Conditions:
+    return _conditions(first_success_order(calls, required), required, completed=completed)
+
+
+# The metrics from the first-success order, which `score_calls` computes once for all.
+def _coverage(done: list[str], required: Sequence[str]) -> float:
+    if not required:
+        return 1.0
+    return len(done) / len(set(required))
+
+
+def _adherence(done: list[str], required: Sequence[str]) -> float:
+    if not required:
+        return 1.0
+    return lcs_length(done, list(required)) / len(required)
+
+
+def _conditions(done: list[str], required: Sequence[str], *, completed: bool,
+                delivered: bool | None = None) -> Conditions:
+    return Conditions(
+        coverage=len(done) == len(set(required)),
+        order=bool(done) and done == list(dict.fromkeys(required)),
+        output=bool(required) and required[-1] in done if delivered is None else delivered,
+        completion=completed,
+    )
+
+
+@dataclass(frozen=True)
+class Deliverable:
+    """What the task's deliverable is: made by `tool` (in `format`, for the record: the
+    lineage decides it) from data that went through every tool of `lineage`."""
+
+    tool: str
+    format: str | None
+    lineage: frozenset[str]
+
+
+def deliverable_of(task: Task, registry: ToolRegistry) -> Deliverable:
+    """The task's deliverable. Its lineage follows the data as the simulator's default input
+    does (simulator.py `_default_input`: the latest output of a data dependency, else of a
+    prerequisite, else the latest output) through the reference plan, kept to the task's
+    own steps."""
+    required = task.required_tools
+    latest_by_tool: dict[str, str] = {}
+    latest: str | None = None
+    lineage: dict[str, frozenset[str]] = {}
+    for step in task.reference_workflow().steps:
+        spec = registry.get(step.tool)
+        if spec is None:
+            continue
+        producer: str | None = None
+        if spec.role is not Role.SOURCE and "source" in spec.parameters.get("properties", {}):
+            producer = latest
+            for group in registry.input_groups(spec.name, required):
+                deps = [d for d in group if d in latest_by_tool]
+                if deps:
+                    producer = max(deps, key=list(latest_by_tool).index)
+                    break
+        lineage[spec.name] = frozenset({spec.name}) | lineage.get(producer or "", frozenset())
+        latest_by_tool.pop(spec.name, None)
+        latest_by_tool[spec.name] = latest = spec.name
+    output = required[-1]
+    fmt = task.expected_outputs.get("format")
+    return Deliverable(output, fmt if isinstance(fmt, str) else None,
+                       lineage.get(output, frozenset({output})) & frozenset(required))
+
+
+def _delivered_as_asked(steps: Sequence[Call], deliverable: Deliverable) -> bool:
+    """Whether some success of the output step is the task's deliverable (module docstring)."""
+    made: dict[str, Call] = {}
+    for call in steps:
+        output = call.get("output")
+        if call.get("ok") and isinstance(output, Mapping) and isinstance(output.get("ref"), str):
+            made[output["ref"]] = call
+    for call in steps:
+        output = call.get("output")
+        if not (call.get("ok") and call.get("tool") == deliverable.tool
+                and isinstance(output, Mapping)):
+            continue
+        if "inputs" not in output:  # an environment that does not report lineage (live/)
+            if not call.get("deviations"):
+                return True
+            continue
+        tools: set[str] = set()
+        refs: set[str] = set()
+        sound = True
+        at: Call | None = call
+        while at is not None:  # back through the data it descends from (made earlier)
+            tools.add(str(at.get("tool")))
+            sound = sound and not at.get("deviations")
+            inputs = (at.get("output") or {}).get("inputs")
+            ref = inputs[0] if isinstance(inputs, list) and inputs else None
+            at = made.get(ref) if isinstance(ref, str) and ref not in refs else None
+            refs.add(str(ref))
+        if sound and deliverable.lineage <= tools:
+            return True
+    return False
+
+
+def _as_steps(calls: Sequence[Call], alternatives: Mapping[str, str]) -> list[Call]:
+    """The calls with each listed stand-in renamed to the step it stands in for."""
+    step_of = {alt: step for step, alt in alternatives.items()}
+    return [{**call, "tool": step_of.get(str(call.get("tool")), call.get("tool"))}
+            for call in calls]
+
+
+def _delivered(steps: Sequence[Call], required: Sequence[str]) -> bool:
+    """Whether the output step succeeded with a sound deliverable (realistic profile)."""
+    return bool(required) and any(
+        c.get("ok") and c.get("tool") == required[-1] and c.get("event") != "tainted"
+        for c in steps)
+
+
+def outcome(conds: Conditions) -> str:
+    """Full: all four. Partial: at least two, one of them progress itself (the deliverable
+    as asked, or every step in order): calling every tool in any order and saying done is
+    not progress. Anything less fails."""
+    if conds.count == 4:
+        return "full"
+    return "partial" if conds.count >= 2 and (conds.output or conds.order) else "failed"
+
+
+def _alternatives(tool: str, registry: ToolRegistry | None) -> frozenset[str]:
+    """Tools that can stand in for `tool`: the same role and the same category or operation
+    (a network validator for a data validator; a scanner for a reader)."""
+    if registry is None:
+        return frozenset((tool,))
+    known = _STAND_INS.setdefault(registry, {})
+    found = known.get(tool)
+    if found is None:
+        spec = registry.get(tool)
+        found = frozenset((tool,)) if spec is None else frozenset(
+            t.name for t in registry
+            if t.role is spec.role
+            and (t.category == spec.category or t.operation == spec.operation))
+        if len(known) < _STAND_INS_SIZE:  # tools an agent invents are not all kept
+            known[tool] = found
+    return found
+
+
+# Stand-ins per registry (by identity; each entry keeps its registry, so the id stays valid).
+# Stand-ins per registry, for as long as the registry lives.
+_STAND_INS: weakref.WeakKeyDictionary[ToolRegistry, dict[str, frozenset[str]]] = (
+    weakref.WeakKeyDictionary())
+_STAND_INS_SIZE = 4096
+
+
+def errors_met_and_recovered(
+    calls: Sequence[Call], *, registry: ToolRegistry | None = None
+) -> tuple[int, int]:
+    """Failed calls, and those later followed by a success of the same tool or of a suitable
+    alternative (see `_alternatives`)."""
+    met = recovered = 0
+    for i, call in enumerate(calls):
+        if call.get("ok"):
+            continue
+        met += 1
+        stand_ins = _alternatives(str(call.get("tool")), registry)
+        if any(later.get("ok") and later.get("tool") in stand_ins for later in calls[i + 1:]):
+            recovered += 1
+    return met, recovered
+
+
+def score_calls(
+    calls: Sequence[Call],
+    required: Sequence[str],
+    *,
+    completed: bool,
+    registry: ToolRegistry | None = None,
+    alternatives: Mapping[str, str] | None = None,
+    deliverable: Deliverable | None = None,
+) -> Score:
+    """Score an episode; `alternatives` (realistic profile only) and `deliverable` as the
+    module says."""
+    delivered = None
+    steps = calls
+    if alternatives is not None:
+        steps = _as_steps(calls, alternatives)
+        delivered = _delivered(steps, required)
+    if deliverable is not None:
+        delivered = (delivered is not False) and _delivered_as_asked(steps, deliverable)
+    done = first_success_order(steps, required)
+    conds = _conditions(done, required, completed=completed, delivered=delivered)
+    met, recovered = errors_met_and_recovered(calls, registry=registry)
+    return Score(
+        outcome=outcome(conds),
+        conditions=conds,
+        coverage=_coverage(done, required),
+        order_adherence=_adherence(done, required),
+        errors_met=met,
+        errors_recovered=recovered,
+    )
+
+
+def _follows(call: Call, tool: str, arguments: Mapping[str, Any]) -> bool:
+    """Whether a call carries out a plan step: the step's tool with every argument it names."""
+    args = call.get("arguments")
+    if call.get("tool") != tool:
+        return False
+    if not arguments:
+        return True
+    return isinstance(args, Mapping) and all(args.get(k) == v for k, v in arguments.items())
+
+
+def deviation(
+    calls: Sequence[Call],
+    plan: Sequence[Mapping[str, Any]],
+    reference: Sequence[Mapping[str, Any]],
+) -> dict[str, Any]:
+    """How the agent departed from the plan it was shown, and whether that was right.
+
+    `plan` and `reference` are plan steps (`{"tool", "arguments"}`, as `PlanStep.to_json()`);
+    the reference is the correct (optimal) workflow the shown plan was derived from. A plan
+    step is *wrong* when its tool is not in the reference, it repeats an earlier step's tool,
+    or its arguments contradict the reference step's. A step is *followed* when some call
+    made it (tool and every argument the step names). Deviations are right where a wrong step
+    was not followed, wrong where a correct step was not. `restored` lists reference tools
+    the plan left out that the agent ran successfully anyway; `reordered` says whether the
+    plan's order contradicted the reference's and the agent's first successes followed the
+    reference instead.
+    """
+    ref_args = {str(s["tool"]): dict(s.get("arguments") or {}) for s in reference}
+    ref_tools = [str(s["tool"]) for s in reference]
+    wrong: list[int] = []
+    not_followed: list[int] = []
+    seen: set[str] = set()
+    for i, step in enumerate(plan):
+        tool = str(step.get("tool"))
+        arguments = dict(step.get("arguments") or {})
+        expected = ref_args.get(tool)
+        is_wrong = (
+            expected is None
+            or tool in seen
+            or any(k in expected and expected[k] != v for k, v in arguments.items())
+        )
+        seen.add(tool)
+        if is_wrong:
+            wrong.append(i)
+        if not any(_follows(c, tool, arguments) for c in calls):
+            not_followed.append(i)
+    plan_tools = {str(s.get("tool")) for s in plan}
+    done = first_success_order(calls, ref_tools)
+    restored = [t for t in ref_tools if t not in plan_tools and t in done]
+    plan_order = [str(s.get("tool")) for s in plan if s.get("tool") in ref_args]
+    plan_order = list(dict.fromkeys(plan_order))
+    ref_order = [t for t in ref_tools if t in set(plan_order)]
+    done_shared = [t for t in done if t in set(plan_order)]
+    reordered = (
+        plan_order != ref_order
+        and len(done_shared) >= 2
+        and done_shared == [t for t in ref_order if t in set(done_shared)]
+    )
+    right = [i for i in not_followed if i in wrong]
+    return {
+        "plan_steps": len(plan),
+        "wrong_steps": wrong,
+        "not_followed": not_followed,
+        "right_deviations": len(right),
+        "wrong_deviations": len(not_followed) - len(right),
+        "restored": restored,
+        "reordered": reordered,
+    }

@@ -1,0 +1,225 @@
+"""Tasks: the benchmark's 5040 generated tasks, loaded from `fixtures/` (docs/BENCHMARK.md: Tasks).
+
+The generator lives in `solver/` (it needs BM25 and, for the reference workflows, the MDP); this
+module only describes a task and loads the stored ones.
+
+Fixture files (all under the fixtures directory):
+- `tasks.jsonl.gz`: one task per line, `Task.to_json()`, sorted by id;
+- `workflows.jsonl.gz` (written by the solver): `{"task_id", "optimal", "bounds", ...}` per
+  line, one for every task;
+- `manifest.json`: schema version, generator config and its hash, counts, and the sha256 of
+  every file (`fixture_files.py`), checked on every load.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import zlib
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from pytest_resilibench.base.names import DIFFICULTIES, TASK_TYPES
+from pytest_resilibench.core.fixture_files import FixtureError, read_manifest, verified_bytes
+from pytest_resilibench.core.workflow import PlanStep, Workflow
+
+__all__ = [
+    "DIFFICULTIES",
+    "FIXTURES_DIR",
+    "TASKS_FILE",
+    "TASK_SCHEMA",
+    "TASK_TYPES",
+    "WORKFLOWS_FILE",
+    "FixtureError",
+    "Task",
+    "TaskSet",
+    "load_tasks",
+]
+
+TASK_SCHEMA = "resilibench.task/1"
+# The shipped fixtures: the repository's `fixtures/` folder, installed as the package
+# `pytest_resilibench.fixtures` (pyproject.toml's package-dir), so a wheel carries them.
+FIXTURES_DIR = Path(str(resources.files("pytest_resilibench.fixtures")))
+
+
+@dataclass(frozen=True, eq=False)
+class Task:
+    """One benchmark task. `required_tools` is ordered; its last tool produces the output.
+    Equal and hashed by identity (`eq=False`), so caches of what a task derives (prompts,
+    reference steps, deliverables) key on the task itself, weakly."""
+
+    id: str
+    type: str
+    difficulty: str
+    description: str
+    inputs: Mapping[str, Any]
+    expected_outputs: Mapping[str, Any]
+    required_tools: tuple[str, ...]
+    constraints: tuple[str, ...] = ()
+    # Per required tool, the argument values of a correct call (task-bound values from
+    # `inputs`, plus `format` where the tool requires it): what a correct plan shows.
+    step_arguments: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    # The certified reference plan (exact DP); None until the solver has written it.
+    optimal: Workflow | None = None
+    # Success bounds and solver figures for this task: e.g. {"dp": 0.71, "naive": 0.64}.
+    bounds: Mapping[str, float] = field(default_factory=dict)
+
+    @property
+    def output_tool(self) -> str:
+        return self.required_tools[-1]
+
+    def reference_workflow(self) -> Workflow:
+        """The optimal workflow, or the required tools in order before the solver ran."""
+        if self.optimal is not None:
+            return self.optimal
+        return Workflow(
+            steps=tuple(
+                PlanStep(tool=t, purpose=f"step {i + 1}",
+                         arguments=dict(self.step_arguments.get(t, {})))
+                for i, t in enumerate(self.required_tools)
+            ),
+            advice="Retry a step that fails before moving on.",
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "schema": TASK_SCHEMA,
+            "id": self.id,
+            "type": self.type,
+            "difficulty": self.difficulty,
+            "description": self.description,
+            "inputs": dict(self.inputs),
+            "expected_outputs": dict(self.expected_outputs),
+            "required_tools": list(self.required_tools),
+            "constraints": list(self.constraints),
+            "step_arguments": {k: dict(v) for k, v in self.step_arguments.items()},
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Task:
+        return cls(
+            id=data["id"],
+            type=data["type"],
+            difficulty=data["difficulty"],
+            description=data["description"],
+            inputs=dict(data["inputs"]),
+            expected_outputs=dict(data.get("expected_outputs", {})),
+            required_tools=tuple(data["required_tools"]),
+            constraints=tuple(data.get("constraints", ())),
+            step_arguments={k: dict(v) for k, v in data.get("step_arguments", {}).items()},
+        )
+
+
+@dataclass(frozen=True)
+class TaskSet:
+    """The loaded tasks, in id order, with the manifest they came with."""
+
+    tasks: tuple[Task, ...]
+    manifest: Mapping[str, Any]
+
+    def __iter__(self) -> Iterator[Task]:
+        return iter(self.tasks)
+
+    def __len__(self) -> int:
+        return len(self.tasks)
+
+    @property
+    def by_id(self) -> dict[str, Task]:
+        return {t.id: t for t in self.tasks}
+
+    def select(
+        self,
+        *,
+        types: Sequence[str] | None = None,
+        difficulties: Sequence[str] | None = None,
+    ) -> list[Task]:
+        return [
+            t for t in self.tasks
+            if (types is None or t.type in types)
+            and (difficulties is None or t.difficulty in difficulties)
+        ]
+
+
+TASKS_FILE = "tasks.jsonl.gz"
+WORKFLOWS_FILE = "workflows.jsonl.gz"
+
+
+def _jsonl_rows(directory: Path, manifest: Mapping[str, Any], name: str) -> list[dict[str, Any]]:
+    """The JSON objects of a verified gzip'd JSON-lines fixture file."""
+    data = verified_bytes(directory, manifest, name)
+    try:
+        lines = gzip.decompress(data).decode("utf-8").splitlines()
+    except (OSError, EOFError, zlib.error, UnicodeDecodeError) as exc:
+        raise FixtureError(f"{directory / name} is not gzip'd UTF-8 text ({exc})") from None
+    rows = []
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise FixtureError(f"{directory / name}, line {number}: {exc}") from None
+        if not isinstance(row, dict):
+            raise FixtureError(f"{directory / name}, line {number}: not a JSON object")
+        rows.append(row)
+    if not rows:
+        raise FixtureError(f"{directory / name} holds no rows")
+    return rows
+
+
+def _task_of(row: dict[str, Any], where: str, known_tools: frozenset[str]) -> Task:
+    try:
+        task = Task.from_json(row)
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise FixtureError(f"{where}: not a task ({type(exc).__name__}: {exc})") from None
+    unknown = sorted(set(task.required_tools) - known_tools)
+    if unknown:
+        raise FixtureError(f"{where}: task {task.id} requires unknown tools {unknown}")
+    return task
+
+
+@lru_cache(maxsize=4)
+def load_tasks(directory: Path = FIXTURES_DIR, *, require_workflows: bool = True) -> TaskSet:
+    """Load the tasks of a fixtures directory with their reference workflows, every file
+    verified against the manifest's sha256 (`fixture_files.py`); a missing, changed or
+    incomplete file is a `FixtureError`, never a silent fallback. `require_workflows=False`
+    is for the solver, which reads the tasks it is about to solve."""
+    from pytest_resilibench.core.registry import default_registry
+
+    directory = Path(directory)
+    if not (directory / TASKS_FILE).exists():
+        raise FixtureError(f"no task fixtures at {directory / TASKS_FILE}; "
+                           f"`resilibench generate --out {directory}` writes them")
+    manifest = read_manifest(directory)
+    known = frozenset(default_registry().names)
+    tasks: dict[str, Task] = {}
+    for number, row in enumerate(_jsonl_rows(directory, manifest, TASKS_FILE), 1):
+        task = _task_of(row, f"{directory / TASKS_FILE}, line {number}", known)
+        if task.id in tasks:
+            raise FixtureError(f"{directory / TASKS_FILE}: task id {task.id} appears twice")
+        tasks[task.id] = task
+    if require_workflows or (directory / WORKFLOWS_FILE).exists():
+        if not (directory / WORKFLOWS_FILE).exists():
+            raise FixtureError(f"no reference workflows at {directory / WORKFLOWS_FILE}: the "
+                               f"optimal and flawed prompts need them; `resilibench solve "
+                               f"--exact --fixtures {directory} --out {directory}` writes them")
+        solved = {row.get("task_id"): row
+                  for row in _jsonl_rows(directory, manifest, WORKFLOWS_FILE)}
+        missing = sorted(set(tasks) - set(solved))
+        if missing:
+            raise FixtureError(f"{directory / WORKFLOWS_FILE} has no workflow for "
+                               f"{len(missing)} tasks (e.g. {', '.join(missing[:3])}); "
+                               "solve the tasks again")
+        for task_id, task in tasks.items():
+            row = solved[task_id]
+            try:
+                tasks[task_id] = replace(task, optimal=Workflow.from_json(row["optimal"]),
+                                         bounds=dict(row.get("bounds", {})))
+            except (KeyError, TypeError, ValueError, AttributeError) as exc:
+                raise FixtureError(f"{directory / WORKFLOWS_FILE}: the workflow of {task_id} "
+                                   f"is malformed ({type(exc).__name__}: {exc})") from None
+    return TaskSet(tuple(sorted(tasks.values(), key=lambda t: t.id)), manifest)

@@ -1,0 +1,1 @@
+"""The pytest integration: options, cases, the runner, the session, gates."""

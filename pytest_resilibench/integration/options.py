@@ -1,0 +1,475 @@
+"""Command-line and ini options of the plugin, parsed once into a frozen `RunConfig`.
+
+Every option has an ini equivalent (`resili_model = o3` in pytest.ini / pyproject). Values are
+checked at start-up: a bad value stops the run with a usage error naming the option, before any
+episode runs. Parsers are plain functions so the ini path and the command line share them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pytest
+
+from pytest_resilibench.base.names import (
+    APIS,
+    DIFFICULTIES,
+    ENVIRONMENTS,
+    FAULT_PROFILES,
+    FLAWS,
+    GATES,
+    SEVERITIES,
+    TASK_TYPES,
+    TOOL_MODES,
+    VARIANT_KINDS,
+)
+
+__all__ = [
+    "RunConfig",
+    "add_options",
+    "read_config",
+]
+
+DEFAULT_MODEL = "builtin:adaptive"
+_T = TypeVar("_T")
+# "Not on the command line" (None is a real value: `--resili-sample=all` parses to None).
+_NOT_GIVEN: Any = object()
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """Everything that decides which episodes run and how (no I/O, no clocks)."""
+
+    models: tuple[str, ...] = (DEFAULT_MODEL,)
+    base_url: str | None = None
+    variants: tuple[str, ...] = VARIANT_KINDS
+    flaws: tuple[str, ...] = FLAWS
+    severities: tuple[str, ...] = ("medium",)
+    task_types: tuple[str, ...] = TASK_TYPES
+    difficulties: tuple[str, ...] = DIFFICULTIES
+    sample: int | None = 10  # tasks per type x difficulty cell; None = all
+    repeats: int = 1
+    seed: int = 0
+    base_success: tuple[float, ...] = (0.8,)
+    max_turns: int = 10
+    tool_mode: str = "text"
+    concurrency: int = 16
+    retries: int = 6
+    request_timeout: float = 600.0
+    temperature: float | str | None = "auto"  # auto: the model family's (agents/profiles.py)
+    model_args: dict[str, Any] = field(default_factory=dict)
+    api: str = "chat"
+    max_consecutive_errors: int = 10
+    max_cost: float | None = None
+    prices: Path | None = None
+    cache: Path | None = None
+    report: Path | None = None
+    resume: str | Path = "auto"  # auto (the report's own episode log), off, or a report
+    baseline: Path | None = None
+    max_drop: float = 5.0
+    confidence: float = 0.95
+    gate: str = "fixed"
+    fail_under: float | None = None
+    env: str = "sim"
+    faults: str = "paper"
+    live_base_urls: dict[str, str] = field(default_factory=dict)
+    trajectories: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "models": list(self.models),
+            "base_url": self.base_url,
+            "variants": list(self.variants),
+            "flaws": list(self.flaws),
+            "severities": list(self.severities),
+            "task_types": list(self.task_types),
+            "difficulties": list(self.difficulties),
+            "sample": "all" if self.sample is None else self.sample,
+            "repeats": self.repeats,
+            "seed": self.seed,
+            "base_success": list(self.base_success),
+            "max_turns": self.max_turns,
+            "tool_mode": self.tool_mode,
+            "temperature": self.temperature,
+            "model_args": self.model_args,
+            "api": self.api,
+            "env": self.env,
+            "faults": self.faults,
+            "gate": self.gate,
+            "confidence": self.confidence,
+        }
+
+
+# --- value parsers (raise ValueError with a message fit for the user) -------------------------
+def _split(text: str) -> list[str]:
+    return [part.strip() for part in re.split(r"[,\s]+", text) if part.strip()]
+
+
+def _choices(allowed: Sequence[str]) -> Callable[[str], tuple[str, ...]]:
+    def parse(text: str) -> tuple[str, ...]:
+        values = _split(text)
+        if "all" in values:
+            return tuple(allowed)
+        bad = [v for v in values if v not in allowed]
+        if bad or not values:
+            raise ValueError(f"{', '.join(bad) or 'nothing'} not in {', '.join(allowed)}")
+        return tuple(dict.fromkeys(values))
+
+    return parse
+
+
+def _one_of(allowed: Sequence[str]) -> Callable[[str], str]:
+    """A single choice: `text,native` is refused, not read as its first value."""
+    def parse(text: str) -> str:
+        value = text.strip()
+        if value not in allowed:
+            several = " (one value only)" if len(_split(value)) > 1 else ""
+            raise ValueError(f"{value!r} is not one of {', '.join(allowed)}{several}")
+        return value
+
+    return parse
+
+
+def _models(text: str) -> tuple[str, ...]:
+    models = tuple(dict.fromkeys(_split(text)))
+    if not models:
+        raise ValueError("give at least one model")
+    return models
+
+
+def _sample(text: str) -> int | None:
+    if text.strip().lower() == "all":
+        return None
+    return _int_at_least(1)(text)
+
+
+def _int_at_least(lo: int) -> Callable[[str], int]:
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise ValueError(f"{text!r} is not an integer") from None
+        if value < lo:
+            raise ValueError(f"{value} is below {lo}")
+        return value
+
+    return parse
+
+
+def _number(text: str, what: str, lo: float, hi: float = math.inf, *,
+            lo_open: bool = False) -> float:
+    """A float in [lo, hi] (or (lo, hi] with `lo_open`); the message names what it is."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise ValueError(f"{text.strip()!r} is not {what}") from None
+    if not math.isfinite(value):
+        raise ValueError(f"{text.strip()!r} is not {what} (a finite number)")
+    if value > hi or value < lo or (lo_open and value == lo):
+        low = f"({lo:g}" if lo_open else f"[{lo:g}"
+        raise ValueError(f"{value:g} is not {what} in {low}, {hi:g}]")
+    return value
+
+
+def _rates(text: str) -> tuple[float, ...]:
+    values = [_number(part, "a probability", 0.0, 1.0, lo_open=True) for part in _split(text)]
+    if not values:
+        raise ValueError("give at least one rate")
+    return tuple(dict.fromkeys(values))
+
+
+def _rate(text: str) -> float:
+    """A rate as 0.55 or 55%."""
+    text = text.strip()
+    if text.endswith("%"):
+        return _number(text[:-1], "a percentage", 0.0, 100.0) / 100
+    return _number(text, "a rate (0.55 or 55%)", 0.0, 1.0)
+
+
+def _points(text: str) -> float:
+    return _number(text.strip().removesuffix("pp"), "a number of percentage points", 0.0, 100.0)
+
+
+def _confidence(text: str) -> float:
+    value = _number(text.strip().removesuffix("%"), "a confidence level", 0.0, 100.0,
+                    lo_open=True)
+    value = value / 100 if text.strip().endswith("%") or value > 1 else value
+    if not 0.5 <= value < 1.0:
+        raise ValueError(f"{text.strip()} is not a confidence level in [0.5, 1) (or 50-99.9%)")
+    return value
+
+
+def _seconds(text: str) -> float:
+    return _number(text, "a number of seconds", 0.0, lo_open=True)
+
+
+def _temperature(text: str) -> float | str | None:
+    if text.strip().lower() in ("default", "auto"):
+        return None if text.strip().lower() == "default" else "auto"
+    return _number(text, "a temperature (a number, or 'default')", 0.0, 2.0)
+
+
+def _existing_file(text: str) -> Path:
+    path = Path(text).expanduser()
+    if not path.is_file():
+        raise ValueError(f"no such file: {path}")
+    return path
+
+
+def _url(text: str) -> str:
+    if not re.match(r"^https?://[^\s/]+", text.strip()):
+        from pytest_resilibench.base.redact import redact
+
+        raise ValueError(f"{redact(text)!r} is not an http(s) URL")
+    return text.strip().rstrip("/")
+
+
+def _live_urls(values: Sequence[str]) -> dict[str, str]:
+    urls = {}
+    for item in values:
+        name, sep, url = item.partition("=")
+        if not sep or not name.strip():
+            raise ValueError(f"{item!r} is not SERVICE=URL")
+        urls[name.strip()] = _url(url)
+    return urls
+
+
+def _json_object(text: str) -> dict[str, Any]:
+    import json
+
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{text!r} is not JSON: {exc}") from None
+    if not isinstance(value, dict):
+        raise ValueError(f"{text!r} is not a JSON object")
+    return value
+
+
+def _dollars(text: str) -> float:
+    return _number(text.strip().lstrip("$"), "an amount in USD", 0.0, lo_open=True)
+
+
+def _resume(text: str) -> str | Path:
+    word = text.strip().lower()
+    if word in ("auto", "off"):
+        return word
+    if not text.strip():
+        raise ValueError("give auto, off or a report file")
+    return _path(text.strip())
+
+
+def _path(text: str) -> Path:
+    return Path(text).expanduser()
+
+
+def _output_file(text: str) -> Path:
+    """A file the run will write at its end: checked now, so a run never loses its results
+    to a path that could not take them."""
+    path = _path(text)
+    if path.is_dir():
+        raise ValueError(f"{path} is a directory, not a file")
+    parent = path.parent
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    if not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK):
+        raise ValueError(f"cannot write {path}: {parent} is not a writable directory")
+    if path.exists() and not os.access(path, os.W_OK):
+        raise ValueError(f"cannot write {path}: the file is read-only")
+    return path
+
+
+# --- registration -----------------------------------------------------------------------------
+# (name, parser, default, help). The dest is `resili_<name>` on the command line and in the ini.
+_OPTIONS: list[tuple[str, Callable[[str], Any] | None, str | None, str]] = [
+    ("model", _models, DEFAULT_MODEL,
+     "model(s) to evaluate, comma-separated: builtin:NAME (oracle, follower, adaptive, random), "
+     "py:MODULE:FACTORY (your own agent), openai:NAME or a bare model name for an "
+     "OpenAI-compatible API"),
+    ("base-url", _url, None, "base URL of an OpenAI-compatible API (vLLM, Ollama, llama.cpp)"),
+    ("variants", _choices(VARIANT_KINDS), ",".join(VARIANT_KINDS),
+     "prompt variants: baseline, cot, optimal, flawed (or all)"),
+    ("flaws", _choices(FLAWS), "all", "flaws for the flawed variant (or all)"),
+    ("severity", _choices(SEVERITIES), "medium",
+     "flaw severities: light, medium, severe (several for a sweep, or all)"),
+    ("task-types", _choices(TASK_TYPES), "all", "task types (or all)"),
+    ("difficulties", _choices(DIFFICULTIES), "all", "difficulties (or all)"),
+    ("sample", _sample, "10", "tasks per type x difficulty cell (stratified, seeded) or all"),
+    ("repeats", _int_at_least(1), "1", "episodes per task (k for pass^k)"),
+    ("seed", _int_at_least(0), "0", "run seed: tool luck and the task sample"),
+    ("base-success", _rates, "0.8", "tool base success rate(s), comma-separated for a sweep"),
+    ("max-turns", _int_at_least(1), "10", "turn budget per episode"),
+    ("tool-mode", _one_of(TOOL_MODES), "text",
+     "text (<tool_call> tags) or native (function calling)"),
+    ("concurrency", _int_at_least(1), "16", "episodes in flight per process"),
+    ("retries", _int_at_least(0), "6",
+     "retries of a failed model request (429, 5xx, timeouts) before it counts as an "
+     "infrastructure error"),
+    ("request-timeout", _seconds, "600",
+     "seconds one model request may take as a whole: connect, send, wait and read (the "
+     "openai client's own default: a long reasoning turn is legitimate); a timed-out "
+     "request is retried, so one request may take up to (retries + 1) x this"),
+    ("temperature", _temperature, "auto",
+     "sampling temperature sent to real models: auto (0 for chat models, none for reasoning "
+     "models), a number, or 'default' for the server's own"),
+    ("model-args", _json_object, None,
+     "extra request fields for real models, a JSON object passed through unchanged, e.g. "
+     "'{\"reasoning_effort\": \"low\", \"max_completion_tokens\": 4000}'"),
+    ("api", _one_of(APIS), "chat",
+     "chat (chat completions) or responses (OpenAI's Responses API; reasoning carried "
+     "across tool turns)"),
+    ("max-consecutive-errors", _int_at_least(1), "10",
+     "stop sending a model's requests after this many failed in a row (the rest of its "
+     "episodes become infra errors, not sent)"),
+    ("max-cost", _dollars, None,
+     "stop starting new episodes once the run's model spend passes this many USD"),
+    ("prices", _existing_file, None,
+     "JSON file of model prices in USD per 1M tokens, over the built-in table: "
+     "{\"MODEL\": {\"input\": 2.0, \"cached_input\": 0.5, \"output\": 8.0}}"),
+    ("cache", _path, None, "model-call cache file (sqlite); re-runs replay from it"),
+    ("report", _output_file, None, "write the JSON report (resilibench.report/1) here"),
+    ("resume", _resume, "auto",
+     "resume an interrupted run: auto (from the episode log an unfinished run left beside "
+     "--resili-report), off (start afresh), or RUN.json (reuse that report's episodes): "
+     "only the missing episodes run; the options that decide an episode must match"),
+    ("baseline", _existing_file, None, "compare with this earlier JSON report (paired)"),
+    ("max-drop", _points, "5", "with --resili-baseline: allowed drop in full-success points"),
+    ("confidence", _confidence, "0.95",
+     "confidence level of the paired gate's verdicts (0.95, or 95 for percent)"),
+    ("gate", _one_of(GATES), "fixed",
+     "with --resili-baseline: fixed (judge after every episode ran) or sequential (episodes in "
+     "a seeded random order; the run stops as soon as the paired evidence decides)"),
+    ("fail-under", _rate, None, "fail the run if the full-success rate is below this"),
+    ("faults", _one_of(FAULT_PROFILES), "paper",
+     "fault profile: paper (the paper's random failures) or realistic (outages, expired "
+     "credentials, rate limits, silent failures, a task-scaled turn budget; docs/FAULTS.md)"),
+    ("env", _one_of(ENVIRONMENTS), "sim",
+     "sim (the simulator in process), mcp (the same simulator behind our MCP server, one "
+     "stdio server per process for all its episodes) or live (the HTTP services)"),
+    ("trajectories", None, None, "keep every episode's messages and calls in the report"),
+]
+
+
+def add_options(parser: pytest.Parser) -> None:
+    group = parser.getgroup("resilibench", "ResiliBench agent benchmark")
+    for name, parse, default, help_text in _OPTIONS:
+        dest = "resili_" + name.replace("-", "_")
+        if parse is None:  # a flag
+            group.addoption(f"--resili-{name}", action="store_true", dest=dest, default=None,
+                            help=help_text)
+            parser.addini(dest, help_text, type="bool", default=False)
+            continue
+        group.addoption(f"--resili-{name}", dest=dest, default=_NOT_GIVEN, metavar="VALUE",
+                        type=_argparse_type(parse, name),
+                        help=f"{help_text} (default: {default})" if default else help_text)
+        # No ini default: an empty value means "not set" (`benchmark_requested`), and
+        # `read_config` applies the default itself.
+        parser.addini(dest, f"{help_text} (default: {default})" if default else help_text,
+                      default="")
+    live_help = "with --resili-env=live: reach SERVICE at URL instead of loopback"
+    group.addoption("--resili-live-base-url", dest="resili_live_base_url", action="append",
+                    default=[], metavar="SERVICE=URL", help=f"{live_help} (repeatable)")
+    parser.addini("resili_live_base_url", f"{live_help} (one SERVICE=URL a line)",
+                  type="linelist", default=[])
+
+
+def _argparse_type(parse: Callable[[str], _T], name: str) -> Callable[[str], _T]:
+    def convert(text: str) -> _T:
+        try:
+            return parse(text)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+
+    convert.__name__ = f"--resili-{name}"
+    return convert
+
+
+def read_config(config: pytest.Config) -> RunConfig:
+    """Merge the command line over the ini file; raise UsageError on a bad ini value."""
+    values: dict[str, Any] = {}
+    for name, parse, default, _help in _OPTIONS:
+        dest = "resili_" + name.replace("-", "_")
+        value = config.getoption(dest)
+        if value is _NOT_GIVEN or (parse is None and value is None):
+            raw = config.getini(dest)
+            if raw in (None, "") and parse is not None:
+                raw = default
+            if parse is None:
+                value = bool(raw)
+            elif raw in (None, ""):
+                value = None
+            else:
+                try:
+                    value = parse(str(raw))
+                except ValueError as exc:
+                    raise pytest.UsageError(f"ini option {dest}: {exc}") from None
+        values[name] = value
+    given = config.getoption("resili_live_base_url")
+    try:
+        live = _live_urls(given or config.getini("resili_live_base_url"))
+    except ValueError as exc:
+        where = "--resili-live-base-url" if given else "ini option resili_live_base_url"
+        raise pytest.UsageError(f"{where}: {exc}") from None
+    if values["model-args"]:
+        from pytest_resilibench.base.redact import register_secrets_in
+        register_secrets_in(values["model-args"])  # a key sent in a header reaches no report
+    if values["faults"] != "paper" and values["env"] == "live":
+        raise pytest.UsageError("--resili-faults=realistic needs --resili-env=sim or mcp (the "
+                                "realistic events live in the simulator)")
+    return RunConfig(
+        models=values["model"],
+        base_url=values["base-url"],
+        variants=values["variants"],
+        flaws=values["flaws"],
+        severities=values["severity"],
+        task_types=values["task-types"],
+        difficulties=values["difficulties"],
+        sample=values["sample"],
+        repeats=values["repeats"],
+        seed=values["seed"],
+        base_success=values["base-success"],
+        max_turns=values["max-turns"],
+        tool_mode=values["tool-mode"],
+        concurrency=values["concurrency"],
+        retries=values["retries"],
+        request_timeout=values["request-timeout"],
+        temperature=values["temperature"],
+        model_args=values["model-args"] or {},
+        api=values["api"],
+        max_consecutive_errors=values["max-consecutive-errors"],
+        max_cost=values["max-cost"],
+        prices=values["prices"],
+        cache=values["cache"],
+        report=values["report"],
+        resume=values["resume"],
+        baseline=values["baseline"],
+        max_drop=values["max-drop"],
+        confidence=values["confidence"],
+        gate=values["gate"],
+        fail_under=values["fail-under"],
+        env=values["env"],
+        faults=values["faults"],
+        live_base_urls=live,
+        trajectories=bool(values["trajectories"]),
+    )
+
+
+def benchmark_requested(config: pytest.Config) -> bool:
+    """Whether this run asks for the benchmark: a `--resili-*` option on the command line or a
+    `resili_*` key in the ini file. Read without parsing any value, so that a project that
+    merely has the plugin installed pays nothing for it."""
+    for name, parse, _default, _help in _OPTIONS:
+        dest = "resili_" + name.replace("-", "_")
+        value = config.getoption(dest)
+        if not (value is _NOT_GIVEN or (parse is None and value is None)):
+            return True
+        if config.getini(dest) not in ("", None, False):
+            return True
+    return bool(config.getoption("resili_live_base_url") or config.getini("resili_live_base_url"))

@@ -1,0 +1,267 @@
+"""Runs episodes ahead of pytest's items, concurrently, on an asyncio loop in a thread.
+
+pytest runs one item at a time; a real model answers in seconds. So once this process knows
+its items (all of them without xdist, its round-robin share with it), the runner starts their
+episodes in item order, `concurrency` at a time, and each item just waits for its own result.
+Run-ahead is bounded by a window so finished-but-unclaimed records never pile up in memory.
+A case that was not announced (an xdist re-schedule after a worker crash) runs on demand.
+
+Cases that do no I/O at all (a scripted agent on the simulator: `inline(case)`) gain nothing
+from running ahead, and a second CPU-bound thread would make pytest's thread wait for the GIL
+(up to the 5 ms switch interval) on every item; they run in the item's own thread instead,
+or, where cores are idle, ahead in forked helper processes (`ahead.py`). The background loop
+and its thread start only when a case needs them, so that such a fork happens with one thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import inspect
+import threading
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
+
+from pytest_resilibench.core.record import EpisodeRecord
+from pytest_resilibench.core.registry import ToolRegistry
+from pytest_resilibench.integration.ahead import MIN_CASES, ForkedEpisodes, can_fork, idle_cores
+from pytest_resilibench.integration.cases import Case
+from pytest_resilibench.integration.options import RunConfig
+from pytest_resilibench.runtime.environment import Environment
+from pytest_resilibench.runtime.protocol import AnyAgent
+
+__all__ = ["EpisodeRunner"]
+
+AgentFactory = Callable[[str], AnyAgent]
+# May be async: opening an MCP connection is.
+EnvironmentFactory = Callable[[Case], Environment | Awaitable[Environment] | None]
+
+
+class EpisodeRunner:
+    def __init__(
+        self,
+        config: RunConfig,
+        registry: ToolRegistry,
+        *,
+        agent_factory: AgentFactory,
+        environment_factory: EnvironmentFactory | None = None,
+        inline: Callable[[Case], bool] | None = None,
+        window: int | None = None,
+        helpers: int | None = None,
+    ) -> None:
+        """`helpers`: processes computing inline cases ahead; None: one per idle core, where
+        forking is safe (`ahead.can_fork`), for runs of at least `ahead.MIN_CASES` such
+        cases."""
+        self.config = config
+        self.registry = registry
+        self._agent_factory = agent_factory
+        self._environment_factory = environment_factory
+        self._inline = inline or (lambda case: False)
+        self._window = window or max(64, 4 * config.concurrency)
+        self._agents: dict[str, AnyAgent] = {}
+        self._futures: dict[str, concurrent.futures.Future[EpisodeRecord]] = {}
+        # Who started each case: the feeder (holds a window slot) or an item on demand.
+        self._started_by: dict[str, str] = {}
+        self._lock = threading.Lock()
+        self._local_loop: asyncio.AbstractEventLoop | None = None  # inline cases, item thread
+        self._helpers = helpers
+        self._ahead: ForkedEpisodes | None = None
+        self._background: asyncio.AbstractEventLoop | None = None  # see `_loop`
+        self._thread: threading.Thread | None = None
+        self._closed = False
+        self._feeder: concurrent.futures.Future[None] | None = None
+        self._claimed: asyncio.Semaphore | None = None  # window: unclaimed results ahead
+        self._slots: asyncio.Semaphore | None = None  # concurrency: episodes in flight
+        self.peak_in_flight = 0
+        self._in_flight = 0
+
+    # --- called from pytest's thread ----------------------------------------------------------
+    def start(self, cases: Sequence[Case]) -> None:
+        """Announce the cases this process will run, in the order it will run them."""
+        inline = [case for case in cases if self._inline(case)]
+        if inline and self._ahead is None:
+            self._fork_helpers(inline)  # before the background loop's thread may start
+        fresh = []
+        with self._lock:
+            for case in cases:
+                if not self._inline(case) and case.id not in self._futures:
+                    self._futures[case.id] = concurrent.futures.Future()
+                    fresh.append(case)
+        if fresh:
+            self._feeder = asyncio.run_coroutine_threadsafe(self._feed(fresh), self._loop)
+
+    def result(self, case: Case) -> EpisodeRecord:
+        """The record of `case`, waiting for it. A case that was never announced, or whose
+        turn the feeder has not reached (items run out of the announced order), runs now."""
+        if self._inline(case):
+            if self._ahead is not None and (record := self._ahead.take(case.id)) is not None:
+                return record
+            if self._local_loop is None:
+                self._local_loop = asyncio.new_event_loop()
+            return self._local_loop.run_until_complete(self._episode(case))
+        with self._lock:
+            future = self._futures.get(case.id)
+            started_by = self._started_by.setdefault(case.id, "item")
+        if future is None or started_by == "item":
+            with self._lock:
+                self._futures.pop(case.id, None)
+            return asyncio.run_coroutine_threadsafe(self._in_slot(case), self._loop).result()
+        try:
+            return future.result()
+        finally:
+            with self._lock:
+                self._futures.pop(case.id, None)
+                self._started_by.pop(case.id, None)
+            if self._claimed is not None:  # let the feeder run one more case ahead
+                self._loop.call_soon_threadsafe(self._claimed.release)
+
+    def close(self) -> None:
+        """Stop what is still queued and the helpers, close the agents, stop the loops."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._ahead is not None:
+            self._ahead.close()
+        if self._feeder is not None:
+            self._feeder.cancel()
+        if self._background is not None:
+            loop = self._background
+            asyncio.run_coroutine_threadsafe(self._aclose(), loop).result(timeout=30)
+            loop.call_soon_threadsafe(loop.stop)
+            if self._thread is not None:
+                self._thread.join(timeout=30)
+            loop.close()
+        elif self._agents:  # only inline cases ran: close their agents here
+            closing = self._local_loop or asyncio.new_event_loop()
+            closing.run_until_complete(self._aclose())
+            if closing is not self._local_loop:
+                closing.close()
+        if self._local_loop is not None:
+            self._local_loop.close()
+            self._local_loop = None
+
+    @property
+    def helper_processes(self) -> int:
+        """How many helper processes compute inline cases ahead (0: none)."""
+        return self._ahead.processes if self._ahead is not None else 0
+
+    def _fork_helpers(self, inline: Sequence[Case]) -> None:
+        if self._helpers is None:  # one per idle core, for enough cases, where safe
+            processes = idle_cores() if len(inline) >= MIN_CASES and can_fork() else 0
+        else:  # the caller's choice (tests)
+            processes = self._helpers
+        if processes > 0:
+            self._ahead = ForkedEpisodes(self._episode, inline, processes)
+
+    @property
+    def _loop(self) -> asyncio.AbstractEventLoop:
+        """The background loop, started on first use in its own (daemon) thread."""
+        if self._background is None:
+            self._background = asyncio.new_event_loop()
+            self._thread = threading.Thread(target=self._background.run_forever,
+                                            name="resili-episodes", daemon=True)
+            self._thread.start()
+        return self._background
+
+    # --- on the loop --------------------------------------------------------------------------
+    async def _feed(self, cases: Sequence[Case]) -> None:
+        if self._claimed is None:
+            self._claimed = asyncio.Semaphore(self._window)
+        claimed, slots = self._claimed, self._slots_semaphore()
+        pending: set[asyncio.Task[None]] = set()
+        try:
+            for case in cases:
+                await claimed.acquire()  # released when an item takes its result
+                with self._lock:
+                    taken = self._started_by.setdefault(case.id, "feeder") != "feeder"
+                if taken:  # its item already ran it on demand
+                    claimed.release()
+                    continue
+                await slots.acquire()
+                task = asyncio.create_task(self._settle(case, slots))
+                pending.add(task)
+                task.add_done_callback(pending.discard)
+            if pending:
+                await asyncio.gather(*pending)
+        except asyncio.CancelledError:
+            for task in pending:
+                task.cancel()
+            raise
+
+    def _slots_semaphore(self) -> asyncio.Semaphore:
+        if self._slots is None:  # created on the loop it serves
+            self._slots = asyncio.Semaphore(self.config.concurrency)
+        return self._slots
+
+    async def _in_slot(self, case: Case) -> EpisodeRecord:
+        """An on-demand case: it skips the window (its item is waiting for it now) but not
+        the concurrency bound."""
+        async with self._slots_semaphore():
+            return await self._episode(case)
+
+    async def _settle(self, case: Case, slots: asyncio.Semaphore) -> None:
+        with self._lock:
+            future = self._futures.get(case.id)
+        self._in_flight += 1
+        self.peak_in_flight = max(self.peak_in_flight, self._in_flight)
+        try:
+            record = await self._episode(case)
+        except BaseException as exc:  # a harness bug: the item shows it, the others go on
+            if future is not None and not future.done():
+                future.set_exception(exc)
+            if isinstance(exc, asyncio.CancelledError):
+                raise
+        else:
+            if future is not None and not future.done():
+                future.set_result(record)
+        finally:
+            self._in_flight -= 1
+            slots.release()
+
+    def _agent(self, model: str) -> AnyAgent:
+        with self._lock:  # the item thread (inline cases) and the loop thread both ask
+            agent = self._agents.get(model)
+            if agent is None:
+                agent = self._agents[model] = self._agent_factory(model)
+        return agent
+
+    async def _episode(self, case: Case) -> EpisodeRecord:
+        from pytest_resilibench.runtime.episode import run_episode
+
+        made = self._environment_factory(case) if self._environment_factory else None
+        environment = await made if inspect.isawaitable(made) else made
+        try:
+            record = await run_episode(
+                case.task, case.variant, self._agent(case.model),
+                seed=self.config.seed, repeat=case.repeat, base_success=case.base_success,
+                max_turns=self.config.max_turns, tool_mode=self.config.tool_mode,
+                registry=self.registry, environment=environment, model_name=case.model,
+                faults=self.config.faults,
+            )
+        finally:
+            if environment is not None:
+                await environment.aclose()
+        record.id = case.id
+        if not case.model.startswith("builtin:"):  # a scripted agent has no price
+            from pytest_resilibench.runtime.agents.pricing import cost_usd, load_prices, price_of
+
+            price = price_of(case.model, load_prices(self.config.prices))
+            record.cost_usd = cost_usd(price, record.tokens)
+        return record
+
+    def agent_stats(self) -> dict[str, dict[str, Any]]:
+        """Each real model provider's counters (`ProviderStats.to_json()`), by model."""
+        with self._lock:
+            agents = dict(self._agents)
+        return {model: stats.to_json() for model, agent in agents.items()
+                if (stats := getattr(agent, "stats", None)) is not None
+                and hasattr(stats, "to_json")}
+
+    async def _aclose(self) -> None:
+        errors: list[Any] = []
+        for agent in self._agents.values():
+            try:
+                await agent.aclose()
+            except Exception as exc:  # closing one agent must not leak the others
+                errors.append(exc)
+        self._agents.clear()

@@ -1,0 +1,448 @@
+"""The run's state: one `ResiliSession` per pytest process, kept in `config.stash`.
+
+It owns what the hooks in `plugin.py` need: the parsed options, the cases, this process's
+episode runner, and on the controller (or a run without xdist) the episodes gathered from the
+reports, the summary, the JSON report and the gate.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from functools import cached_property
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pytest_resilibench.core.record import EpisodeRecord
+from pytest_resilibench.core.registry import ToolRegistry, default_registry
+from pytest_resilibench.integration.cases import Case, build_cases
+from pytest_resilibench.integration.options import RunConfig
+from pytest_resilibench.integration.runner import EpisodeRunner
+from pytest_resilibench.integration.store import EpisodeStore
+from pytest_resilibench.runtime.protocol import AnyAgent
+
+if TYPE_CHECKING:
+    from pytest_resilibench.reporting.analysis import Summary
+
+__all__ = ["ResiliSession"]
+
+
+class ResiliSession:
+    def __init__(self, config: RunConfig, *, rootdir: Path,
+                 agent_hook: Callable[[str], object] | None = None) -> None:
+        """`agent_hook(spec)`: the agent a `pytest_resilibench_make_agent` implementation
+        builds for a spec, or None to build it here (hookspec.py)."""
+        self.config = config
+        self.rootdir = rootdir
+        self.agent_hook = agent_hook
+        self.runner: EpisodeRunner | None = None
+        self.store = EpisodeStore()
+        self.received_by_worker: Counter[str] = Counter()
+        self.lost: list[str] = []
+        self.gate_results: list[Any] = []  # gate.GateResult
+        self.summary: Summary | None = None
+        self.attached = 0  # episodes this process put on its reports
+        self.baseline: list[dict[str, Any]] | None = None  # its episodes, read at start-up
+        self.sequential: Any = None  # sequential.SequentialGate, with --resili-gate=sequential
+        self.ran_case_ids: list[str] = []  # the cases whose episodes arrived (controller)
+        self._planned: dict[str, str] = {}  # case id -> node id of every benchmark item
+        self.left_out: set[str] = set()  # planned cases a decided sequential gate never ran
+        self._live: Any = None  # the loopback live services, when this process started them
+        self._mcp: Any = None  # mcp_environment.SharedMcpServer, once an mcp episode ran
+        self.workers = 1  # xdist workers sharing the run (the --resili-max-cost share)
+        # What each real model's provider did (requests, retries, faults, tokens, cost), over
+        # this process's runners and, on the controller, every worker's.
+        self.provider_stats: dict[str, dict[str, Any]] = {}
+        # Resuming (resume.py): episodes of an earlier, unfinished run, replayed instead of
+        # run (episode id -> JSON text); the files they came from (for xdist workers); the
+        # controller's episode log; how many arrived episodes were replays.
+        self.resumed: dict[str, str] = {}
+        self.resume_sources: list[str] = []
+        self.resume_notes: list[str] = []
+        self.log: Any = None  # resume.EpisodeLog
+        self.replayed = 0
+
+    # --- what runs ----------------------------------------------------------------------------
+    @cached_property
+    def registry(self) -> ToolRegistry:
+        if self.config.env == "live":
+            from pytest_resilibench.servers.live.registry import live_registry
+
+            return live_registry()
+        return default_registry()
+
+    @cached_property
+    def task_set(self) -> Any:
+        if self.config.env == "live":
+            from pytest_resilibench.core.tasks import TaskSet
+            from pytest_resilibench.servers.live.tasks import live_tasks
+
+            return TaskSet(live_tasks(), {"live_tasks": [t.id for t in live_tasks()]})
+        from pytest_resilibench.core.tasks import load_tasks
+
+        return load_tasks()
+
+    @cached_property
+    def cases(self) -> list[Case]:
+        tasks = list(self.task_set)
+        config = self.config
+        if config.env == "live":  # eight sequential tasks: one type, every task, no cells
+            config = replace(config, task_types=tuple({t.type for t in tasks}),
+                             difficulties=tuple({t.difficulty for t in tasks}), sample=None)
+        return build_cases(config, tasks)
+
+    @cached_property
+    def cases_by_id(self) -> dict[str, Case]:
+        return {case.id: case for case in self.cases}
+
+    # --- running episodes in this process -------------------------------------------------------
+    def _ensure_runner(self) -> EpisodeRunner:
+        if self.runner is None:
+            self.runner = EpisodeRunner(
+                self.config, self.registry, agent_factory=self._make_agent,
+                environment_factory={"live": self._live_environment,
+                                     "mcp": self._mcp_environment}.get(self.config.env),
+                inline=self._is_cpu_bound,
+            )
+        return self.runner
+
+    def start(self, cases: Sequence[Case]) -> None:
+        """Start the episodes of the cases this process will run, in their order (a resumed
+        case replays its recorded episode instead)."""
+        cases = [case for case in cases if case.id not in self.resumed]
+        if cases:
+            self._ensure_runner().start(cases)
+
+    def result(self, case: Case) -> EpisodeRecord:
+        replay = self.resumed.get(case.id)
+        if replay is not None:
+            return EpisodeRecord.from_json(json.loads(replay))
+        return self._ensure_runner().result(case)
+
+    def stop(self) -> None:
+        if self._mcp is not None:  # first: it lives on the runner's loop, which must run
+            self._mcp.close()
+            self._mcp = None
+        if self.runner is not None:
+            self.add_provider_stats(self.runner.agent_stats())
+            self.runner.close()
+            self.runner = None
+        if self._live is not None:
+            self._live.stop()
+            self._live = None
+
+    def close(self) -> None:
+        """At the very end: stop everything and drop the spool."""
+        self.stop()
+        self.store.close()
+        if self.log is not None:
+            self.log.close()
+
+    # --- resuming (resume.py) --------------------------------------------------------------------
+    def prepare_resume(self) -> None:
+        """Controller, at start-up: find the episodes an unfinished run left (the report's
+        episode log, or `--resili-resume=RUN.json`), check that they were made with the options
+        that decide an episode, and open this run's log (which proves the report's directory
+        writable before any episode runs)."""
+        from pytest_resilibench.integration import resume
+
+        config = self.config
+        key = resume.resume_key(self.report_config(), trajectories=config.trajectories)
+        log = resume.log_path(config.report) if config.report is not None else None
+        sources: list[resume.ResumeSource] = []
+        if isinstance(config.resume, Path):
+            given = [p for p in (config.resume, resume.log_path(config.resume)) if p.is_file()]
+            if not given:
+                raise ValueError(f"--resili-resume: no such report or episode log: "
+                                 f"{config.resume}")
+            sources += [resume.read_source(path) for path in given]
+        if config.resume != "off" and log is not None and log.is_file() and \
+                all(source.path != log for source in sources):
+            sources.append(resume.read_log(log))
+        for source in sources:
+            if source.key != key:
+                raise ValueError(
+                    f"--resili-resume: {source.path} holds episodes of a run with other "
+                    f"options ({'; '.join(resume.differences(source.key, key))}): resume with "
+                    "the same options, or pass --resili-resume=off to start afresh")
+            self.resumed.update(source.episodes)
+            self.resume_sources.append(str(source.path))
+            skipped = f", {source.skipped} unreadable lines skipped" if source.skipped else ""
+            self.resume_notes.append(f"resilibench: resuming from {source.path}: "
+                                     f"{len(source.episodes)} episodes recorded{skipped}")
+        if log is not None:
+            keep = any(source.path == log for source in sources)
+            try:
+                self.log = resume.EpisodeLog(log, key, keep=keep)
+            except OSError as exc:
+                raise ValueError(f"--resili-report: cannot write beside {config.report} "
+                                 f"({exc.strerror or exc})") from None
+
+    def drop_empty_log(self) -> None:
+        """No episode arrived: a log that holds none is no run to resume."""
+        if self.log is not None and not self.resumed:
+            self.log.close(remove=True)
+
+    def load_resumed(self, paths: Sequence[str]) -> None:
+        """An xdist worker: the replays the controller found (it checked them)."""
+        from pytest_resilibench.integration.resume import read_source
+
+        for name in paths:
+            try:
+                source = read_source(Path(name), check=False)
+            except (OSError, ValueError):
+                continue  # its cases run again: the same result
+            self.resumed.update(source.episodes)
+
+    def check_models(self, *, probe: bool = True) -> None:
+        """Build each model's agent once, so a bad spec (an unknown built-in, a missing API
+        key, an option its family refuses) stops the run at start-up with its message instead
+        of failing every item; with `probe`, send each real model one minimal request, so a
+        refused key, model or option does too (`agents/probe.py`)."""
+        import asyncio
+
+        from pytest_resilibench.runtime.agents.probe import probe_agent
+
+        if self.config.cache is not None:  # opened and schema-checked even if no model uses it
+            from pytest_resilibench.runtime.agents.cache import ModelCallCache
+
+            try:
+                ModelCallCache(self.config.cache).close()
+            except (ValueError, OSError) as exc:
+                raise ValueError(f"--resili-cache: {exc}") from None
+        for spec in self.config.models:
+            try:
+                agent = self._make_agent(spec)
+            except (ValueError, TypeError, OSError) as exc:
+                raise ValueError(f"--resili-model {spec}: {exc}") from None
+            asyncio.run(probe_agent(agent, spec, probe=probe))
+
+    def prepare_gate(self) -> None:
+        """Read the baseline at start-up (a bad file stops the run before any episode) and,
+        with `--resili-gate=sequential`, set up the sequential gate. Controller only."""
+        config = self.config
+        if config.gate == "sequential" and config.baseline is None:
+            raise ValueError("--resili-gate=sequential needs --resili-baseline=OLD.json "
+                             "(it decides by pairing episodes with the baseline's)")
+        if config.baseline is None:
+            return
+        from pytest_resilibench.reporting.analysis import load_report
+
+        try:
+            self.baseline = load_report(config.baseline)["episodes"]
+        except (OSError, ValueError) as exc:
+            raise ValueError(f"--resili-baseline: {exc}") from None
+        if config.gate == "sequential":
+            from pytest_resilibench.reporting.sequential import SequentialGate
+
+            self.sequential = SequentialGate(
+                self.baseline, models=config.models, max_drop_pp=config.max_drop,
+                alpha=1 - config.confidence)
+
+    @property
+    def planned(self) -> bool:
+        return bool(self._planned)
+
+    def plan(self, nodeids: dict[str, str]) -> None:
+        """The run's benchmark items, case id -> node id in run order (once, on the controller,
+        when the collection is known): what the report must hold, and the gate's order."""
+        self._planned = {cid: nodeid for cid, nodeid in nodeids.items()
+                         if cid in self.cases_by_id}
+        if self.sequential is not None:
+            self.sequential.plan((cid, self.pair_fields(self.cases_by_id[cid]))
+                                 for cid in self._planned)
+
+    def not_arrived(self) -> dict[str, str]:
+        """Planned items whose episode has not arrived (case id -> node id)."""
+        arrived = set(self.ran_case_ids)
+        return {cid: nodeid for cid, nodeid in self._planned.items() if cid not in arrived}
+
+    def pair_fields(self, case: Case) -> dict[str, Any]:
+        """The fields its episode record will carry that pair it with a baseline's episode."""
+        variant = case.variant
+        return {"model": case.model, "task_id": case.task.id, "variant": variant.label,
+                "flaw": variant.flaw, "severity": variant.severity, "repeat": case.repeat,
+                "seed": self.config.seed, "base_success": case.base_success}
+
+    def _is_cpu_bound(self, case: Case) -> bool:
+        """A scripted agent on the simulator does no I/O: nothing to overlap."""
+        return self.config.env == "sim" and case.model.startswith("builtin:")
+
+    def _make_agent(self, spec: str) -> AnyAgent:
+        """The agent of a spec: the one the `pytest_resilibench_make_agent` hook builds when an
+        implementation answers, else the spec family's, with the run's options for it."""
+        if self.agent_hook is not None:
+            from pytest_resilibench.runtime.agents.python import call_factory, checked_agent
+
+            hook, what = self.agent_hook, "the pytest_resilibench_make_agent hook"
+            made = call_factory(lambda: hook(spec), what)
+            if made is not None:
+                return checked_agent(made, what)
+        from pytest_resilibench.runtime.agents import make_agent, spec_family
+
+        options = {"builtin": self._builtin_options, "py": self._no_options,
+                   "openai": self._provider_options}[spec_family(spec)]
+        return make_agent(spec, **options(spec))
+
+    def _builtin_options(self, spec: str) -> dict[str, Any]:
+        return {"registry": self.registry, "seed": self.config.seed}
+
+    def _no_options(self, spec: str) -> dict[str, Any]:
+        return {}  # a `py:` factory configures its agent itself
+
+    def _provider_options(self, spec: str) -> dict[str, Any]:
+        cache = None
+        if self.config.cache is not None:
+            from pytest_resilibench.runtime.agents.cache import ModelCallCache
+
+            cache = ModelCallCache(self.config.cache)
+        from pytest_resilibench.runtime.agents.pricing import load_prices, price_of
+
+        config = self.config
+        max_cost = config.max_cost
+        if max_cost is not None and self.workers > 1:  # each process keeps to its share
+            max_cost /= self.workers
+        return {"base_url": config.base_url, "seed": config.seed, "cache": cache,
+                "max_concurrency": config.concurrency, "max_retries": config.retries,
+                "timeout_s": config.request_timeout, "temperature": config.temperature,
+                "model_args": config.model_args, "api": config.api,
+                "max_consecutive_errors": config.max_consecutive_errors,
+                "price": price_of(spec, load_prices(config.prices)), "max_cost_usd": max_cost}
+
+    async def _mcp_environment(self, case: Case) -> Any:
+        """The episode's simulator behind our MCP server over stdio: the same luck as in
+        process, through a real MCP transport. One server for this process, started by the
+        first episode and stopped in `stop`; each episode its own simulator there."""
+        if self._mcp is None:
+            from pytest_resilibench.servers.mcp_environment import SharedMcpServer
+
+            self._mcp = SharedMcpServer()
+        return await self._mcp.environment(case.task, seed=self.config.seed,
+                                           repeat=case.repeat, base_success=case.base_success,
+                                           faults=self.config.faults)
+
+    def _live_environment(self, case: Case) -> Any:
+        from pytest_resilibench.servers.live.environment import LiveEnvironment
+
+        urls = dict(self.config.live_base_urls)
+        if self._live is None and len(urls) < len(self.registry):
+            from pytest_resilibench.servers.live.server import start_live_server
+
+            self._live = start_live_server(seed=self.config.seed)
+        if self._live is not None:
+            urls = {**self._live.base_urls, **urls}
+        return LiveEnvironment.for_episode(case.task, urls, seed=self.config.seed,
+                                           repeat=case.repeat, registry=self.registry)
+
+    def add_provider_stats(self, stats: dict[str, dict[str, Any]]) -> None:
+        from pytest_resilibench.runtime.agents.probe import merge_stats
+
+        for model, counts in stats.items():
+            self.provider_stats[model] = merge_stats(self.provider_stats.get(model), counts)
+
+    # --- gathering results (controller) ---------------------------------------------------------
+    @property
+    def episodes(self) -> list[dict[str, Any]]:
+        """The gathered episodes' scalar fields (`store.SLIM_FIELDS`)."""
+        return self.store.rows
+
+    def add_episode(self, payload: str, worker: str | None, case_id: str | None = None) -> bool:
+        """Keep an arrived episode; True when it made the sequential gate decide."""
+        row = self.store.add(payload)
+        self.received_by_worker[worker or "main"] += 1
+        if row["id"] in self.resumed:
+            self.replayed += 1
+        elif self.log is not None:
+            self.log.append(payload)
+        if case_id is not None:
+            self.ran_case_ids.append(case_id)
+        if self.sequential is None or case_id is None:
+            return False
+        return bool(self.sequential.add(case_id, row))
+
+    def finish(self) -> None:
+        """Summarise, check the gate; called once on the controller at session end."""
+        # Imported here: analysis needs scipy, which every pytest run would pay for otherwise.
+        from pytest_resilibench.integration.gate import (
+            GateResult,
+            compare_with_baseline,
+            fail_under,
+        )
+        from pytest_resilibench.reporting.analysis import summary
+
+        self.store.sort()
+        self.summary = summary(self.episodes)
+        if self.provider_stats:  # real models: what their providers did
+            self.summary["providers"] = dict(sorted(self.provider_stats.items()))
+        missing = [cid for cid in self.not_arrived() if cid not in self.left_out]
+        if missing:
+            self.lost.append(
+                f"resilibench: {len(missing)} of {len(self._planned)} planned episodes never "
+                f"arrived (a crashed worker, an interrupted run?), e.g. {', '.join(missing[:3])}:"
+                " the report is incomplete")
+        if self.config.fail_under is not None:
+            self.gate_results += fail_under(self.episodes, self.config.fail_under)
+        if self.sequential is not None:
+            gate = self.sequential
+            self.gate_results.append(GateResult(gate.kind == "regression", gate.kind,
+                                                f"baseline {gate.line()}"))
+        elif self.baseline is not None:
+            self.gate_results.append(compare_with_baseline(
+                self.baseline, self.episodes, max_drop_pp=self.config.max_drop,
+                alpha=1 - self.config.confidence))
+
+    def report_config(self) -> dict[str, Any]:
+        from pytest_resilibench import __version__
+        from pytest_resilibench.reporting.report import fixture_hash
+
+        return {**self.config.to_json(), "package_version": __version__,
+                "fixture_hash": fixture_hash(self.task_set.manifest)}
+
+    def write_report(self) -> None:
+        """The JSON report, atomically; a failure to write it is one line in `lost`."""
+        from pytest_resilibench.reporting.report import envelope, write_report
+
+        assert self.config.report is not None and self.summary is not None
+        head = envelope(
+            config=self.report_config(), summary=self.summary, rootdir=self.rootdir,
+            extra={"gate": [r.line for r in self.gate_results], "lost": self.lost},
+        )
+        head["complete"] = not self.lost
+        head["expected"] = len(self._planned) - len(self.left_out)
+        head["received"] = len(self.episodes)
+        head["resumed"] = self.replayed
+        head["prompt_cache"] = self.prompt_prefix()
+        if self.sequential is not None:  # pairs used against planned, and the evidence
+            head["sequential"] = self.sequential.to_json(episodes_run=len(self.episodes))
+        try:
+            write_report(self.config.report, head, self.store.full_lines())
+        except OSError as exc:  # the episodes are safe in the log: say where, no traceback
+            kept = f"; the episodes are kept in {self.log.path}" if self.log else ""
+            self.lost.append(f"resilibench: could not write {self.config.report} "
+                             f"({exc.strerror or exc}){kept}")
+            return
+        if self.log is not None:  # removed once a complete report holds all the log did
+            received = {row["id"] for row in self.episodes}
+            self.log.close(remove=head["complete"] and received.issuperset(self.resumed))
+
+    def prompt_prefix(self) -> dict[str, Any]:
+        """What providers' prompt caches can reuse across the run's requests
+        (`prompt_cache.shared_prefix`), measured on the first three tasks of every variant."""
+        from pytest_resilibench.core.prompts import render_prompt
+        from pytest_resilibench.integration.prompt_cache import shared_prefix
+
+        picked: dict[str, list[Case]] = {}
+        for case in self.cases:
+            chosen = picked.setdefault(case.variant.label, [])
+            if len(chosen) < 3 and all(c.task.id != case.task.id for c in chosen):
+                chosen.append(case)
+        prompts = (render_prompt(case.task, case.variant, tool_mode=self.config.tool_mode,
+                                 registry=self.registry, faults=self.config.faults)
+                   for chosen in picked.values() for case in chosen)
+        return shared_prefix((prompt.messages, prompt.tools) for prompt in prompts)
+
+    @property
+    def gate_failed(self) -> bool:
+        return any(result.failed for result in self.gate_results)

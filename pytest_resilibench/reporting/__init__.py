@@ -1,0 +1,1 @@
+"""Summaries, statistics, the JSON and HTML reports and the outcome words."""

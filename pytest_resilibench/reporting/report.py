@@ -1,0 +1,82 @@
+"""The JSON report (schema `resilibench.report/1`), written atomically on the controller.
+
+`config` and `episodes` depend only on what ran, never on workers or timing, so the report of
+`-n 0`, `-n 2` and `-n 4` is the same but for the timing fields (`TIMING_FIELDS`) and
+`environment`.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import hashlib
+import json
+import platform
+import subprocess
+import sys
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from pytest_resilibench.base.atomic import atomic_open
+from pytest_resilibench.base.outputs import prepare
+
+__all__ = ["REPORT_SCHEMA", "TIMING_FIELDS", "envelope", "fixture_hash", "write_report"]
+
+REPORT_SCHEMA = "resilibench.report/1"
+TIMING_FIELDS = ("wall_time_s",)
+
+
+def fixture_hash(manifest: Mapping[str, Any]) -> str | None:
+    """A short hash of the fixtures' manifest: two runs on different tasks never compare."""
+    if not manifest:
+        return None
+    text = json.dumps(manifest, sort_keys=True).encode()
+    return hashlib.sha256(text).hexdigest()[:16]
+
+
+def _git_commit(cwd: Path) -> str | None:
+    try:
+        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=cwd, capture_output=True,
+                             text=True, timeout=5)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip() or None
+
+
+def envelope(
+    *,
+    config: Mapping[str, Any],
+    summary: Mapping[str, Any],
+    rootdir: Path,
+    extra: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Everything in a report but the episodes."""
+    return {
+        "schema": REPORT_SCHEMA,
+        "config": dict(config),
+        "environment": {
+            "python": sys.version.split()[0],
+            "platform": platform.platform(),
+            "machine": platform.machine(),
+            "commit": _git_commit(rootdir),
+            "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+            **(extra or {}),
+        },
+        "summary": dict(summary),
+    }
+
+
+def write_report(path: Path, head: Mapping[str, Any], episode_lines: Iterable[str]) -> None:
+    """Write `head` plus `"episodes": [...]`, each episode one JSON text as given, streamed
+    (a run's episodes need not fit in memory as objects) and atomically: to a temporary file
+    beside `path`, then renamed over it, so a reader never sees half a report and an
+    interrupted write leaves the old one intact. Every line is redacted (`redact.py`)."""
+    from pytest_resilibench.base.redact import redact
+
+    path = prepare(path)
+    with atomic_open(path, "w", encoding="utf-8") as fh:
+        text = json.dumps(dict(head), indent=1, sort_keys=True)
+        fh.write(redact(text[: text.rindex("}")].rstrip()) + ',\n "episodes": [')
+        for i, line in enumerate(episode_lines):
+            fh.write(("\n  " if i == 0 else ",\n  ") + redact(line))
+        fh.write("\n ]\n}\n")

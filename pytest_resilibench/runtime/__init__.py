@@ -1,0 +1,1 @@
+"""Running episodes: the model protocol, parsing, environments, the turn loop, agents."""

@@ -1,0 +1,549 @@
+"""The OpenAI-compatible provider: any chat-completions endpoint through the real `openai` client.
+
+`base_url` reaches OpenAI itself, vLLM, Ollama, llama.cpp servers, most vendors and our own
+`testserver`. `api="responses"` speaks OpenAI's Responses API instead (`responses.py`), with
+the model's reasoning carried across turns. Which generation fields a model takes is its
+family's (`profiles.py`). The retry policy is ours, not the client's (its `max_retries` is
+0), so every retry is counted: 429 (honouring Retry-After), 408/409/5xx, timeouts, connection
+errors and bodies that are not completions are retried with exponential backoff and jitter; when the
+retries are exhausted, or the endpoint refuses the request outright (401, 404, 400 ...),
+`InfrastructureError` ends the episode as `error`, counted apart from the agent's failures.
+A limit of the model itself is no infrastructure error (`ModelLimitError`, `model_limit`): a
+400 saying the context window overflowed, a refusal (`finish_reason: "content_filter"` or a
+`refusal` message; OpenAI's chat API reference), a reply cut at the length limit
+(`finish_reason: "length"`; Responses API: `status: "incomplete"` with its reason) end the
+episode as the model's failure, scored.
+After `max_consecutive_errors` requests given up in a row the model is taken as unusable: the
+requests that follow are not sent but fail at once with that reason; `max_cost_usd` stops
+starting new episodes once this agent's spend (`pricing.py`) passes it.
+
+The jitter is a keyed draw (`rng`) of the request and the attempt, so it desynchronises
+concurrent requests without making anything depend on global random state; timing only ever
+changes wall time, never a reply. The API key lives inside the client alone: it is no part of
+the cache key, the stats, the repr or any error message.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import json
+import os
+import re
+import time
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+from urllib.parse import urlsplit
+
+import openai
+
+from pytest_resilibench.base import rng
+from pytest_resilibench.base.names import APIS, REPEAT_HEADER, TASK_HEADER
+from pytest_resilibench.base.redact import register_secret
+from pytest_resilibench.runtime.agents.cache import CallKey, ModelCallCache, public_url
+from pytest_resilibench.runtime.agents.pricing import Price, cost_usd
+from pytest_resilibench.runtime.agents.profiles import AUTO, family_of, request_params
+from pytest_resilibench.runtime.agents.responses import (
+    ReasoningMemo,
+    parse_response,
+    responses_body,
+    usage_counts,
+)
+from pytest_resilibench.runtime.protocol import (
+    InfrastructureError,
+    MalformedReply,
+    ModelLimitError,
+    ModelReply,
+    ModelRequest,
+    ToolCall,
+)
+
+__all__ = ["APIS", "MalformedReply", "OpenAIAgent", "ProviderStats", "parse_completion"]
+
+
+PLACEHOLDER_KEY = "resilibench-no-key"  # for local servers that want no key at all
+_RETRY_AFTER_CAP_S = 300.0
+PROBE_MESSAGES = ({"role": "user", "content": "Reply with the single word OK."},)
+PROBE_TOKENS = 16  # the Responses API's smallest max_output_tokens
+
+
+@dataclass
+class ProviderStats:
+    """What the provider did, apart from the agent's results: the summary's `providers`, the
+    report's "Model requests" table (analysis.py). `faults` counts failed attempts by kind;
+    `infra_errors` the requests given up; `not_sent` those failed at once after too many
+    errors in a row or past the cost cap; `replayed_tokens` what cache hits would have cost
+    (not spent); `reasoning_items_sent` the reasoning items sent back to the Responses API."""
+
+    requests: int = 0
+    api_calls: int = 0
+    retries: int = 0
+    infra_errors: int = 0
+    not_sent: int = 0
+    cache_hits: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    reasoning_tokens: int = 0
+    cached_tokens: int = 0
+    replayed_tokens: int = 0
+    reasoning_items_sent: int = 0
+    cost_usd: float | None = None
+    faults: Counter[str] = field(default_factory=Counter)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"requests": self.requests, "api_calls": self.api_calls, "retries": self.retries,
+                "infra_errors": self.infra_errors, "not_sent": self.not_sent,
+                "cache_hits": self.cache_hits,
+                "prompt_tokens": self.prompt_tokens,
+                "completion_tokens": self.completion_tokens,
+                "reasoning_tokens": self.reasoning_tokens,
+                "cached_tokens": self.cached_tokens, "replayed_tokens": self.replayed_tokens,
+                "reasoning_items_sent": self.reasoning_items_sent,
+                "cost_usd": None if self.cost_usd is None else round(self.cost_usd, 6),
+                "faults": dict(sorted(self.faults.items()))}
+
+
+@dataclass(frozen=True)
+class _Failure:
+    kind: str  # rate_limit, server_error, timeout, connection, malformed, refused
+    message: str
+    retryable: bool
+    retry_after_s: float | None = None
+    status: int | None = None
+
+
+class OpenAIAgent:
+    """An `Agent` answered by a chat-completions (or Responses) endpoint.
+
+    `model` is the API's model name (an ``openai:`` prefix is dropped); `name` defaults to it.
+    The key is `api_key`, else ``OPENAI_API_KEY``, else, for a non-OpenAI `base_url` (a local
+    server), a placeholder. At most `max_concurrency` requests are in flight at once.
+    `temperature` is `profiles.AUTO` (the model family's default), None (the server's) or a
+    number; `model_args` are extra request fields, passed through. Raises ValueError, naming
+    the option, for a value the model's family refuses.
+
+    The default timeout is the `openai` client's own (10 minutes): a long reasoning turn is
+    legitimate. It bounds each attempt as a whole (connect, send, wait, read: `_attempt`). A
+    timed-out request is retried like any other transient failure, so one request may wait
+    up to (`max_retries` + 1) x `timeout_s` plus the backoff.
+    """
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        temperature: float | str | None = AUTO,
+        seed: int | None = None,
+        model_args: Mapping[str, Any] | None = None,
+        api: str = "chat",
+        timeout_s: float = 600.0,
+        max_retries: int = 6,
+        backoff_base_s: float = 0.5,
+        backoff_max_s: float = 20.0,
+        cache: ModelCallCache | None = None,
+        max_concurrency: int = 32,
+        max_consecutive_errors: int | None = 10,
+        price: Price | None = None,
+        max_cost_usd: float | None = None,
+        name: str | None = None,
+    ) -> None:
+        model = model.removeprefix("openai:")
+        if not model:
+            raise ValueError("the model name is empty")
+        if max_retries < 0 or max_concurrency < 1 or timeout_s <= 0:
+            raise ValueError("need max_retries >= 0, max_concurrency >= 1 and timeout_s > 0")
+        if backoff_base_s < 0 or backoff_max_s < 0:
+            raise ValueError("backoff times must be >= 0")
+        if api not in APIS:
+            raise ValueError(f"api must be one of {', '.join(APIS)}, got {api!r}")
+        if max_cost_usd is not None and price is None:
+            raise ValueError(f"--resili-max-cost: no price known for {model!r} (give one with "
+                             f"--resili-prices)")
+        self.model = model
+        self.name = name or model
+        self.base_url = base_url
+        self.api = api
+        self.params = request_params(model, temperature=temperature, seed=seed,
+                                     model_args=model_args)
+        self.price = price
+        self.max_cost_usd = max_cost_usd
+        self.max_consecutive_errors = max_consecutive_errors
+        self._consecutive_errors = 0
+        self._stopped: str | None = None  # why requests are no longer sent
+        self._memo = ReasoningMemo(max(4096, 64 * max_concurrency)) if api == "responses" \
+            else None
+        self.max_retries = max_retries
+        self.backoff_base_s = backoff_base_s
+        self.backoff_max_s = backoff_max_s
+        self.cache = cache
+        self.stats = ProviderStats()
+        self._semaphore = asyncio.Semaphore(max_concurrency)
+        key = api_key or os.environ.get("OPENAI_API_KEY") or _placeholder_for(base_url)
+        register_secret(key)  # a server that echoes it in an error cannot get it written
+        self.timeout_s = timeout_s
+        self._client = openai.AsyncOpenAI(api_key=key, base_url=base_url, timeout=timeout_s,
+                                          max_retries=0)
+
+    def __repr__(self) -> str:
+        return f"OpenAIAgent({self.model!r}, base_url={self.base_url!r})"
+
+    def call_key(self, request: ModelRequest) -> CallKey:
+        # The API joins the key only when it is not chat, so older caches keep their keys.
+        params = self.params if self.api == "chat" else {**self.params, "api": self.api}
+        return CallKey(model=self.model, base_url=self.base_url or "", messages=request.messages,
+                       tools=request.tools, params=params, repeat=request.repeat,
+                       task_id=request.task_id)
+
+    def explain_miss(self, request: ModelRequest) -> str:
+        if self.cache is None:
+            return "no cache"
+        return self.cache.explain_miss(self.call_key(request))
+
+    async def complete(self, request: ModelRequest) -> ModelReply:
+        self.stats.requests += 1
+        key = self.call_key(request) if self.cache is not None else None
+        if self.cache is not None and key is not None:
+            cached = self.cache.get(key)
+            if cached is not None:
+                self.stats.cache_hits += 1
+                reply = self._replayed(request, cached)
+                limit = model_limit(reply)
+                if limit is not None:
+                    raise ModelLimitError(f"model {self.model!r}: {limit[1]}",
+                                          stop_reason=limit[0])
+                return reply
+        self._check_not_stopped(request)
+        reply = await self._ask_with_retries(request, self.params)
+        self._account(reply)
+        if self._memo is not None:
+            self._memo.remember(request.messages, reply)
+        if self.cache is not None and key is not None:
+            self.cache.put(key, reply)
+        limit = model_limit(reply)
+        if limit is not None:
+            raise ModelLimitError(f"model {self.model!r}: {limit[1]}", stop_reason=limit[0])
+        return reply
+
+    async def probe(self) -> None:
+        """One minimal request (no tools, a few tokens) through the same path and options, so
+        a refused key, model or option stops the run before its first episode. Raises
+        `InfrastructureError`; transient failures are retried as usual."""
+        limit = family_of(self.model).token_limit
+        params = {k: v for k, v in self.params.items()
+                  if k not in ("max_tokens", "max_completion_tokens")}
+        params[limit] = PROBE_TOKENS
+        request = ModelRequest(messages=[dict(m) for m in PROBE_MESSAGES],
+                               task_id="resilibench-probe")
+        # Through the cache too: a run replayed from the cache needs no network at all.
+        key = None
+        if self.cache is not None:
+            key = replace(self.call_key(request), params={**params, "probe": True})
+            if self.cache.get(key) is not None:
+                return
+        reply = await self._ask_with_retries(request, params)
+        self._account(reply)
+        if self.cache is not None and key is not None:
+            self.cache.put(key, reply)
+
+    def _replayed(self, request: ModelRequest, reply: ModelReply) -> ModelReply:
+        """A cache hit: its tokens were paid for by an earlier run, so they count as
+        `replayed_tokens`, not as spend."""
+        if self._memo is not None:
+            self._memo.remember(request.messages, reply)
+        usage = reply.usage
+        replayed = int(usage.get("prompt_tokens", 0)) + int(usage.get("completion_tokens", 0))
+        self.stats.replayed_tokens += replayed
+        return ModelReply(content=reply.content, tool_calls=reply.tool_calls,
+                          usage={"prompt_tokens": 0, "completion_tokens": 0,
+                                 "replayed_tokens": replayed}, raw=reply.raw)
+
+    def _account(self, reply: ModelReply) -> None:
+        usage, stats = reply.usage, self.stats
+        stats.prompt_tokens += usage.get("prompt_tokens", 0)
+        stats.completion_tokens += usage.get("completion_tokens", 0)
+        stats.reasoning_tokens += usage.get("reasoning_tokens", 0)
+        stats.cached_tokens += usage.get("cached_tokens", 0)
+        cost = cost_usd(self.price, {"prompt": usage.get("prompt_tokens", 0),
+                                     "completion": usage.get("completion_tokens", 0),
+                                     "cached": usage.get("cached_tokens", 0)})
+        if cost is not None:
+            stats.cost_usd = (stats.cost_usd or 0.0) + cost
+
+    def _check_not_stopped(self, request: ModelRequest) -> None:
+        """Fail without sending when the model is stopped, or when a new episode would start
+        past the cost cap (episodes already started finish)."""
+        reason = self._stopped
+        starts = not any(m.get("role") == "assistant" for m in request.messages)
+        if reason is None and starts and self.max_cost_usd is not None \
+                and (self.stats.cost_usd or 0.0) >= self.max_cost_usd:
+            reason = (f"not sent: the spend on {self.model} (${self.stats.cost_usd:.4f}) "
+                      f"passed --resili-max-cost (${self.max_cost_usd:g} for this process)")
+        if reason is not None:
+            self.stats.not_sent += 1
+            raise InfrastructureError(reason, retryable=False)
+
+    async def _ask_with_retries(self, request: ModelRequest,
+                                params: Mapping[str, Any]) -> ModelReply:
+        jitter_key = rng.key_int(self.model, request.task_id, request.repeat,
+                                 len(request.messages))
+        for attempt in range(self.max_retries + 1):
+            failure = await self._attempt(request, params)
+            if isinstance(failure, ModelReply):
+                self._consecutive_errors = 0
+                return failure
+            self.stats.faults[failure.kind] += 1
+            if failure.kind == "context_overflow":
+                raise ModelLimitError(f"model {self.model!r}: {failure.message}",
+                                      stop_reason="context_overflow")
+            if not failure.retryable or attempt == self.max_retries:
+                self.stats.infra_errors += 1
+                tries = f"after {attempt + 1} attempt{'s' * bool(attempt)}"
+                message = f"model {self.model!r} at {self._where()}: {failure.message}"
+                self._count_error(failure.message)
+                raise InfrastructureError(f"{message} ({tries})", status=failure.status,
+                                          retryable=failure.retryable)
+            self.stats.retries += 1
+            await asyncio.sleep(self._backoff_s(attempt, jitter_key, failure.retry_after_s))
+        raise AssertionError("unreachable")
+
+    def _count_error(self, message: str) -> None:
+        """Requests given up in a row (refused, or out of retries): past the limit the model
+        is stopped. A given-up request already cost a full retry budget, so a run that keeps
+        failing this way is an outage or a misconfiguration, not bad luck."""
+        self._consecutive_errors += 1
+        limit = self.max_consecutive_errors
+        if limit is not None and self._consecutive_errors >= limit and self._stopped is None:
+            self._stopped = (f"not sent: {limit} requests to {self.model} failed in a row "
+                             f"(--resili-max-consecutive-errors); the last: {message}")
+
+    def _backoff_s(self, attempt: int, jitter_key: int, retry_after_s: float | None) -> float:
+        """Exponential backoff with equal jitter, at least what Retry-After asks."""
+        ceiling = min(self.backoff_max_s, self.backoff_base_s * 2.0**attempt)
+        delay = ceiling * (0.5 + 0.5 * rng.uniform("backoff", jitter_key, attempt))
+        if retry_after_s is not None:
+            delay = max(delay, min(retry_after_s, _RETRY_AFTER_CAP_S))
+        return delay
+
+    def _body(self, request: ModelRequest, params: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
+        """The path and body of a request in this agent's API."""
+        if self.api == "responses":
+            body = responses_body(self.model, request.messages, request.tools, params,
+                                  self._memo)
+            self.stats.reasoning_items_sent += sum(
+                1 for item in body["input"] if item.get("type") == "reasoning")
+            return "/responses", body
+        chat: dict[str, Any] = {"model": self.model, "messages": request.messages, **params}
+        if request.tools:
+            chat["tools"] = request.tools
+        return "/chat/completions", chat
+
+    async def _attempt(self, request: ModelRequest,
+                       params: Mapping[str, Any]) -> ModelReply | _Failure:
+        path, body = self._body(request, params)
+        headers = {TASK_HEADER: request.task_id, REPEAT_HEADER: str(request.repeat)}
+        async with self._semaphore:
+            self.stats.api_calls += 1
+            try:
+                # The client's generic `post` (its documented route for raw requests): the
+                # client's URL, auth, timeouts and error types, without the typed-request
+                # transform of `chat.completions.create` (half the client's CPU per request),
+                # and the body comes back as text for our tolerant parser.
+                # The client's timeout is httpx's, whose read timeout bounds each wait for
+                # data, not the whole body (httpx docs/advanced/timeouts.md: connect, read,
+                # write and pool timeouts): a server trickling a byte at a time would hold
+                # the request for ever. asyncio.timeout bounds the attempt as a whole.
+                async with asyncio.timeout(self.timeout_s):
+                    text = await self._client.post(path, cast_to=str, body=body,
+                                                   options={"headers": headers})
+            except openai.APIStatusError as exc:
+                return _status_failure(exc)
+            except (openai.APITimeoutError, TimeoutError):
+                return _Failure("timeout", "the request timed out", retryable=True)
+            except openai.APIConnectionError as exc:
+                cause = exc.__cause__ or exc
+                return _Failure("connection", f"connection error ({type(cause).__name__})",
+                                retryable=True)
+        try:
+            data = decode_body(text)
+            return parse_response(data) if self.api == "responses" else parse_completion(data)
+        except (ValueError, MalformedReply) as exc:
+            return _Failure("malformed", f"malformed reply body: {exc}", retryable=True)
+
+    def _where(self) -> str:
+        return public_url(self.base_url) or "api.openai.com"
+
+    async def aclose(self) -> None:
+        await self._client.close()
+
+
+def _placeholder_for(base_url: str | None) -> str:
+    host = urlsplit(base_url).hostname if base_url else "api.openai.com"
+    if host is None or host.endswith("openai.com"):
+        raise ValueError("OPENAI_API_KEY is not set (needed for the OpenAI API; a local "
+                         "--resili-base-url needs none)")
+    return PLACEHOLDER_KEY
+
+
+def _status_failure(exc: openai.APIStatusError) -> _Failure:
+    status = exc.status_code
+    message = f"HTTP {status}: {_error_message(exc)}"
+    if status == 429:
+        return _Failure("rate_limit", message, retryable=True,
+                        retry_after_s=_retry_after_s(exc.response.headers), status=status)
+    if status >= 500:
+        return _Failure("server_error", message, retryable=True, status=status)
+    if status in (408, 409):  # request timeout, lock conflict: worth another try
+        return _Failure("server_error", message, retryable=True, status=status)
+    if status == 400 and _CONTEXT_OVERFLOW.search(message):
+        return _Failure("context_overflow", message, retryable=False, status=status)
+    return _Failure("refused", message, retryable=False, status=status)
+
+
+# How servers say a request exceeds the model's context window: OpenAI's error code
+# `context_length_exceeded` ("maximum context length is N tokens"), vLLM's and llama.cpp's
+# wordings ("exceeds the available context size", "context window").
+_CONTEXT_OVERFLOW = re.compile(
+    r"context_length_exceeded|maximum context length|context (?:size|window|length)"
+    r"|too many tokens|exceeds? the (?:available )?context", re.IGNORECASE)
+
+
+def model_limit(reply: ModelReply) -> tuple[str, str] | None:
+    """(stop reason, what happened) when a reply says the model hit a limit of its own: a
+    refusal or a reply cut at the length limit; None for an ordinary reply."""
+    raw = reply.raw
+    if not isinstance(raw, Mapping):
+        return None
+    choices = raw.get("choices")
+    if isinstance(choices, list) and choices and isinstance(choices[0], Mapping):
+        choice = choices[0]
+        message = choice.get("message")
+        refusal = message.get("refusal") if isinstance(message, Mapping) else None
+        if isinstance(refusal, str) and refusal.strip():
+            return "refusal", f"the model refused: {refusal.strip()[:200]}"
+        reason = choice.get("finish_reason")
+        if reason == "content_filter":
+            return "refusal", "the reply was withheld by the content filter"
+        if reason == "length":
+            return "length", "the reply was cut at the model's length limit"
+        return None
+    if raw.get("status") == "incomplete":  # the Responses API
+        details = raw.get("incomplete_details")
+        why = details.get("reason") if isinstance(details, Mapping) else None
+        if why == "content_filter":
+            return "refusal", "the reply was withheld by the content filter"
+        return "length", f"the reply is incomplete ({why or 'no reason given'})"
+    return None
+
+
+def _error_message(exc: openai.APIStatusError) -> str:
+    """The server's message, with its error code (or type) when it gave one."""
+    body = exc.body
+    if isinstance(body, Mapping):
+        error = body.get("error", body)
+        if isinstance(error, Mapping) and isinstance(error.get("message"), str):
+            kind = error.get("code") or error.get("type")
+            return str(error["message"])[:300] + (f" [{kind}]" if isinstance(kind, str) else "")
+    return str(exc.message)[:300]
+
+
+def _retry_after_s(headers: Mapping[str, str]) -> float | None:
+    """Retry-After-Ms (OpenAI's), else Retry-After in seconds or as an HTTP date."""
+    try:
+        if "retry-after-ms" in headers:
+            return max(0.0, float(headers["retry-after-ms"]) / 1000.0)
+        value = headers.get("retry-after")
+        if value is None:
+            return None
+        try:
+            return max(0.0, float(value))
+        except ValueError:
+            when = email.utils.parsedate_to_datetime(value)
+            return max(0.0, when.timestamp() - time.time())
+    except (ValueError, TypeError, OverflowError):
+        return None
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+_MAX_INT_DIGITS = 18  # below 2**63: a token count or an id, never a 4000-digit number
+
+
+def _int_or_none(text: str) -> int | None:
+    return int(text) if len(text.lstrip("-")) <= _MAX_INT_DIGITS else None
+
+
+def _clean(value: Any) -> Any:
+    """Lone surrogates (a `\\ud800` escape decodes to one) replaced by U+FFFD: no later
+    encoding of the text (the next request, the cache, a report) can fail on them."""
+    if isinstance(value, str):
+        return _SURROGATE.sub("\ufffd", value) if _SURROGATE.search(value) else value
+    if isinstance(value, list):
+        return [_clean(item) for item in value]
+    if isinstance(value, dict):
+        return {_clean(k): _clean(v) for k, v in value.items()}
+    return value
+
+
+def decode_body(text: str) -> Any:
+    """A reply body as JSON, sanitised at the boundary so that whatever a server sends is at
+    worst the agent's failure, never the harness's: absurd integers (a 4000-digit usage
+    count) and NaN/Infinity become None, lone surrogates U+FFFD. ValueError when the body
+    is not JSON at all."""
+    return _clean(json.loads(text, parse_int=_int_or_none, parse_constant=lambda _: None))
+
+
+def parse_completion(data: object) -> ModelReply:
+    """A `ModelReply` from a chat-completion body, tolerant of what real servers send: null
+    content, missing usage, arguments as objects or not JSON at all (passed through raw for the
+    episode's parser), missing call ids, the legacy `function_call`. Raises `MalformedReply`
+    when there is no message at all."""
+    if not isinstance(data, Mapping):
+        raise MalformedReply(f"expected a JSON object, got {type(data).__name__}")
+    choices = data.get("choices")
+    if not isinstance(choices, list) or not choices or not isinstance(choices[0], Mapping):
+        raise MalformedReply("no choices in the reply")
+    message = choices[0].get("message")
+    if not isinstance(message, Mapping):
+        raise MalformedReply("the first choice has no message")
+    calls = message.get("tool_calls")
+    if not isinstance(calls, list):
+        legacy = message.get("function_call")
+        calls = [{"function": legacy}] if isinstance(legacy, Mapping) else []
+    tool_calls = []
+    for index, call in enumerate(calls):
+        function = call.get("function") if isinstance(call, Mapping) else None
+        if not isinstance(function, Mapping):
+            continue
+        arguments = function.get("arguments")
+        if not isinstance(arguments, str):
+            arguments = "" if arguments is None else json.dumps(arguments)
+        call_id = call.get("id") if isinstance(call, Mapping) else None
+        tool_calls.append(ToolCall(id=str(call_id or f"call_{index}"),
+                                   name=str(function.get("name") or ""), arguments=arguments))
+    usage = data.get("usage")
+    usage = usage if isinstance(usage, Mapping) else {}
+    details = {name: group.get(key) if isinstance(group := usage.get(name), Mapping) else None
+               for name, key in (("prompt_tokens_details", "cached_tokens"),
+                                 ("completion_tokens_details", "reasoning_tokens"))}
+    return ModelReply(
+        content=_text(message.get("content")),
+        tool_calls=tuple(tool_calls),
+        usage=usage_counts(usage.get("prompt_tokens"), usage.get("completion_tokens"),
+                           details["prompt_tokens_details"],
+                           details["completion_tokens_details"]),
+        raw=dict(data),
+    )
+
+
+def _text(content: object) -> str | None:
+    """Content as text; a list of parts (some servers) is joined."""
+    if content is None or isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(part.get("text", "") if isinstance(part, Mapping) else str(part)
+                       for part in content)
+    return str(content)
+

@@ -1,0 +1,68 @@
+"""Fail fast: one minimal request per real model before the first episode.
+
+A wrong key, an unknown model or an option the model refuses would otherwise be paid once per
+episode (50,400 refused requests for a full run) and shown only as `IIII...`. The probe goes
+through the agent's own path and options (`OpenAIAgent.probe`), so what it meets is what the
+episodes would meet; its failure becomes a usage error that quotes the server and names the
+option to change. Also: merging provider counters across processes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from pytest_resilibench.runtime.protocol import AnyAgent, InfrastructureError
+
+__all__ = ["hint_for", "merge_stats", "probe_agent"]
+
+_HINTS = {
+    401: "check OPENAI_API_KEY (the key the server at --resili-base-url expects)",
+    403: "check OPENAI_API_KEY: this key may not use this model",
+    404: "check --resili-model (the model name) and --resili-base-url",
+    400: "check --resili-model-args, --resili-temperature and --resili-api",
+    422: "check --resili-model-args, --resili-temperature and --resili-api",
+}
+
+
+def hint_for(exc: InfrastructureError) -> str:
+    if exc.status in _HINTS:
+        return _HINTS[exc.status]
+    if exc.retryable:
+        return ("the server did not answer after every retry: check --resili-base-url, or "
+                "raise --resili-retries / --resili-request-timeout")
+    return "check --resili-model and --resili-base-url"
+
+
+async def probe_agent(agent: AnyAgent, spec: str, *, probe: bool = True) -> None:
+    """Probe `agent` when it can be probed (real models), then close it. Raises ValueError
+    (a usage error at start-up) quoting the server's answer."""
+    try:
+        ask = getattr(agent, "probe", None)
+        if probe and ask is not None:
+            await ask()
+    except InfrastructureError as exc:
+        raise ValueError(f"--resili-model {spec}: the start-up request failed: {exc}; "
+                         f"{hint_for(exc)}") from None
+    finally:
+        await agent.aclose()
+
+
+def merge_stats(total: Mapping[str, Any] | None, more: Mapping[str, Any]) -> dict[str, Any]:
+    """Two processes' `ProviderStats.to_json()` as one: counts add up, `faults` by kind, and
+    `cost_usd` stays None only when both are."""
+    out: dict[str, Any] = dict(total or {})
+    for key, value in more.items():
+        have = out.get(key)
+        if isinstance(value, Mapping):
+            merged = dict(have or {})
+            for kind, n in value.items():
+                merged[kind] = merged.get(kind, 0) + n
+            out[key] = dict(sorted(merged.items()))
+        elif value is None or have is None:
+            out[key] = value if have is None else have
+        else:
+            out[key] = have + value
+    if isinstance(out.get("cost_usd"), float):
+        out["cost_usd"] = round(out["cost_usd"], 6)
+    return out

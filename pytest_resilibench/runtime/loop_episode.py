@@ -1,0 +1,168 @@
+"""The episode handle of a loop-level agent: an agent that owns its loop (a LangGraph graph, an
+OpenAI Agents SDK runner, a planner) plays an episode through it.
+
+`await agent.run(episode)` gets a `LoopEpisode`: `messages` (the variant's prompt as chat
+messages), `tools` (the OpenAI function schemas), `await call(name, arguments)` (one call is
+one turn; the answer is the observation payload a model would see), `finish()` (the
+completion signal) and `add_usage(usage)` (the tokens its own model spent). Each call and
+`finish()` stands for the reply a model would have sent, in the run's tool mode, and goes
+through the episode's own books (`episode.TurnKeeper`): the same turn accounting, early stops,
+messages and scoring as a model's episode, so the record of a loop-level agent equals that of
+a model making the same calls.
+
+Past the budget a call is not executed: it answers with a `BUDGET_EXHAUSTED` error and ends
+the episode (stop reason `max_turns`). Once the episode is over (`over`: the budget, an early
+stop, `finish()`), `call` raises `EpisodeOver`, which ends `run` quietly; a `run` that returns
+without `finish()` ends the episode unfinished (stop reason `run_returned`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import copy
+import json
+from collections.abc import Mapping
+from functools import cached_property
+from typing import TYPE_CHECKING, Any
+
+from pytest_resilibench.base.names import COMPLETION_SIGNAL
+from pytest_resilibench.runtime.protocol import ModelReply, ToolCall
+
+if TYPE_CHECKING:
+    from pytest_resilibench.core.prompts import Prompt
+    from pytest_resilibench.core.registry import ToolRegistry
+    from pytest_resilibench.runtime.episode import TurnKeeper
+    from pytest_resilibench.runtime.protocol import LoopAgent
+
+__all__ = ["BUDGET_EXHAUSTED", "EpisodeOver", "LoopEpisode", "play_loop"]
+
+BUDGET_EXHAUSTED = "BUDGET_EXHAUSTED"
+
+
+class EpisodeOver(Exception):
+    """`call` on an episode that is over; `run_episode` catches it as the end of `run`."""
+
+
+class LoopEpisode:
+    """One episode, for an agent that owns its loop. Calls are turns, played one at a time in
+    the order they are made (concurrent calls wait for each other)."""
+
+    def __init__(self, keeper: TurnKeeper, prompt: Prompt, registry: ToolRegistry) -> None:
+        self._keeper = keeper
+        self._prompt = prompt
+        self._registry = registry
+        self._lock = asyncio.Lock()
+        self._replies = 0
+
+    @cached_property
+    def messages(self) -> list[dict[str, Any]]:
+        """The variant's prompt as OpenAI chat messages (system, user); yours to extend."""
+        return [dict(message) for message in self._prompt.messages]
+
+    @cached_property
+    def tools(self) -> list[dict[str, Any]]:
+        """The tools as OpenAI function schemas (`{"type": "function", "function": ...}`),
+        in either tool mode; a copy, yours to modify."""
+        tools = self._prompt.tools
+        return copy.deepcopy(tools) if tools is not None else self._registry.to_openai()
+
+    @property
+    def task_id(self) -> str:
+        """The task's id, and below the repeat: what a model request carries too."""
+        return self._keeper.record.task_id
+
+    @property
+    def repeat(self) -> int:
+        return self._keeper.record.repeat
+
+    @property
+    def over(self) -> bool:
+        """Whether the episode has ended (budget, early stop or `finish()`)."""
+        return self._keeper.over
+
+    @property
+    def stop_reason(self) -> str:
+        """Why the episode ended ("" while it runs); the record's `stop_reason`."""
+        return self._keeper.record.stop_reason
+
+    async def call(self, name: str, arguments: Mapping[str, Any] | str | None = None
+                   ) -> dict[str, Any]:
+        """Call a tool: one turn. `arguments` is an object, or the raw JSON string a model
+        sent (what agent SDKs hand over); what is no call (no tool name, arguments that are
+        not JSON) costs the turn with an error, as a model's broken call does. Returns the
+        observation a model would see (`status`, `output` or `error_code` and `message`,
+        `progress`, and on the last turn `budget`)."""
+        async with self._lock:
+            keeper = self._keeper
+            if keeper.over:
+                raise EpisodeOver(f"the episode is over ({keeper.record.stop_reason})")
+            reply = self._reply(name, arguments)
+            parsed = keeper.receive(reply)
+            if parsed is None:  # a call once the budget is spent: not executed
+                return {"tool": _tool_name(name), "status": "error",
+                        "error_code": BUDGET_EXHAUSTED,
+                        "message": "no turns left: the call was not executed and the episode "
+                                   "is over", "progress": keeper.progress()}
+            payload = await keeper.answer(reply, parsed)
+            # What the model would read: a copy, so that the record stays the agent's to keep.
+            observation: dict[str, Any] = json.loads(json.dumps(payload))
+            return observation
+
+    def add_usage(self, usage: Mapping[str, int]) -> None:
+        """Count the tokens your model spent (OpenAI `usage` keys: `prompt_tokens`,
+        `completion_tokens`, and where known `reasoning_tokens`, `cached_tokens`), as a
+        model's reply's usage is counted: the record's `tokens` and cost come from them."""
+        self._keeper.count_usage(usage)
+
+    def finish(self) -> None:
+        """The completion signal (`TASK_COMPLETED`): the agent says the task is done. Ignored
+        once the episode is over."""
+        if not self._keeper.over:
+            self._keeper.receive(ModelReply(content=COMPLETION_SIGNAL))
+
+    def _reply(self, name: str, arguments: Mapping[str, Any] | str | None) -> ModelReply:
+        """The reply a model would send for this call in the run's tool mode."""
+        self._replies += 1
+        tool = _tool_name(name)
+        raw = _raw_arguments(arguments)
+        if self._keeper.native:
+            return ModelReply(content=None,
+                              tool_calls=(ToolCall(f"call_{self._replies}", tool, raw),))
+        body = json.dumps({"name": tool, "arguments": _decoded(raw)})
+        return ModelReply(content=f"<tool_call>{body}</tool_call>")
+
+
+def _tool_name(name: Any) -> str:
+    """The tool name as a model could send it: a string (none when it is not one)."""
+    return name if isinstance(name, str) else ""
+
+
+def _raw_arguments(arguments: Any) -> str:
+    """Arguments as the JSON text a model would send; what is not JSON-able stays unreadable
+    text, so it costs the turn the way a model's broken arguments do."""
+    if isinstance(arguments, str):
+        return arguments
+    if arguments is None:
+        return "{}"
+    try:
+        return json.dumps(arguments)
+    except (TypeError, ValueError):
+        return repr(arguments)
+
+
+def _decoded(raw: str) -> Any:
+    """The JSON value of the arguments text; the text itself when it is not JSON (a text-mode
+    call then carries it as a string, which the environment refuses)."""
+    try:
+        return json.loads(raw)
+    except (ValueError, RecursionError):
+        return raw
+
+
+async def play_loop(keeper: TurnKeeper, prompt: Prompt, agent: LoopAgent, *,
+                    registry: ToolRegistry) -> None:
+    """Let a loop-level agent play the episode; the episode ends when `run` returns."""
+    with contextlib.suppress(EpisodeOver):  # a call after the end: the agent's loop is over
+        await agent.run(LoopEpisode(keeper, prompt, registry))
+    keeper.end("run_returned")
