@@ -21,9 +21,8 @@ import time
 from collections import defaultdict
 from dataclasses import replace
 
-from pytest_resilibench.solver.dp import solve_task
-
 from pytest_resilibench.base.names import FLAWS, TOOL_MODES
+from pytest_resilibench.core.optimum.dp import solve_task
 from pytest_resilibench.core.prompts import Variant
 from pytest_resilibench.core.tasks import Task, load_tasks
 from pytest_resilibench.runtime.agents import make_agent

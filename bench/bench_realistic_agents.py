@@ -15,8 +15,7 @@ import math
 import time
 from collections import defaultdict
 
-from pytest_resilibench.solver.realistic import realistic_solution
-
+from pytest_resilibench.core.optimum.realistic import realistic_solution
 from pytest_resilibench.core.prompts import Variant
 from pytest_resilibench.core.tasks import DIFFICULTIES, load_tasks
 from pytest_resilibench.runtime.agents import make_agent

@@ -16,8 +16,8 @@ from pathlib import Path
 
 from pytest_resilibench.solver import dp
 from pytest_resilibench.solver.clairvoyant import clairvoyant
-from pytest_resilibench.solver.mdp import TaskMDP
 
+from pytest_resilibench.core.optimum.mdp import TaskMDP
 from pytest_resilibench.core.simulator import EpisodeKey
 from pytest_resilibench.core.tasks import load_tasks
 

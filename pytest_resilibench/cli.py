@@ -135,12 +135,13 @@ def _cmd_serve_mcp(args: argparse.Namespace) -> int:
     from pytest_resilibench.base.extras import require
 
     require("mcp", "mcp", "`resilibench serve-mcp`")
+    from pytest_resilibench.core.tasks import find_task
     from pytest_resilibench.servers import mcp_server
 
     default = None
     if args.task is not None:
         default = mcp_server.task_simulator(
-            mcp_server.find_task(args.task, args.fixtures), seed=args.seed, repeat=args.repeat,
+            find_task(args.task, args.fixtures), seed=args.seed, repeat=args.repeat,
             base_success=args.base_success, faults=args.faults)
     server = mcp_server.build_server(default)
     if args.transport == "stdio":

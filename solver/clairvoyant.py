@@ -22,10 +22,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from pytest_resilibench.core.optimum.mdp import DEFAULT_MAX_TURNS, OUTSIDE, MdpState, TaskMDP
 from pytest_resilibench.core.registry import ToolRegistry
 from pytest_resilibench.core.simulator import DEFAULT_BASE_SUCCESS, EpisodeKey, outcome_draw
-
-from .mdp import DEFAULT_MAX_TURNS, OUTSIDE, MdpState, TaskMDP
 
 __all__ = ["ClairvoyantResult", "Move", "clairvoyant"]
 

@@ -30,9 +30,9 @@ import torch
 from torch import nn
 
 from pytest_resilibench.base.rng import key_int
+from pytest_resilibench.core.optimum.dp import FINISH, Policy, evaluate
+from pytest_resilibench.core.optimum.mdp import TaskMDP
 
-from .dp import FINISH, Policy, evaluate
-from .mdp import TaskMDP
 from .vecenv import (
     GLOBAL_FEATURES,
     MAX_TOOLS,

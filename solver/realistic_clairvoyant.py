@@ -14,9 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from pytest_resilibench.core.faults import RATE_LIMIT_RATE, SILENT_RATE, episode_faults, event_draws
+from pytest_resilibench.core.optimum.realistic import DOWN, EXPIRED, UNKNOWN, RealisticMDP, RState
 from pytest_resilibench.core.simulator import EpisodeKey, outcome_draw
-
-from .realistic import DOWN, EXPIRED, UNKNOWN, RealisticMDP, RState
 
 __all__ = ["RealisticClairvoyant", "clairvoyant"]
 

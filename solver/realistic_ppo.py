@@ -1,7 +1,7 @@
 """PPO on the realistic fault profile's MDPs (docs/FAULTS.md), checked against the exact DP.
 
 The paper profile's PPO (`solver.ppo`) steps packed states through dense tables; the realistic
-MDP (`solver.realistic`) is explored state by state, so this trainer steps it the same way:
+MDP (`core/optimum/realistic.py`) is explored state by state, so this trainer steps it the same way:
 each environment samples an outcome from `RealisticMDP.branches`. The policy scores each legal
 action with one shared MLP over [global features, the action's features] (a softmax over the
 legal actions, whose number varies); the critic reads the global features. Reward: 1 on full
@@ -28,9 +28,16 @@ from torch import nn
 
 from pytest_resilibench.base.rng import uniform
 from pytest_resilibench.core.faults import AUTHENTICATOR
+from pytest_resilibench.core.optimum.realistic import (
+    DOWN,
+    EXPIRED,
+    GOOD,
+    UP,
+    RealisticMDP,
+    RState,
+    realistic_mdp,
+)
 from pytest_resilibench.core.tasks import FIXTURES_DIR, load_tasks
-
-from .realistic import DOWN, EXPIRED, GOOD, UP, RealisticMDP, RState, realistic_mdp
 
 __all__ = ["RealisticPpoConfig", "features", "greedy_chooser", "train"]
 

@@ -3,8 +3,8 @@
 Per difficulty, over every task: the exact DP value under the realistic profile, the naive
 policy's ("required tools in order, retry on failure") and the plan-retry policy's (the optimal
 plan's tools in order, each retried until it succeeds: what a literal plan follower does), all
-exact (`solver.realistic`). Run `python -m solver.realistic_report` to recompute the section; it
-replaces only the `realistic` key of the report (keeping its `ppo` entry, which
+exact (`core/optimum/realistic.py`). Run `python -m solver.realistic_report` to recompute the
+section; it replaces only the `realistic` key of the report (keeping its `ppo` entry, which
 `solver.realistic_ppo` writes), so the paper profile's figures stay as they are.
 `python -m solver.realistic_report plans` writes `fixtures/realistic_workflows.jsonl.gz`: each
 task's realistic optimal plan, which the prompts read instead of solving the DP at run time.
@@ -23,10 +23,10 @@ from typing import Any
 import numpy as np
 
 from pytest_resilibench.core import faults
+from pytest_resilibench.core.optimum.realistic import realistic_mdp
 from pytest_resilibench.core.simulator import DEFAULT_BASE_SUCCESS, EpisodeKey
 from pytest_resilibench.core.tasks import DIFFICULTIES, FIXTURES_DIR, Task, load_tasks
 
-from .realistic import realistic_mdp
 from .realistic_clairvoyant import clairvoyant
 
 __all__ = ["clairvoyant_sample", "realistic_section", "write_section"]
@@ -91,7 +91,8 @@ def clairvoyant_sample(tasks: Sequence[Task], *, base_success: float = DEFAULT_B
 
 def write_plans(tasks: Sequence[Task], path: Path) -> None:
     """Every task's realistic optimal plan (`faults.REALISTIC_PLANS` format)."""
-    from .realistic import realistic_solution
+    from pytest_resilibench.core.optimum.realistic import realistic_solution
+
     from .solve import write_jsonl_gz
 
     write_jsonl_gz(path, [{"schema": faults.REALISTIC_PLANS_SCHEMA, "task_id": task.id,

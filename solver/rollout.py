@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from pytest_resilibench.core.optimum.mdp import DEFAULT_MAX_TURNS, MdpState, TaskMDP
 from pytest_resilibench.core.registry import ToolRegistry, default_registry
 from pytest_resilibench.core.scoring import conditions
 from pytest_resilibench.core.simulator import (
@@ -19,8 +20,6 @@ from pytest_resilibench.core.simulator import (
     Simulator,
 )
 from pytest_resilibench.core.tasks import Task
-
-from .mdp import DEFAULT_MAX_TURNS, MdpState, TaskMDP
 
 __all__ = ["Rollout", "simulate"]
 

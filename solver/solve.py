@@ -27,12 +27,12 @@ import numpy as np
 
 from pytest_resilibench.base.rng import uniform
 from pytest_resilibench.core.fixture_files import write_fixture_file
+from pytest_resilibench.core.optimum.dp import naive_policy, optimal_policy, solve_task, workflow_of
+from pytest_resilibench.core.optimum.mdp import DEFAULT_MAX_TURNS, TaskMDP
 from pytest_resilibench.core.simulator import DEFAULT_BASE_SUCCESS, EpisodeKey
 from pytest_resilibench.core.tasks import Task
 
 from .clairvoyant import clairvoyant
-from .dp import naive_policy, optimal_policy, solve_task, workflow_of
-from .mdp import DEFAULT_MAX_TURNS, TaskMDP
 
 __all__ = ["REPORT_SCHEMA", "solve_all", "write_jsonl_gz"]
 

@@ -19,9 +19,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from pytest_resilibench.core.optimum.mdp import TaskMDP
 from pytest_resilibench.core.simulator import RECENT_WINDOW
-
-from .mdp import TaskMDP
 
 __all__ = ["GLOBAL_FEATURES", "MAX_TOOLS", "TOOL_FEATURES", "Observation", "StructureTables",
            "VecEnv"]

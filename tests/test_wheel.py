@@ -36,7 +36,7 @@ def test_the_wheel_holds_one_package_with_its_fixtures(wheel: Path) -> None:
     for name in manifest["files"]:
         packed = zipfile.ZipFile(wheel).read(f"pytest_resilibench/fixtures/{name}")
         assert packed == (FIXTURES_DIR / name).read_bytes(), name
-    for module in ("solver/dp.py", "solver/ppo.py", "integration/suite.py", "plugin.py"):
+    for module in ("core/optimum/dp.py", "solver/ppo.py", "integration/suite.py", "plugin.py"):
         assert f"pytest_resilibench/{module}" in names
 
 

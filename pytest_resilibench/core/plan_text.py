@@ -8,7 +8,7 @@ plan *as shown* that depend on it), contingencies that name only tools of the pl
 and an Advice computed from the plan as shown. A flaw therefore changes the text only through
 the tools and arguments its record lists (docs/ARCHITECTURE.md, "Flaws and prompts").
 
-Contingencies follow one small grammar (`Contingency`), written by the DP (`solver/dp.py`)
+Contingencies follow one small grammar (`Contingency`), written by the DP (`core/optimum/dp.py`)
 and re-worded here when a flaw renames or drops a tool they name.
 """
 

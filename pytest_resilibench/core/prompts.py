@@ -158,7 +158,8 @@ _REALISTIC: weakref.WeakKeyDictionary[Task, _Derived] = weakref.WeakKeyDictionar
 def _realistic(task: Task, registry: ToolRegistry) -> _Derived:
     """`_derived` under the realistic fault profile (docs/FAULTS.md): the header names the
     profile's turn budget and the stand-ins the task lists; the parent plan is the profile's
-    optimal plan (exact DP of `solver.realistic`), whose steps say what to do on each event."""
+    optimal plan (exact DP of `core/optimum/realistic.py`), whose steps say what to do on each
+    event."""
     found = _REALISTIC.get(task)
     if found is not None and found.registry is registry:
         return found
@@ -179,7 +180,7 @@ def _realistic(task: Task, registry: ToolRegistry) -> _Derived:
     if plan is None or [t for t in plan.tools if t in steps] != steps or any(
             dict(s.arguments) != dict(faults.arguments.get(s.tool, {})) for s in plan.steps):
         # No stored plan, or one for another task of that id (tasks from elsewhere): solve.
-        from pytest_resilibench.solver.realistic import realistic_solution
+        from pytest_resilibench.core.optimum.realistic import realistic_solution
 
         plan = realistic_solution(task, registry=registry).workflow
     # The solver's Advice restates the profile's rules, which the header now gives every

@@ -37,6 +37,7 @@ __all__ = [
     "FixtureError",
     "Task",
     "TaskSet",
+    "find_task",
     "load_tasks",
 ]
 
@@ -223,3 +224,12 @@ def load_tasks(directory: Path = FIXTURES_DIR, *, require_workflows: bool = True
                 raise FixtureError(f"{directory / WORKFLOWS_FILE}: the workflow of {task_id} "
                                    f"is malformed ({type(exc).__name__}: {exc})") from None
     return TaskSet(tuple(sorted(tasks.values(), key=lambda t: t.id)), manifest)
+
+
+def find_task(task_id: str, fixtures: Path = FIXTURES_DIR) -> Task:
+    """A task of a fixtures directory (`serve-mcp --task`): its simulator needs the task
+    alone, not its plan. KeyError when the directory has no such task."""
+    task = load_tasks(Path(fixtures), require_workflows=False).by_id.get(task_id)
+    if task is None:
+        raise KeyError(f"no task {task_id!r} in {fixtures}")
+    return task

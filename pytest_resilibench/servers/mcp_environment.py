@@ -1,7 +1,7 @@
 """`McpEnvironment`: an episode's tool calls sent to any MCP tool server (ours or another).
 
     env = await McpEnvironment.open("http://127.0.0.1:8000/mcp")            # streamable HTTP
-    env = await McpEnvironment.open([sys.executable, "-m", "pytest_resilibench.servers.mcp_server",
+    env = await McpEnvironment.open([sys.executable, "-m", "pytest_resilibench.cli", "serve-mcp",
                                      "--task", "t0421"])                   # stdio subprocess
     record = await run_episode(task, variant, agent, ..., environment=env)
     await env.aclose()

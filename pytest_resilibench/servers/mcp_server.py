@@ -1,6 +1,6 @@
 """The simulator as an MCP tool server, so any MCP-capable agent can be benchmarked.
 
-`resilibench serve-mcp --task t0421 --seed 7` (or `python -m pytest_resilibench.servers.mcp_server
+`resilibench serve-mcp --task t0421 --seed 7` (or `python -m pytest_resilibench.cli serve-mcp
 ...`) serves the registry's MCP tool definitions over stdio or streamable HTTP. Every call goes
 through a `Simulator` keyed exactly as the episode runner keys it, (seed, task, repeat), so the
 same sequence of calls meets the same seeded failures as in process.
@@ -38,7 +38,6 @@ import os
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Literal
 
 import anyio
@@ -56,7 +55,7 @@ from pytest_resilibench.core.simulator import (
     EpisodeKey,
     Simulator,
 )
-from pytest_resilibench.core.tasks import FIXTURES_DIR, Task, load_tasks
+from pytest_resilibench.core.tasks import Task
 
 __all__ = [
     "CLOSE_EPISODE",
@@ -81,8 +80,9 @@ CLOSE_EPISODE = "resilibench/episodes/close"
 
 
 def server_command() -> list[str]:
-    """The argv of a many-episode server on stdio, in this interpreter."""
-    return [sys.executable, "-m", "pytest_resilibench.servers.mcp_server"]
+    """The argv of a many-episode server on stdio, in this interpreter: the CLI's `serve-mcp`,
+    the one entry point of the server (the servers never import the application)."""
+    return [sys.executable, "-m", "pytest_resilibench.cli", "serve-mcp"]
 
 
 @dataclass(frozen=True)
@@ -237,14 +237,6 @@ def build_server(episodes: Simulator | EpisodeTable | None = None, *,
     return server
 
 
-def find_task(task_id: str, fixtures: Path = FIXTURES_DIR) -> Task:
-    """A task of a fixtures directory: its simulator needs the task alone, not its plan."""
-    task = load_tasks(Path(fixtures), require_workflows=False).by_id.get(task_id)
-    if task is None:
-        raise KeyError(f"no task {task_id!r} in {fixtures}")
-    return task
-
-
 def task_simulator(task: Task, *, seed: int = 0, repeat: int = 0,
                    base_success: float = DEFAULT_BASE_SUCCESS,
                    faults: str = "paper") -> Simulator:
@@ -330,14 +322,3 @@ def serve_http(server: Server[Any], *, port: int = 0) -> None:
     print(f"resilibench MCP server on http://{LOOPBACK}:{sock.getsockname()[1]}/mcp",
           file=sys.stderr, flush=True)
     serve(server.streamable_http_app(host=LOOPBACK), sock)
-
-
-def main(argv: list[str] | None = None) -> int:
-    """`python -m pytest_resilibench.servers.mcp_server ARGS` is `resilibench serve-mcp ARGS`."""
-    from pytest_resilibench.cli import main as cli_main
-
-    return cli_main(["serve-mcp", *(sys.argv[1:] if argv is None else argv)])
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -5,11 +5,11 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from pytest_resilibench.solver.clairvoyant import OUTSIDE, clairvoyant
-from pytest_resilibench.solver.dp import naive_policy, solve_task
-from pytest_resilibench.solver.mdp import MdpState, TaskMDP
 from pytest_resilibench.solver.rollout import simulate, simulator_for
 
 from pytest_resilibench.base.rng import uniform
+from pytest_resilibench.core.optimum.dp import naive_policy, solve_task
+from pytest_resilibench.core.optimum.mdp import MdpState, TaskMDP
 from pytest_resilibench.core.simulator import EpisodeKey, outcome_draw
 from pytest_resilibench.core.tasks import Task
 from tests.solver.sample_tasks import POSTING, QUEUEING

@@ -8,7 +8,9 @@ from functools import cache
 
 import numpy as np
 import pytest
-from pytest_resilibench.solver.dp import (
+from pytest_resilibench.solver.rollout import simulate
+
+from pytest_resilibench.core.optimum.dp import (
     evaluate,
     naive_policy,
     optimal_policy,
@@ -16,9 +18,7 @@ from pytest_resilibench.solver.dp import (
     solve_task,
     workflow_of,
 )
-from pytest_resilibench.solver.mdp import TaskMDP
-from pytest_resilibench.solver.rollout import simulate
-
+from pytest_resilibench.core.optimum.mdp import TaskMDP
 from pytest_resilibench.core.registry import default_registry
 from pytest_resilibench.core.scoring import first_success_order
 from pytest_resilibench.core.simulator import EpisodeKey, success_probability
@@ -174,8 +174,7 @@ def test_reference_plans_carry_no_labels_a_flaw_would_betray() -> None:
     show where a step was moved, dropped or swapped."""
     import re
 
-    from pytest_resilibench.solver.dp import solve_task
-
+    from pytest_resilibench.core.optimum.dp import solve_task
     from pytest_resilibench.core.registry import default_registry
     from pytest_resilibench.core.tasks import load_tasks
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from pytest_resilibench.solver.mdp import OUTSIDE, TaskMDP
 from pytest_resilibench.solver.rollout import simulator_for
 
+from pytest_resilibench.core.optimum.mdp import OUTSIDE, TaskMDP
 from pytest_resilibench.core.registry import default_registry
 from pytest_resilibench.core.scoring import conditions, first_success_order
 from pytest_resilibench.core.simulator import EpisodeKey

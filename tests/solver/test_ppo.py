@@ -9,8 +9,6 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from pytest_resilibench.solver.dp import solve  # noqa: E402
-from pytest_resilibench.solver.mdp import TaskMDP  # noqa: E402
 from pytest_resilibench.solver.ppo import (  # noqa: E402
     PpoConfig,
     TrainResult,
@@ -21,6 +19,8 @@ from pytest_resilibench.solver.ppo import (  # noqa: E402
 )
 from pytest_resilibench.solver.vecenv import StructureTables, VecEnv  # noqa: E402
 
+from pytest_resilibench.core.optimum.dp import solve  # noqa: E402
+from pytest_resilibench.core.optimum.mdp import TaskMDP  # noqa: E402
 from pytest_resilibench.core.registry import default_registry  # noqa: E402
 from pytest_resilibench.core.simulator import RECENT_WINDOW  # noqa: E402
 

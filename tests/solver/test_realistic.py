@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from pytest_resilibench.solver.realistic import RState, realistic_mdp, realistic_solution
 from pytest_resilibench.solver.realistic_report import realistic_section
 
+from pytest_resilibench.core.optimum.realistic import RState, realistic_mdp, realistic_solution
 from pytest_resilibench.core.tasks import load_tasks
 
 TASKS = load_tasks().by_id

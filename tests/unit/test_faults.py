@@ -310,7 +310,7 @@ def test_realistic_episode_uses_the_budget_and_records_events() -> None:
 def test_oracle_tracks_the_mdp_on_every_observed_call() -> None:
     """Each observed call of the oracle's episodes is one of the MDP's outcomes (so the model
     and the simulator agree on what can happen, event by event)."""
-    from pytest_resilibench.solver.realistic import realistic_solution
+    from pytest_resilibench.core.optimum.realistic import realistic_solution
 
     solution = realistic_solution(REMOTE_TASK)
     mdp = solution.mdp
@@ -367,9 +367,8 @@ def test_adaptive_reads_each_event_off_the_observations() -> None:
 def test_stored_realistic_plans_are_what_the_solver_computes() -> None:
     """`fixtures/realistic_workflows.jsonl.gz` holds the DP's plans (prompts read it instead
     of solving at run time); a sample of tasks is solved again here."""
-    from pytest_resilibench.solver.realistic import realistic_solution
-
     from pytest_resilibench.core.faults import stored_plans
+    from pytest_resilibench.core.optimum.realistic import realistic_solution
     from pytest_resilibench.core.tasks import FIXTURES_DIR
     from pytest_resilibench.core.workflow import Workflow
 

@@ -28,7 +28,12 @@ from pytest_resilibench.servers.mcp_environment import (
     SharedMcpServer,
     parse_error_text,
 )
-from pytest_resilibench.servers.mcp_server import EpisodeTable, build_server, task_simulator
+from pytest_resilibench.servers.mcp_server import (
+    EpisodeTable,
+    build_server,
+    server_command,
+    task_simulator,
+)
 
 TASK = Task(
     id="t9002", type="simple_task", difficulty="easy", description="read a csv, write it back",
@@ -51,9 +56,8 @@ def _key(r: Any) -> tuple[Any, ...]:
 
 def test_our_server_over_stdio_gives_the_simulated_environments_results(fixtures_dir: Path
                                                                          ) -> None:
-    command = [sys.executable, "-m", "pytest_resilibench.servers.mcp_server", "--task", TASK.id,
-               "--seed", str(SEED), "--base-success", str(BASE), "--fixtures",
-               str(fixtures_dir)]
+    command = [*server_command(), "--task", TASK.id, "--seed", str(SEED),
+               "--base-success", str(BASE), "--fixtures", str(fixtures_dir)]
 
     async def run() -> tuple[list[Any], list[Any]]:
         remote = await McpEnvironment.open(command)

@@ -121,15 +121,13 @@ def test_in_process_results_are_the_simulators_with_outputs_and_coded_errors() -
             assert code is not None and code.isupper()
 
 
-@pytest.mark.parametrize("entry", ["module", "cli"])
-def test_stdio_subprocess_meets_the_same_failures(fixtures_dir: Path, entry: str) -> None:
-    module = ("pytest_resilibench.servers.mcp_server" if entry == "module"
-              else "pytest_resilibench.cli")
-    args = ["-m", module, *(["serve-mcp"] if entry == "cli" else []), "--task", TASK.id,
-            "--seed", str(SEED), "--base-success", str(BASE), "--fixtures", str(fixtures_dir)]
+def test_stdio_subprocess_meets_the_same_failures(fixtures_dir: Path) -> None:
+    """The server's entry point (the CLI's serve-mcp) with --task, over stdio."""
+    command = [*server_command(), "--task", TASK.id, "--seed", str(SEED),
+               "--base-success", str(BASE), "--fixtures", str(fixtures_dir)]
 
     async def run() -> list[tuple[bool, str | None, Any]]:
-        params = StdioServerParameters(command=sys.executable, args=args)
+        params = StdioServerParameters(command=command[0], args=command[1:])
         async with Client(params, cache=None) as client:
             return await observed(client)
 

@@ -1,8 +1,8 @@
 """Built-in scripted agents (`builtin:NAME`): deterministic, offline, cheap.
 
-- `oracle` plays the exact DP policy of the task (`solver.dp`); the one agent that reads the
-  privileged `request.context` (the task, base success, turn budget). Its full-success rate
-  estimates the DP value: the check that the simulator, the episode loop and the MDP agree.
+- `oracle` plays the exact DP policy of the task (`core/optimum/dp.py`); the one agent that
+  reads the privileged `request.context` (the task, base success, turn budget). Its full-success
+  rate estimates the DP value: the check that the simulator, the episode loop and the MDP agree.
 - `follower` executes the plan in the prompt literally, retrying each step until it succeeds
   (the plan copier). Without a plan it derives one from the task text.
 - `adaptive` checks the plan against what a model can see (the task text and inputs, the tool
@@ -202,7 +202,7 @@ class OracleAgent(BuiltinAgent):
     def decide(
         self, request: ModelRequest, view: _View
     ) -> tuple[str, Mapping[str, Any]] | None:
-        from pytest_resilibench.solver.dp import solve_task
+        from pytest_resilibench.core.optimum.dp import solve_task
 
         task = request.context.get("task")
         if task is None:
@@ -231,10 +231,10 @@ def _error_code(message: str) -> str | None:
 def _realistic_oracle(
     task: Any, registry: ToolRegistry, request: ModelRequest, view: _View
 ) -> tuple[str, Mapping[str, Any]] | None:
-    """The realistic profile's exact policy (`solver.realistic`), tracking its state from
+    """The realistic profile's exact policy (`core/optimum/realistic.py`), tracking its state from
     the observations (each event is observable: `faults.observed_event`)."""
     from pytest_resilibench.core.faults import observed_event, task_faults
-    from pytest_resilibench.solver.realistic import realistic_solution
+    from pytest_resilibench.core.optimum.realistic import realistic_solution
 
     faults = task_faults(task, registry)
     solution = realistic_solution(task, registry=registry,

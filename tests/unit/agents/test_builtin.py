@@ -4,9 +4,9 @@ from collections.abc import Sequence
 from typing import Any
 
 import pytest
-from pytest_resilibench.solver.dp import solve_task
 
 from pytest_resilibench.core.flaws import FLAWS
+from pytest_resilibench.core.optimum.dp import solve_task
 from pytest_resilibench.core.prompts import Variant, render_prompt
 from pytest_resilibench.core.tasks import Task, load_tasks
 from pytest_resilibench.runtime.agents import make_agent

@@ -1,6 +1,6 @@
 """The MDP of a task under the `realistic` fault profile, solved exactly (docs/FAULTS.md).
 
-The paper's MDP (`solver.mdp`) holds what `success_probability` reads; this one adds what the
+The paper's MDP (`mdp.py`) holds what `success_probability` reads; this one adds what the
 realistic events make observable, so the optimal policy can react to them:
 - the outage status of each step that has a stand-in: unknown, up (its tool answered something
   other than SERVICE_UNAVAILABLE) or down;
