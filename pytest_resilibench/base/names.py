@@ -13,6 +13,7 @@ from typing import Literal
 __all__ = [
     "APIS",
     "COMPLETION_SIGNAL",
+    "DEFAULT_CONCURRENCY",
     "DIFFICULTIES",
     "ENVIRONMENTS",
     "FAULT_PROFILES",
@@ -76,6 +77,9 @@ FaultProfile = Literal["paper", "realistic"]  # docs/FAULTS.md
 FAULT_PROFILES: tuple[FaultProfile, ...] = ("paper", "realistic")
 GATES = ("fixed", "sequential")
 APIS = ("chat", "responses")  # the OpenAI endpoints the provider speaks
+# Episodes in flight per process, wherever many run (`--resili-concurrency`, `run_episodes`):
+# enough to hide a remote model's latency, few enough to stay under common per-key rate limits.
+DEFAULT_CONCURRENCY = 16
 
 # Request headers the provider sends and the test server reads: which episode a request
 # belongs to, so the server counts attempts and draws its faults per episode.

@@ -20,6 +20,7 @@ import pytest
 
 from pytest_resilibench.base.names import (
     APIS,
+    DEFAULT_CONCURRENCY,
     DIFFICULTIES,
     ENVIRONMENTS,
     FAULT_PROFILES,
@@ -60,7 +61,7 @@ class RunConfig:
     base_success: tuple[float, ...] = (0.8,)
     max_turns: int = 10
     tool_mode: str = "text"
-    concurrency: int = 16
+    concurrency: int = DEFAULT_CONCURRENCY
     retries: int = 6
     request_timeout: float = 600.0
     temperature: float | str | None = "auto"  # auto: the model family's (agents/profiles.py)
@@ -308,7 +309,7 @@ _OPTIONS: list[tuple[str, Callable[[str], Any] | None, str | None, str]] = [
     ("max-turns", _int_at_least(1), "10", "turn budget per episode"),
     ("tool-mode", _one_of(TOOL_MODES), "text",
      "text (<tool_call> tags) or native (function calling)"),
-    ("concurrency", _int_at_least(1), "16", "episodes in flight per process"),
+    ("concurrency", _int_at_least(1), str(DEFAULT_CONCURRENCY), "episodes in flight per process"),
     ("retries", _int_at_least(0), "6",
      "retries of a failed model request (429, 5xx, timeouts) before it counts as an "
      "infrastructure error"),

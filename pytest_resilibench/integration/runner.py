@@ -17,10 +17,11 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import functools
 import inspect
 import threading
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pytest_resilibench.core.record import EpisodeRecord
 from pytest_resilibench.core.registry import ToolRegistry
@@ -29,6 +30,9 @@ from pytest_resilibench.integration.cases import Case
 from pytest_resilibench.integration.options import RunConfig
 from pytest_resilibench.runtime.environment import Environment
 from pytest_resilibench.runtime.protocol import AnyAgent
+
+if TYPE_CHECKING:
+    from pytest_resilibench.runtime.episode import EpisodeSlots
 
 __all__ = ["EpisodeRunner"]
 
@@ -71,9 +75,7 @@ class EpisodeRunner:
         self._closed = False
         self._feeder: concurrent.futures.Future[None] | None = None
         self._claimed: asyncio.Semaphore | None = None  # window: unclaimed results ahead
-        self._slots: asyncio.Semaphore | None = None  # concurrency: episodes in flight
-        self.peak_in_flight = 0
-        self._in_flight = 0
+        self._slots: EpisodeSlots | None = None  # concurrency: episodes in flight
 
     # --- called from pytest's thread ----------------------------------------------------------
     def start(self, cases: Sequence[Case]) -> None:
@@ -141,6 +143,11 @@ class EpisodeRunner:
             self._local_loop = None
 
     @property
+    def peak_in_flight(self) -> int:
+        """The most episodes that were in flight at once on the loop."""
+        return self._slots.peak if self._slots is not None else 0
+
+    @property
     def helper_processes(self) -> int:
         """How many helper processes compute inline cases ahead (0: none)."""
         return self._ahead.processes if self._ahead is not None else 0
@@ -167,7 +174,7 @@ class EpisodeRunner:
     async def _feed(self, cases: Sequence[Case]) -> None:
         if self._claimed is None:
             self._claimed = asyncio.Semaphore(self._window)
-        claimed, slots = self._claimed, self._slots_semaphore()
+        claimed, slots = self._claimed, self._slots_of()
         pending: set[asyncio.Task[None]] = set()
         try:
             for case in cases:
@@ -177,8 +184,7 @@ class EpisodeRunner:
                 if taken:  # its item already ran it on demand
                     claimed.release()
                     continue
-                await slots.acquire()
-                task = asyncio.create_task(self._settle(case, slots))
+                task = await slots.start(functools.partial(self._settle, case))
                 pending.add(task)
                 task.add_done_callback(pending.discard)
             if pending:
@@ -188,22 +194,23 @@ class EpisodeRunner:
                 task.cancel()
             raise
 
-    def _slots_semaphore(self) -> asyncio.Semaphore:
-        if self._slots is None:  # created on the loop it serves
-            self._slots = asyncio.Semaphore(self.config.concurrency)
+    def _slots_of(self) -> EpisodeSlots:
+        """The one bound on episodes in flight (runtime/episode.py), made on the loop it
+        serves."""
+        if self._slots is None:
+            from pytest_resilibench.runtime.episode import EpisodeSlots
+
+            self._slots = EpisodeSlots(self.config.concurrency)
         return self._slots
 
     async def _in_slot(self, case: Case) -> EpisodeRecord:
         """An on-demand case: it skips the window (its item is waiting for it now) but not
         the concurrency bound."""
-        async with self._slots_semaphore():
-            return await self._episode(case)
+        return await (await self._slots_of().start(functools.partial(self._episode, case)))
 
-    async def _settle(self, case: Case, slots: asyncio.Semaphore) -> None:
+    async def _settle(self, case: Case) -> None:
         with self._lock:
             future = self._futures.get(case.id)
-        self._in_flight += 1
-        self.peak_in_flight = max(self.peak_in_flight, self._in_flight)
         try:
             record = await self._episode(case)
         except BaseException as exc:  # a harness bug: the item shows it, the others go on
@@ -214,9 +221,6 @@ class EpisodeRunner:
         else:
             if future is not None and not future.done():
                 future.set_result(record)
-        finally:
-            self._in_flight -= 1
-            slots.release()
 
     def _agent(self, model: str) -> AnyAgent:
         with self._lock:  # the item thread (inline cases) and the loop thread both ask

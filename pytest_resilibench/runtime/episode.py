@@ -36,15 +36,16 @@ replies go in as they are, a loop-level agent's calls as the replies they stand 
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import time
 import traceback
 import weakref
-from collections.abc import AsyncIterator, Iterable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
-from pytest_resilibench.base.names import TOOL_MODES
+from pytest_resilibench.base.names import DEFAULT_CONCURRENCY, TOOL_MODES
 from pytest_resilibench.base.redact import redact
 from pytest_resilibench.core.record import EpisodeRecord, episode_id
 from pytest_resilibench.core.registry import ToolRegistry, default_registry
@@ -82,6 +83,7 @@ __all__ = [
     "DEFAULT_CONCURRENCY",
     "MAX_CONSECUTIVE_ERRORS",
     "REPEAT_LIMIT",
+    "EpisodeSlots",
     "EpisodeSpec",
     "TurnKeeper",
     "format_observation",
@@ -90,10 +92,8 @@ __all__ = [
     "run_episodes",
 ]
 
+_T = TypeVar("_T")
 REPEAT_LIMIT = 3
-# Requests in flight per process: enough to hide a remote model's latency, few enough to stay
-# under common per-key rate limits.
-DEFAULT_CONCURRENCY = 32
 MAX_CONSECUTIVE_ERRORS = 4
 _OPEN, _CLOSE = "<tool_response>", "</tool_response>"
 # Error codes of results that no retry with the same call can change.
@@ -499,6 +499,33 @@ class EpisodeSpec:
     faults: str = "paper"
 
 
+class EpisodeSlots:
+    """At most `concurrency` episodes in flight on one event loop: the one bound of both ways
+    of running many episodes, `run_episodes` here and the plugin's runner
+    (integration/runner.py). `peak` is the most that were in flight at once."""
+
+    def __init__(self, concurrency: int = DEFAULT_CONCURRENCY) -> None:
+        if concurrency < 1:
+            raise ValueError(f"concurrency must be >= 1, got {concurrency}")
+        self.concurrency = concurrency
+        self.in_flight = self.peak = 0
+        self._free = asyncio.Semaphore(concurrency)  # binds to the loop that first waits on it
+
+    async def start(self, episode: Callable[[], Awaitable[_T]]) -> asyncio.Task[_T]:
+        """Wait for a free slot, then run `episode()` as a task that frees it when done (the
+        coroutine is made only then, so a start cancelled while waiting leaves none behind)."""
+        await self._free.acquire()
+        self.in_flight += 1
+        self.peak = max(self.peak, self.in_flight)
+        task = asyncio.ensure_future(episode())
+        task.add_done_callback(self._release)
+        return task
+
+    def _release(self, _: object) -> None:
+        self.in_flight -= 1
+        self._free.release()
+
+
 async def run_episodes(
     specs: Iterable[EpisodeSpec],
     agent: AnyAgent,
@@ -509,8 +536,7 @@ async def run_episodes(
     """Run episodes as asyncio tasks, at most `concurrency` at a time, yielding each record as
     it finishes (completion order; the records say which is which). A failure in one episode
     never touches another: `run_episode` turns anything that goes wrong into outcome `error`."""
-    if concurrency < 1:
-        raise ValueError(f"concurrency must be >= 1, got {concurrency}")
+    slots = EpisodeSlots(concurrency)
     registry = registry or default_registry()
     pending: set[asyncio.Task[EpisodeRecord]] = set()
     for spec in specs:
@@ -518,8 +544,8 @@ async def run_episodes(
             done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
             for finished in done:
                 yield finished.result()
-        pending.add(asyncio.ensure_future(run_episode(
-            spec.task, spec.variant, agent, seed=spec.seed, repeat=spec.repeat,
+        pending.add(await slots.start(functools.partial(
+            run_episode, spec.task, spec.variant, agent, seed=spec.seed, repeat=spec.repeat,
             base_success=spec.base_success, max_turns=spec.max_turns,
             tool_mode=spec.tool_mode, registry=registry, faults=spec.faults)))
     try:

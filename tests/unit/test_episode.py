@@ -13,6 +13,7 @@ from pytest_resilibench.core.tasks import Task
 from pytest_resilibench.runtime.episode import (
     MAX_CONSECUTIVE_ERRORS,
     REPEAT_LIMIT,
+    EpisodeSlots,
     EpisodeSpec,
     read_observation,
     run_episode,
@@ -273,6 +274,40 @@ def test_run_episodes_isolates_failures_and_bounds_concurrency() -> None:
     assert 1 < peak <= 4
     with pytest.raises(ValueError):
         asyncio.run(_first(run_episodes(specs, Slow(), concurrency=0)))
+
+
+def test_episode_slots_bound_what_runs_and_free_on_any_end() -> None:
+    """The one bound of run_episodes and the plugin's runner: the (n+1)th start waits until
+    one ends (however it ends); a start cancelled while waiting makes no coroutine."""
+    made: list[int] = []
+
+    async def scenario() -> tuple[int, int, int, bool]:
+        slots = EpisodeSlots(2)
+        gate = asyncio.Event()
+
+        async def episode(n: int) -> int:
+            made.append(n)
+            await gate.wait()
+            if n == 1:
+                raise RuntimeError("an episode that breaks frees its slot too")
+            return n
+
+        first = await slots.start(lambda: episode(0))
+        second = await slots.start(lambda: episode(1))
+        waiting = asyncio.ensure_future(slots.start(lambda: episode(2)))
+        await asyncio.sleep(0)
+        assert not waiting.done() and made == [0, 1]
+        waiting.cancel()
+        later = asyncio.ensure_future(slots.start(lambda: episode(3)))
+        gate.set()
+        third = await later
+        results = await asyncio.gather(first, second, third, return_exceptions=True)
+        return slots.peak, slots.in_flight, results[0], isinstance(results[1], RuntimeError)
+
+    assert asyncio.run(scenario()) == (2, 0, 0, True)
+    assert made == [0, 1, 3]
+    with pytest.raises(ValueError):
+        EpisodeSlots(0)
 
 
 def test_a_model_limit_ends_the_episode_as_the_models_failure() -> None:

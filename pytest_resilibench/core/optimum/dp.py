@@ -77,7 +77,8 @@ def _next_required(mdp: TaskMDP) -> np.ndarray:
     """Per packed state, the action index of the next required tool (FINISH when done)."""
     k = np.arange(mdp.n_states) % (mdp.n + 1)
     lookup = np.array([mdp.action_index[t] for t in mdp.required] + [FINISH])
-    return lookup[k]
+    actions: np.ndarray = lookup[k]
+    return actions
 
 
 def solve(mdp: TaskMDP) -> Policy:

@@ -170,9 +170,12 @@ class TaskMDP:
         return table
 
     def _succeeded(self, tool: _Tool, k: np.ndarray, flags: np.ndarray) -> np.ndarray:
+        succeeded: np.ndarray  # numpy's stubs type array comparisons as Any
         if tool.required_index >= 0:
-            return k > tool.required_index
-        return (flags >> tool.ok_bit) & 1 == 1
+            succeeded = k > tool.required_index
+        else:
+            succeeded = (flags >> tool.ok_bit) & 1 == 1
+        return succeeded
 
     @cached_property
     def transitions(self) -> tuple[Transitions, ...]:
@@ -218,7 +221,8 @@ class TaskMDP:
         return tuple(out)
 
     def _pack_many(self, k: np.ndarray, flags: np.ndarray, window: np.ndarray) -> np.ndarray:
-        return k + (self.n + 1) * (flags + (window << self.flag_bits))
+        codes: np.ndarray = k + (self.n + 1) * (flags + (window << self.flag_bits))
+        return codes
 
     # --- one step at a time (oracle, clairvoyant, tests) ------------------------------------
     def calls_made(self, state: MdpState) -> int:
