@@ -281,7 +281,7 @@ def test_episode_slots_bound_what_runs_and_free_on_any_end() -> None:
     one ends (however it ends); a start cancelled while waiting makes no coroutine."""
     made: list[int] = []
 
-    async def scenario() -> tuple[int, int, int, bool]:
+    async def scenario() -> tuple[int, int, object, bool]:
         slots = EpisodeSlots(2)
         gate = asyncio.Event()
 
