@@ -38,6 +38,7 @@ from typing import Any
 
 from pytest_resilibench.core.flaws import FLAWS
 from pytest_resilibench.core.prompts import Variant
+from pytest_resilibench.core.record import episode_id
 from pytest_resilibench.core.tasks import Task, load_tasks
 from pytest_resilibench.runtime.agents import make_agent
 from pytest_resilibench.runtime.episode import run_episode
@@ -48,7 +49,7 @@ ROOT = Path(__file__).resolve().parents[1]
 SEED = 0
 
 Plan = list[tuple[Task, Variant]]
-EnvFactory = Callable[[Task], Awaitable[Any]] | None
+EnvFactory = Callable[[Task, Variant], Awaitable[Any]] | None
 
 
 def plan(episodes: int) -> Plan:
@@ -66,7 +67,7 @@ async def run_all(episodes: Plan, model: str, concurrency: int, env: EnvFactory)
 
     async def one(task: Task, variant: Variant) -> str:
         async with slots:
-            environment = await env(task) if env is not None else None
+            environment = await env(task, variant) if env is not None else None
             try:
                 record = await run_episode(task, variant, agent, seed=SEED,
                                            environment=environment)
@@ -101,8 +102,10 @@ def episodes_alone(episodes: Plan, model: str, concurrency: int) -> dict[str, fl
         """(start s, wall s, this process's CPU s, the server's CPU s)."""
         shared = SharedMcpServer()
 
-        async def env(task: Task) -> Any:
-            return await shared.environment(task, seed=SEED)
+        async def env(task: Task, variant: Variant) -> Any:
+            name = episode_id(model=model, variant=variant.label, severity=variant.severity,
+                              task_id=task.id, repeat=0, seed=SEED)
+            return await shared.environment(task, episode_id=name, seed=SEED)
 
         async def go() -> tuple[float, float, float]:
             try:
@@ -130,7 +133,7 @@ def old_design(episodes: Plan, model: str) -> float:
     """s/episode with one server process per episode (the previous `--resili-env=mcp`)."""
     fixtures = ROOT / "fixtures"
 
-    async def env(task: Task) -> Any:
+    async def env(task: Task, _: Variant) -> Any:
         return await McpEnvironment.open([*server_command(), "--task", task.id, "--seed",
                                           str(SEED), "--fixtures", str(fixtures)])
 

@@ -319,7 +319,7 @@ class ResiliSession:
             from pytest_resilibench.servers.mcp_environment import SharedMcpServer
 
             self._mcp = SharedMcpServer()
-        return await self._mcp.environment(case.task, seed=self.config.seed,
+        return await self._mcp.environment(case.task, episode_id=case.id, seed=self.config.seed,
                                            repeat=case.repeat, base_success=case.base_success,
                                            faults=self.config.faults)
 

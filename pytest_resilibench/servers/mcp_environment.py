@@ -10,7 +10,7 @@ Many episodes share one server through `SharedMcpServer`: one server process and
 connection, each episode named in its calls' `_meta` (the protocol is in mcp_server.py):
 
     shared = SharedMcpServer()                     # our server over stdio, started on first use
-    env = await shared.environment(task, seed=0, repeat=0, base_success=0.8)
+    env = await shared.environment(task, episode_id="e0", seed=0, repeat=0, base_success=0.8)
     ...; await env.aclose()                        # the server drops that episode
     await shared.aclose()                          # at the end of the run
 
@@ -35,7 +35,6 @@ import json
 import re
 import threading
 import time
-import uuid
 from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from typing import Any, TypeVar
 
@@ -361,9 +360,10 @@ class McpEnvironment:
 class SharedMcpServer:
     """Our many-episode MCP server (mcp_server.py) for a whole run: one server and one
     connection, opened by the first episode that asks, on its loop (the runner's), and shared
-    by every episode after it. Each episode is its own simulator on the server, named by a
-    fresh id. Close it with `aclose` on that loop, or `close` from another thread while that
-    loop still runs (`ResiliSession.stop` does, before it stops the runner)."""
+    by every episode after it. Each episode is its own simulator on the server, named by the
+    episode's own id (a run's case id, the record's), one episode at a time. Close it with
+    `aclose` on that loop, or `close` from another thread while that loop still runs
+    (`ResiliSession.stop` does, before it stops the runner)."""
 
     def __init__(self, target: McpTarget | None = None, *, timeout_s: float = 30.0) -> None:
         self.target: McpTarget = server_command() if target is None else target
@@ -372,6 +372,7 @@ class SharedMcpServer:
         self._lock = threading.Lock()
         self._connection: concurrent.futures.Future[McpConnection] | None = None
         self._opening: asyncio.Future[None] | None = None
+        self._open_ids: set[str] = set()  # episodes open on the server now
 
     async def connection(self) -> McpConnection:
         """The connection, opened once, on the loop of the first episode that asks (raises
@@ -398,18 +399,35 @@ class SharedMcpServer:
             if not isinstance(exc, Exception):
                 raise
 
-    async def environment(self, task: Task, *, seed: int, repeat: int = 0,
+    async def environment(self, task: Task, *, episode_id: str, seed: int, repeat: int = 0,
                           base_success: float = DEFAULT_BASE_SUCCESS,
                           faults: str = "paper") -> McpEnvironment:
-        """A new episode of `task`, keyed as in process; close it with `aclose`."""
-        connection = await self.connection()
-        if connection.lost:  # never run episodes against a server that is gone
-            raise ConnectionError(f"the MCP server {self.target!r} went away")
-        # The id only names the episode on the server; its luck comes from the key.
-        episode = ServedEpisode(uuid.uuid4().hex, task, seed=seed, repeat=repeat,
+        """A new episode of `task`, keyed as in process; close it with `aclose`.
+
+        `episode_id` names it on the server (its luck comes from the key): the episode's own
+        id, deterministic like every id of a run. Two episodes may share a key (two variants
+        of a task), so the server tells them apart by id alone, and an id already open here is
+        refused (ValueError) rather than joined to the other episode's simulator."""
+        with self._lock:
+            if episode_id in self._open_ids:
+                raise ValueError(f"MCP episode {episode_id!r} is open already")
+            self._open_ids.add(episode_id)
+        try:
+            connection = await self.connection()
+            if connection.lost:  # never run episodes against a server that is gone
+                raise ConnectionError(f"the MCP server {self.target!r} went away")
+        except BaseException:
+            self._closed(episode_id)
+            raise
+        episode = ServedEpisode(episode_id, task, seed=seed, repeat=repeat,
                                 base_success=base_success, faults=faults)
         self.episodes_opened += 1
-        return _ServedEpisodeEnvironment(connection, episode)
+        return _ServedEpisodeEnvironment(connection, episode,
+                                         closed=functools.partial(self._closed, episode_id))
+
+    def _closed(self, episode_id: str) -> None:
+        with self._lock:
+            self._open_ids.discard(episode_id)
 
     def close(self) -> None:
         """Close the connection (and so a stdio server), waiting for one being opened."""
@@ -440,11 +458,18 @@ class _ServedEpisodeEnvironment(McpEnvironment):
     first one the server answers opens the episode there), the later ones its id alone, and
     closing it tells the server to drop it."""
 
-    def __init__(self, connection: McpConnection, episode: ServedEpisode) -> None:
+    def __init__(self, connection: McpConnection, episode: ServedEpisode, *,
+                 closed: Callable[[], None]) -> None:
         close = CloseEpisode(params=CloseEpisodeParams(id=episode.id))
+
+        async def on_close() -> None:
+            try:
+                await connection.request(close, types.EmptyResult)
+            finally:  # told or not (a lost server), the id is free again
+                closed()
+
         super().__init__(connection, meta={EPISODE_META_KEY: episode.to_meta()},
-                         on_close=functools.partial(connection.request, close,
-                                                    types.EmptyResult))
+                         on_close=on_close)
         self._named = {EPISODE_META_KEY: {"id": episode.id}}
 
     def _replied(self) -> None:

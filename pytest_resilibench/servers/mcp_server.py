@@ -10,7 +10,7 @@ specification (Basic protocol, "General fields: _meta") lets implementations add
 own under a prefix, and since the 2026-07-28 revision, which removed protocol sessions, every
 request carries its own context there (its version and client capabilities too):
 
-    "_meta": {"resilibench/episode": {"id": "<client-minted, unique>", "seed": 0, "repeat": 0,
+    "_meta": {"resilibench/episode": {"id": "<the episode's id>", "seed": 0, "repeat": 0,
               "base_success": 0.8, "faults": "paper", "task": {<the task's JSON>}}}
 
 The first call with a new id opens that episode: a fresh simulator built from the key and the
@@ -87,8 +87,9 @@ def server_command() -> list[str]:
 
 @dataclass(frozen=True)
 class ServedEpisode:
-    """What a call's `_meta` says about its episode: a client-minted id, and the task and key
-    its simulator is built from (as `episode.run_episode` builds its in-process one)."""
+    """What a call's `_meta` says about its episode: its id (the client's name for it, unique
+    among the episodes open on the server), and the task and key its simulator is built from
+    (as `episode.run_episode` builds its in-process one)."""
 
     id: str
     task: Task
@@ -143,7 +144,7 @@ class CloseEpisode(types.Request[CloseEpisodeParams, Literal["resilibench/episod
 
 
 class EpisodeTable:
-    """The simulators of the episodes a server is serving, by the id their client minted;
+    """The simulators of the episodes a server is serving, by the id their client gave them;
     `default` (single-episode mode) takes the calls that name no episode."""
 
     def __init__(self, registry: ToolRegistry | None = None, *,

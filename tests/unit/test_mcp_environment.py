@@ -18,6 +18,7 @@ import mcp_types as types
 from mcp.server.lowlevel import Server
 
 from pytest_resilibench.core.prompts import Variant
+from pytest_resilibench.core.record import episode_id
 from pytest_resilibench.core.tasks import Task, load_tasks
 from pytest_resilibench.runtime.agents import make_agent
 from pytest_resilibench.runtime.environment import Environment, SimulatedEnvironment
@@ -91,9 +92,9 @@ def test_one_shared_stdio_server_keeps_concurrent_episodes_apart() -> None:
     shared = SharedMcpServer()
 
     async def run() -> tuple[list[Any], set[int]]:
-        envs = await asyncio.gather(*[shared.environment(TASK, seed=seed, repeat=repeat,
-                                                         base_success=BASE)
-                                      for seed, repeat in keys])
+        envs = await asyncio.gather(*[shared.environment(TASK, episode_id=f"e{i}", seed=seed,
+                                                         repeat=repeat, base_success=BASE)
+                                      for i, (seed, repeat) in enumerate(keys)])
         try:
             got = await asyncio.gather(*[_play(env) for env in envs])
         finally:
@@ -110,6 +111,31 @@ def test_one_shared_stdio_server_keeps_concurrent_episodes_apart() -> None:
     assert want[0] != want[2] != want[3]  # the keys do change the luck
 
 
+def test_an_episode_id_names_one_open_episode_at_a_time() -> None:
+    """Ids are the episodes' own (deterministic), so a second episode under an id still open
+    is refused, never joined to the first one's simulator; once closed, the id is free."""
+    table = EpisodeTable()
+    shared = SharedMcpServer(build_server(table))
+
+    async def run() -> tuple[list[Any], list[Any], int]:
+        first = await shared.environment(TASK, episode_id="t/optimal/m/r0/s7", seed=SEED)
+        try:
+            with pytest.raises(ValueError, match="open already"):
+                await shared.environment(TASK, episode_id="t/optimal/m/r0/s7", seed=SEED)
+            played = await _play(first)
+        finally:
+            await first.aclose()
+        again = await shared.environment(TASK, episode_id="t/optimal/m/r0/s7", seed=SEED)
+        replayed = await _play(again)
+        await again.aclose()
+        await shared.aclose()
+        return played, replayed, len(table)
+
+    played, replayed, still_open = asyncio.run(run())
+    assert played == replayed  # a fresh simulator for the same key: the same luck
+    assert still_open == 0 and shared.episodes_opened == 2
+
+
 def test_shared_server_lives_on_the_runners_loop_and_closes_from_another_thread() -> None:
     """As in a run: the episodes' loop runs in a thread of its own (the runner's) and opens
     the server; an episode on another loop reaches it too; pytest's thread closes it while
@@ -122,7 +148,8 @@ def test_shared_server_lives_on_the_runners_loop_and_closes_from_another_thread(
     open_during: list[int] = []
 
     async def episode(repeat: int) -> list[Any]:
-        env = await shared.environment(TASK, seed=SEED, repeat=repeat, base_success=BASE)
+        env = await shared.environment(TASK, episode_id=f"r{repeat}", seed=SEED, repeat=repeat,
+                                       base_success=BASE)
         played = await _play(env)
         open_during.append(len(table))
         await env.aclose()
@@ -150,8 +177,8 @@ def test_a_shared_server_that_cannot_start_fails_each_episode_at_open() -> None:
     shared = SharedMcpServer([sys.executable, "-c", "raise SystemExit(3)"], timeout_s=10)
 
     async def run() -> list[BaseException | McpEnvironment]:
-        outcomes = await asyncio.gather(*[shared.environment(TASK, seed=SEED)
-                                          for _ in range(3)], return_exceptions=True)
+        outcomes = await asyncio.gather(*[shared.environment(TASK, episode_id=f"e{i}", seed=SEED)
+                                          for i in range(3)], return_exceptions=True)
         await shared.aclose()
         return list(outcomes)
 
@@ -179,7 +206,10 @@ def test_episodes_through_one_shared_server_equal_the_in_process_ones(faults: st
 
     async def play(remote: bool) -> list[dict[str, Any]]:
         async def one(task: Task, variant: Variant, agent: Any) -> dict[str, Any]:
-            env = (await shared.environment(task, seed=3, repeat=1, faults=faults)
+            name = episode_id(model=agent.name, variant=variant.label,
+                              severity=variant.severity, task_id=task.id, repeat=1, seed=3)
+            env = (await shared.environment(task, episode_id=name, seed=3, repeat=1,
+                                            faults=faults)
                    if remote else None)
             record = await run_episode(task, variant, agent, seed=3, repeat=1,
                                        environment=env, faults=faults)
