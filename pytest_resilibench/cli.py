@@ -362,6 +362,7 @@ def _add_serve_openai(sub: _Subparsers) -> None:
 
 
 def _cmd_report(args: argparse.Namespace) -> int:
+    from pytest_resilibench.base.atomic import atomic_write
     from pytest_resilibench.base.outputs import default_path, prepare
     from pytest_resilibench.reporting import analysis
 
@@ -381,7 +382,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
         if comparison is not None:
             text += "\n" + analysis.render_compare(comparison, fmt="github")
         md = prepare(args.markdown or default_path(f"{stem}.md"))
-        md.write_text(text, encoding="utf-8")
+        atomic_write(md, text.encode("utf-8"))
         print(f"markdown report: {md}")
     if args.html is not None:
         try:

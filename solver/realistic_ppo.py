@@ -277,9 +277,11 @@ def main(updates: int) -> dict[str, Any]:
 
 
 if __name__ == "__main__":
+    from .solve import write_solver_report
+
     result = main(int(sys.argv[1]) if len(sys.argv) > 1 else RealisticPpoConfig.updates)
     print(json.dumps({k: v for k, v in result.items() if k != "history"}, indent=1))
     path = FIXTURES_DIR / "solver_report.json"
     report = json.loads(path.read_text())
     report.setdefault("realistic", {})["ppo"] = result
-    path.write_text(json.dumps(report, indent=2, sort_keys=True) + "\n")
+    write_solver_report(path, report)

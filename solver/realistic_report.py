@@ -28,6 +28,7 @@ from pytest_resilibench.core.simulator import DEFAULT_BASE_SUCCESS, EpisodeKey
 from pytest_resilibench.core.tasks import DIFFICULTIES, FIXTURES_DIR, Task, load_tasks
 
 from .realistic_clairvoyant import clairvoyant
+from .solve import write_solver_report
 
 __all__ = ["clairvoyant_sample", "realistic_section", "write_section"]
 
@@ -105,7 +106,7 @@ def write_section(section: dict[str, Any], path: Path) -> None:
     if "ppo" in report.get("realistic", {}):
         section = {**section, "ppo": report["realistic"]["ppo"]}
     report["realistic"] = section
-    path.write_text(json.dumps(report, indent=2, sort_keys=True) + "\n")
+    write_solver_report(path, report)
 
 
 if __name__ == "__main__":  # python -m solver.realistic_report [N tasks | clairvoyant]
@@ -119,7 +120,7 @@ if __name__ == "__main__":  # python -m solver.realistic_report [N tasks | clair
         report["realistic"]["clairvoyant_sample"] = clairvoyant_sample(tasks)
         report["realistic"].pop("clairvoyant", None)
         print(json.dumps(report["realistic"]["clairvoyant_sample"], indent=1))
-        path.write_text(json.dumps(report, indent=2, sort_keys=True) + "\n")
+        write_solver_report(path, report)
         sys.exit(0)
     if len(sys.argv) > 1:
         tasks = tasks[: int(sys.argv[1])]

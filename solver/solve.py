@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from pytest_resilibench.base.atomic import atomic_write
 from pytest_resilibench.base.rng import uniform
 from pytest_resilibench.core.fixture_files import write_fixture_file
 from pytest_resilibench.core.optimum.dp import naive_policy, optimal_policy, solve_task, workflow_of
@@ -50,6 +51,11 @@ def write_jsonl_gz(path: Path, rows: Sequence[dict[str, Any]]) -> None:
         for row in rows:
             fh.write((json.dumps(row, sort_keys=True, separators=(",", ":")) + "\n").encode())
     write_fixture_file(path.parent, path.name, buffer.getvalue())
+
+
+def write_solver_report(path: Path, report: dict[str, Any]) -> None:
+    """`solver_report.json`, whole and atomically (every solver step that updates it)."""
+    atomic_write(path, (json.dumps(report, indent=2, sort_keys=True) + "\n").encode())
 
 
 def _progress(items: Sequence[Any], desc: str, on: bool) -> Iterable[Any]:
@@ -158,8 +164,7 @@ def solve_all(
         report["timings"]["ppo_train_s"] = report["ppo"]["train_seconds"]
     report["peak_memory_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     write_jsonl_gz(out_dir / "workflows.jsonl.gz", [rows[k] for k in sorted(rows)])
-    (out_dir / "solver_report.json").write_text(json.dumps(report, indent=2, sort_keys=True)
-                                                + "\n")
+    write_solver_report(out_dir / "solver_report.json", report)
     return report
 
 

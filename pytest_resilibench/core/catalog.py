@@ -14,6 +14,8 @@ from __future__ import annotations
 from typing import Any
 
 from pytest_resilibench.core.registry import COMMON_ERRORS, DATA_FORMATS, Role, ToolSpec
+from pytest_resilibench.core.tool_schema import parameters as _params
+from pytest_resilibench.core.tool_schema import text as _str
 
 __all__ = ["CATEGORY_ERRORS", "TOOLS"]
 
@@ -84,10 +86,6 @@ _SOURCE = {
 }
 
 
-def _str(description: str, **extra: Any) -> dict[str, Any]:
-    return {"type": "string", "minLength": 1, "description": description, **extra}
-
-
 def _enum(description: str, values: list[str], default: str | None = None) -> dict[str, Any]:
     schema: dict[str, Any] = {"type": "string", "enum": values, "description": description}
     if default is not None:
@@ -102,15 +100,6 @@ def _int(description: str, lo: int, hi: int, default: int | None = None) -> dict
     if default is not None:
         schema["default"] = default
     return schema
-
-
-def _params(required: list[str], **props: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "type": "object",
-        "properties": props,
-        "required": required,
-        "additionalProperties": False,
-    }
 
 
 def _returns(name: str, **props: dict[str, Any]) -> dict[str, Any]:

@@ -23,6 +23,7 @@ from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pytest_resilibench.base.atomic import atomic_write
 from pytest_resilibench.base.outputs import prepare
 from pytest_resilibench.reporting import analysis, report_data, vocabulary
 
@@ -359,5 +360,5 @@ def embedded_episodes(document: str) -> list[dict[str, Any]]:
 
 def write_html(path: str | Path, report: Mapping[str, Any], **options: Any) -> Path:
     path = prepare(path)
-    path.write_text(render_html(report, **options), encoding="utf-8")
+    atomic_write(path, render_html(report, **options).encode("utf-8"))
     return path

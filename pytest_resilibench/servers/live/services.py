@@ -16,6 +16,8 @@ from typing import Any
 
 from pytest_resilibench.base.rng import DrawStream
 from pytest_resilibench.core.registry import DATA_FORMATS, Role
+from pytest_resilibench.core.tool_schema import parameters as _params
+from pytest_resilibench.core.tool_schema import text as _str
 
 __all__ = ["SERVICES", "SERVICE_DATA_FORMAT", "Misbehaviour", "ServiceSpec", "service"]
 
@@ -59,17 +61,8 @@ class ServiceSpec:
 
 
 # --- schema helpers -------------------------------------------------------------------------
-def _params(required: list[str] | None = None, **props: dict[str, Any]) -> dict[str, Any]:
-    return {"type": "object", "properties": props, "required": required or [],
-            "additionalProperties": False}
-
-
 def _returns(**props: dict[str, Any]) -> dict[str, Any]:
     return {"type": "object", "properties": props, "required": list(props)}
-
-
-def _str(description: str, **extra: Any) -> dict[str, Any]:
-    return {"type": "string", "minLength": 1, "description": description, **extra}
 
 
 _S: dict[str, Any] = {"type": "string"}
