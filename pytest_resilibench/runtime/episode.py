@@ -25,10 +25,10 @@ Early stops (stop_reason):
 Other stop reasons: `completed`, `max_turns`, `infra_error` (the provider gave up: outcome
 `error`), `harness_error` (a bug here: outcome `error` with the traceback's last frames),
 `run_returned` (a loop-level agent's `run` returned without `finish()`), and the model's own
-limits (`agents.base.ModelLimitError`): `context_overflow`, `refusal`, `length`; those
+limits (`protocol.ModelLimitError`): `context_overflow`, `refusal`, `length`; those
 episodes are scored as they stand (the model's failure, never `error`).
 
-Agents of both shapes (agents/base.py) share these books (`TurnKeeper`): a turn-level agent's
+Agents of both shapes (protocol.py) share these books (`TurnKeeper`): a turn-level agent's
 replies go in as they are, a loop-level agent's calls as the replies they stand for
 (loop_episode.py); `_play` is where the two part.
 """

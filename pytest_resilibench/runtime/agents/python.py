@@ -1,5 +1,5 @@
 """Agents written in Python: `py:MODULE:FACTORY` names a callable that takes no arguments and
-returns an agent of either shape (agents/base.py: a turn-level `Agent` or a `LoopAgent`).
+returns an agent of either shape (runtime/protocol.py: a turn-level `Agent` or a `LoopAgent`).
 
 The module must be importable in every pytest process: installed, on PYTHONPATH, or in a folder
 named by pytest's `pythonpath` ini key. xdist's local workers start from the controller's
