@@ -33,7 +33,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from pytest_resilibench.base.names import OUTCOMES
+from pytest_resilibench.base.names import OUTCOMES, Outcome
 from pytest_resilibench.core.registry import Role, ToolRegistry
 
 if TYPE_CHECKING:
@@ -78,7 +78,7 @@ class Conditions:
 
 @dataclass(frozen=True)
 class Score:
-    outcome: str
+    outcome: Outcome
     conditions: Conditions
     coverage: float
     order_adherence: float
@@ -230,7 +230,7 @@ def _delivered(steps: Sequence[Call], required: Sequence[str]) -> bool:
         for c in steps)
 
 
-def outcome(conds: Conditions) -> str:
+def outcome(conds: Conditions) -> Outcome:
     """Full: all four. Partial: at least two, one of them progress itself (the deliverable
     as asked, or every step in order): calling every tool in any order and saying done is
     not progress. Anything less fails."""
