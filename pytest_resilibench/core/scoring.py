@@ -45,7 +45,6 @@ __all__ = [
     "Deliverable",
     "Score",
     "conditions",
-    "coverage_ratio",
     "deliverable_of",
     "deviation",
     "errors_met_and_recovered",
@@ -106,10 +105,6 @@ def lcs_length(a: Sequence[str], b: Sequence[str]) -> int:
             current.append(previous[j] + 1 if x == y else max(previous[j + 1], current[j]))
         previous = current
     return previous[-1]
-
-
-def coverage_ratio(calls: Sequence[Call], required: Sequence[str]) -> float:
-    return _coverage(first_success_order(calls, required), required)
 
 
 def order_adherence(calls: Sequence[Call], required: Sequence[str]) -> float:
