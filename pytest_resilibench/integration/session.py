@@ -24,6 +24,7 @@ from pytest_resilibench.integration.store import EpisodeStore
 from pytest_resilibench.runtime.protocol import AnyAgent
 
 if TYPE_CHECKING:
+    from pytest_resilibench.core.tasks import TaskSet
     from pytest_resilibench.integration.gate import GateResult
     from pytest_resilibench.integration.resume import EpisodeLog
     from pytest_resilibench.reporting.analysis import Summary
@@ -103,7 +104,7 @@ class ResiliSession:
         return default_registry()
 
     @cached_property
-    def task_set(self) -> Any:
+    def task_set(self) -> TaskSet:
         if self._config.env == "live":
             from pytest_resilibench.core.tasks import TaskSet
             from pytest_resilibench.servers.live.tasks import live_tasks
