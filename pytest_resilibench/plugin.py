@@ -13,7 +13,6 @@ writes the JSON report, applies the gate and prints the tables.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import shutil
 from collections.abc import Generator
@@ -31,6 +30,7 @@ from pytest_resilibench.integration.options import (
 
 if TYPE_CHECKING:  # the session module loads only when a run asks for the benchmark
     from pytest_resilibench.integration.session import ResiliSession
+    from pytest_resilibench.reporting.sequential import SequentialGate
 
 SESSION_KEY: pytest.StashKey[ResiliSession] = pytest.StashKey()
 _CONFIGURED = pytest.StashKey[bool]()  # this plugin's pytest_configure has run
@@ -90,7 +90,7 @@ def ask_for_benchmark(config: pytest.Config) -> None:
         _activate(config)
 
 
-def _activate(config: pytest.Config) -> Any:
+def _activate(config: pytest.Config) -> ResiliSession:
     """The run's session and the hook classes that serve it, made once per process."""
     existing = config.stash.get(SESSION_KEY, None)
     if existing is not None:
@@ -101,8 +101,10 @@ def _activate(config: pytest.Config) -> Any:
     def agent_hook(spec: str) -> object:  # conftests may build agents (hookspec.py)
         return config.hook.pytest_resilibench_make_agent(config=config, spec=spec)
 
-    session = ResiliSession(read_config(config), rootdir=config.rootpath, agent_hook=agent_hook)
     workerinput = getattr(config, "workerinput", None)
+    workers = int(workerinput.get("workercount", 1)) if workerinput is not None else 1
+    session = ResiliSession(read_config(config), rootdir=config.rootpath, agent_hook=agent_hook,
+                            workers=workers)  # the run's cost cap is shared among the workers
     running = not (config.option.collectonly or config.option.help)
     if workerinput is None:  # the controller checks once for everyone
         try:
@@ -120,11 +122,10 @@ def _activate(config: pytest.Config) -> Any:
         session.load_resumed(workerinput.get("resili_resume", ()))
     config.stash[SESSION_KEY] = session
     config.pluginmanager.register(_Benchmark(session), "resilibench-benchmark")
-    if workerinput is not None:  # the run's cost cap is shared among the workers
-        session.workers = int(workerinput.get("workercount", 1))
     stopper = None
     if session.sequential is not None:
-        stopper = _SequentialStop(session, distributed=_is_distributed(config))
+        stopper = _SequentialStop(session, session.sequential,
+                                  distributed=_is_distributed(config))
         config.pluginmanager.register(stopper, "resilibench-sequential")
     elif workerinput is not None and workerinput.get("resili_stop_file"):
         config.pluginmanager.register(_StopWatcher(workerinput["resili_stop_file"]),
@@ -154,7 +155,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 class _Benchmark:
     """The hooks of an active benchmark run (registered by `_activate`)."""
 
-    def __init__(self, session: Any) -> None:
+    def __init__(self, session: ResiliSession) -> None:
         self.session = session
 
     @pytest.hookimpl(tryfirst=True)  # before `-k`/`-m` deselect, so they select among ours
@@ -267,9 +268,7 @@ def pytest_runtest_makereport(
         report.resili_outcome = outcome  # type: ignore[attr-defined]
         if outcome == "infra_error":  # `-v` shows why
             report.resili_reason = record.infra_error  # type: ignore[attr-defined]
-        payload = record.to_json() if session.config.trajectories else record.summary_json()
-        report.resili_episode = json.dumps(payload)  # type: ignore[attr-defined]
-        session.attached += 1
+        report.resili_episode = session.episode_json(record)  # type: ignore[attr-defined]
     return report
 
 
@@ -301,8 +300,7 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     if state is None:  # the benchmark was not asked for
         return
     if hasattr(config, "workerinput"):  # the controller checks that nothing was lost
-        config.workeroutput["resili_episodes"] = state.attached  # type: ignore[attr-defined]
-        config.workeroutput["resili_providers"] = state.provider_stats  # type: ignore[attr-defined]
+        config.workeroutput.update(state.worker_output())  # type: ignore[attr-defined]
         return
     if not state.episodes:
         state.drop_empty_log()
@@ -316,7 +314,7 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
-def _verdict_reports(state: Any) -> list[pytest.TestReport]:
+def _verdict_reports(state: ResiliSession) -> list[pytest.TestReport]:
     """The run's verdicts as test reports of their own, so that CI UIs reading JUnit XML
     show a failed gate in red rather than "1500 passed": `resilibench::gate` when a gate was
     asked for (`--resili-fail-under`, `--resili-baseline`), `resilibench::episodes` when
@@ -346,11 +344,8 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
     tr.section("ResiliBench results")
     tr.write_line(render_terminal(state.summary))
     tr.write_line(LEGEND)
-    for note in state.resume_notes:
-        tr.write_line(note)
-    if state.resume_notes:
-        tr.write_line(f"resilibench: {state.replayed} episodes replayed from the resumed run, "
-                      f"{len(state.episodes) - state.replayed} run now")
+    for line in state.resume_lines():
+        tr.write_line(line)
     if state.config.report is not None:
         tr.write_line(f"JSON report: {state.config.report} (browse its episodes: resilibench "
                       f"report {state.config.report} --html)")
@@ -386,7 +381,8 @@ class _Gatherer:
     only process without it. It also learns the run's plan (the benchmark items, in run order)
     from the collection, so that an episode that never arrives is reported, not forgotten."""
 
-    def __init__(self, config: pytest.Config, session: Any, stopper: Any) -> None:
+    def __init__(self, config: pytest.Config, session: ResiliSession,
+                 stopper: _SequentialStop | None) -> None:
         self.is_worker = hasattr(config, "workerinput")
         self.session = session
         self.stopper = stopper
@@ -421,8 +417,9 @@ class _SequentialStop:
     another episode and xdist ends the run the way it ends a `-x` run. The items left are
     reported as deselected."""
 
-    def __init__(self, state: Any, *, distributed: bool) -> None:
+    def __init__(self, state: ResiliSession, gate: SequentialGate, *, distributed: bool) -> None:
         self.state = state
+        self.gate = gate
         self.session: pytest.Session | None = None
         self.stop_file: str | None = None
         if distributed:
@@ -434,7 +431,7 @@ class _SequentialStop:
         self.session = session
 
     def stop(self) -> None:
-        reason = self.state.sequential.stop_reason()
+        reason = self.gate.stop_reason()
         if self.stop_file is not None:
             from pathlib import Path
 
@@ -447,7 +444,7 @@ class _SequentialStop:
         try:
             return (yield)
         except KeyboardInterrupt as exc:  # pytest's and xdist's Interrupted, from our stop
-            if not (self.state.sequential.decided and str(exc).startswith("resilibench:")):
+            if not (self.gate.decided and str(exc).startswith("resilibench:")):
                 raise
             return True  # the run ended as planned: not an interruption
         finally:
@@ -457,10 +454,9 @@ class _SequentialStop:
 
     def _report_left_out(self, session: pytest.Session) -> None:
         """The items the decided gate made unnecessary: deselected, not lost."""
-        if not self.state.sequential.decided:
+        if not self.gate.decided:
             return
-        left = self.state.not_arrived()
-        self.state.left_out = set(left)
+        left = self.state.leave_out()
         if left:
             by_id = {item.nodeid: item for item in session.items}
             session.config.hook.pytest_deselected(
@@ -497,7 +493,8 @@ class _StopWatcher:
 class _XdistController:
     """xdist hooks, registered only when xdist is present (its hook specs must exist)."""
 
-    def __init__(self, session: Any, gatherer: _Gatherer, stopper: Any) -> None:
+    def __init__(self, session: ResiliSession, gatherer: _Gatherer,
+                 stopper: _SequentialStop | None) -> None:
         self.session = session
         self.gatherer = gatherer
         self.stopper = stopper
@@ -525,10 +522,4 @@ class _XdistController:
             config, log, lambda nodeid: _case_id(nodeid) in cases)
 
     def pytest_testnodedown(self, node: Any, error: Any) -> None:
-        output = getattr(node, "workeroutput", None) or {}
-        self.session.add_provider_stats(output.get("resili_providers") or {})
-        sent = output.get("resili_episodes")
-        got = self.session.received_by_worker.get(node.gateway.id, 0)
-        if sent is not None and sent != got:
-            self.session.lost.append(
-                f"resilibench: worker {node.gateway.id} sent {sent} episodes, {got} arrived")
+        self.session.worker_finished(node.gateway.id, getattr(node, "workeroutput", None) or {})

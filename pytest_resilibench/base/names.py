@@ -20,6 +20,7 @@ __all__ = [
     "FLAWS",
     "FLOW_PARAMS",
     "GATES",
+    "MODEL_LIMITS",
     "OUTCOMES",
     "REPEAT_HEADER",
     "SCORED",
@@ -28,8 +29,11 @@ __all__ = [
     "TASK_TYPES",
     "TOOL_MODES",
     "VARIANT_KINDS",
+    "Env",
     "FaultProfile",
+    "ModelLimit",
     "Outcome",
+    "StopReason",
     "ToolMode",
     "is_scored",
 ]
@@ -71,8 +75,18 @@ def is_scored(outcome: object) -> bool:
     return outcome in SCORED
 
 
+# Why an episode ended (record.py; runtime/episode.py says when each applies). The model's own
+# limits (protocol.ModelLimitError) end a scored episode; `infra_error` and `harness_error`
+# end one whose outcome is `error`.
+ModelLimit = Literal["context_overflow", "refusal", "length"]
+MODEL_LIMITS: tuple[ModelLimit, ...] = ("context_overflow", "refusal", "length")
+StopReason = Literal["completed", "max_turns", "repeated_call", "consecutive_errors",
+                     "run_returned", "infra_error", "harness_error", ModelLimit]
+
+
 # Run options' choices (options.py); each module that acts on one checks it against these.
-ENVIRONMENTS = ("sim", "live", "mcp")
+Env = Literal["sim", "live", "mcp"]  # where the tools run: simulator, live services, MCP
+ENVIRONMENTS: tuple[Env, ...] = ("sim", "live", "mcp")
 FaultProfile = Literal["paper", "realistic"]  # docs/FAULTS.md
 FAULT_PROFILES: tuple[FaultProfile, ...] = ("paper", "realistic")
 GATES = ("fixed", "sequential")

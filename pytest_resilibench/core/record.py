@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
-from typing import Any
+from typing import Any, Literal
 
-from pytest_resilibench.base.names import OUTCOMES
+from pytest_resilibench.base.names import OUTCOMES, Outcome, StopReason, ToolMode
 
 __all__ = ["EPISODE_SCHEMA", "SUMMARY_EXCLUDES", "EpisodeRecord", "episode_id", "episode_problem"]
 
@@ -42,9 +42,9 @@ class EpisodeRecord:
     repeat: int
     seed: int
     base_success: float
-    tool_mode: str
+    tool_mode: ToolMode
     max_turns: int
-    outcome: str = "failed"  # full | partial | failed | error
+    outcome: Outcome = "failed"
     conditions: dict[str, bool] = field(default_factory=lambda: dict.fromkeys(
         ("coverage", "order", "output", "completion"), False))
     coverage: float = 0.0
@@ -64,7 +64,7 @@ class EpisodeRecord:
     cost_usd: float | None = None  # at the run's prices (agents/pricing.py); None: unknown
     sim_time_s: float = 0.0
     wall_time_s: float = 0.0
-    stop_reason: str = ""
+    stop_reason: StopReason | Literal[""] = ""  # "" while the episode runs
     infra_error: str | None = None
     messages: list[dict[str, Any]] = field(default_factory=list)
     calls: list[dict[str, Any]] = field(default_factory=list)

@@ -33,7 +33,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from pytest_resilibench.base.names import OUTCOMES
+from pytest_resilibench.base.names import OUTCOMES, Outcome
 from pytest_resilibench.core.registry import Role, ToolRegistry
 
 if TYPE_CHECKING:
@@ -45,7 +45,6 @@ __all__ = [
     "Deliverable",
     "Score",
     "conditions",
-    "coverage_ratio",
     "deliverable_of",
     "deviation",
     "errors_met_and_recovered",
@@ -78,7 +77,7 @@ class Conditions:
 
 @dataclass(frozen=True)
 class Score:
-    outcome: str
+    outcome: Outcome
     conditions: Conditions
     coverage: float
     order_adherence: float
@@ -106,10 +105,6 @@ def lcs_length(a: Sequence[str], b: Sequence[str]) -> int:
             current.append(previous[j] + 1 if x == y else max(previous[j + 1], current[j]))
         previous = current
     return previous[-1]
-
-
-def coverage_ratio(calls: Sequence[Call], required: Sequence[str]) -> float:
-    return _coverage(first_success_order(calls, required), required)
 
 
 def order_adherence(calls: Sequence[Call], required: Sequence[str]) -> float:
@@ -230,7 +225,7 @@ def _delivered(steps: Sequence[Call], required: Sequence[str]) -> bool:
         for c in steps)
 
 
-def outcome(conds: Conditions) -> str:
+def outcome(conds: Conditions) -> Outcome:
     """Full: all four. Partial: at least two, one of them progress itself (the deliverable
     as asked, or every step in order): calling every tool in any order and saying done is
     not progress. Anything less fails."""

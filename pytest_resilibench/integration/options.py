@@ -30,6 +30,9 @@ from pytest_resilibench.base.names import (
     TASK_TYPES,
     TOOL_MODES,
     VARIANT_KINDS,
+    Env,
+    FaultProfile,
+    ToolMode,
 )
 
 __all__ = [
@@ -60,7 +63,7 @@ class RunConfig:
     seed: int = 0
     base_success: tuple[float, ...] = (0.8,)
     max_turns: int = 10
-    tool_mode: str = "text"
+    tool_mode: ToolMode = "text"
     concurrency: int = DEFAULT_CONCURRENCY
     retries: int = 6
     request_timeout: float = 600.0
@@ -78,8 +81,8 @@ class RunConfig:
     confidence: float = 0.95
     gate: str = "fixed"
     fail_under: float | None = None
-    env: str = "sim"
-    faults: str = "paper"
+    env: Env = "sim"
+    faults: FaultProfile = "paper"
     live_base_urls: dict[str, str] = field(default_factory=dict)
     trajectories: bool = False
 

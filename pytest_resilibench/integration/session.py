@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from functools import cached_property
 from pathlib import Path
@@ -24,58 +24,88 @@ from pytest_resilibench.integration.store import EpisodeStore
 from pytest_resilibench.runtime.protocol import AnyAgent
 
 if TYPE_CHECKING:
+    from pytest_resilibench.core.tasks import TaskSet
+    from pytest_resilibench.integration.gate import GateResult
+    from pytest_resilibench.integration.resume import EpisodeLog
     from pytest_resilibench.reporting.analysis import Summary
+    from pytest_resilibench.reporting.sequential import SequentialGate
+    from pytest_resilibench.servers.live.server import LiveServer
+    from pytest_resilibench.servers.mcp_environment import SharedMcpServer
 
 __all__ = ["ResiliSession"]
 
 
 class ResiliSession:
+    """The run's state, private to this class; the hooks ask for what they need through its
+    methods and read-only properties.
+
+    What it holds, by when it is set:
+    - start-up: `_config` (the parsed options), `_rootdir`, `_agent_hook`, `_workers` (the xdist
+      workers sharing the `--resili-max-cost` budget); on the controller `_baseline` (the
+      baseline report's episodes), `_sequential` (the sequential gate, with
+      `--resili-gate=sequential`) and, when resuming (resume.py), `_resumed` (episode id -> JSON
+      text of an earlier, unfinished run's episodes, replayed instead of run), `_resume_sources`
+      (the files they came from, for the workers), `_resume_notes` and `_log` (this run's
+      episode log beside the report);
+    - collection (controller): `_planned`, case id -> node id of every benchmark item in run
+      order: what the report must hold and the sequential gate's order;
+    - the test loop: `_runner` (this process's episode runner), `_mcp` and `_live` (the
+      servers its episodes started), `_attached` (episodes this process put on its reports),
+      `_provider_stats` (what each real model's provider did: requests, retries, faults,
+      tokens, cost; this process's runners and, on the controller, every worker's);
+    - gathering (controller): `_store` (the arrived episodes), `_arrived` (their case ids),
+      `_received_by_worker`, `_replayed` (how many were replays), `_left_out` (planned cases a
+      decided sequential gate never ran), `_lost` (one line per way the report is incomplete);
+    - the end (controller): `_summary` and `_gate_results`.
+    """
+
     def __init__(self, config: RunConfig, *, rootdir: Path,
-                 agent_hook: Callable[[str], object] | None = None) -> None:
+                 agent_hook: Callable[[str], object] | None = None, workers: int = 1) -> None:
         """`agent_hook(spec)`: the agent a `pytest_resilibench_make_agent` implementation
-        builds for a spec, or None to build it here (hookspec.py)."""
-        self.config = config
-        self.rootdir = rootdir
-        self.agent_hook = agent_hook
-        self.runner: EpisodeRunner | None = None
-        self.store = EpisodeStore()
-        self.received_by_worker: Counter[str] = Counter()
-        self.lost: list[str] = []
-        self.gate_results: list[Any] = []  # gate.GateResult
-        self.summary: Summary | None = None
-        self.attached = 0  # episodes this process put on its reports
-        self.baseline: list[dict[str, Any]] | None = None  # its episodes, read at start-up
-        self.sequential: Any = None  # sequential.SequentialGate, with --resili-gate=sequential
-        self.ran_case_ids: list[str] = []  # the cases whose episodes arrived (controller)
-        self._planned: dict[str, str] = {}  # case id -> node id of every benchmark item
-        self.left_out: set[str] = set()  # planned cases a decided sequential gate never ran
-        self._live: Any = None  # the loopback live services, when this process started them
-        self._mcp: Any = None  # mcp_environment.SharedMcpServer, once an mcp episode ran
-        self.workers = 1  # xdist workers sharing the run (the --resili-max-cost share)
-        # What each real model's provider did (requests, retries, faults, tokens, cost), over
-        # this process's runners and, on the controller, every worker's.
-        self.provider_stats: dict[str, dict[str, Any]] = {}
-        # Resuming (resume.py): episodes of an earlier, unfinished run, replayed instead of
-        # run (episode id -> JSON text); the files they came from (for xdist workers); the
-        # controller's episode log; how many arrived episodes were replays.
-        self.resumed: dict[str, str] = {}
-        self.resume_sources: list[str] = []
-        self.resume_notes: list[str] = []
-        self.log: Any = None  # resume.EpisodeLog
-        self.replayed = 0
+        builds for a spec, or None to build it here (hookspec.py); `workers`: the xdist
+        workers sharing the run (each keeps to its share of `--resili-max-cost`)."""
+        self._config = config
+        self._rootdir = rootdir
+        self._agent_hook = agent_hook
+        self._workers = workers
+        self._runner: EpisodeRunner | None = None
+        self._store = EpisodeStore()
+        self._received_by_worker: Counter[str] = Counter()
+        self._lost: list[str] = []
+        self._gate_results: list[GateResult] = []
+        self._summary: Summary | None = None
+        self._attached = 0
+        self._baseline: list[dict[str, Any]] | None = None
+        self._sequential: SequentialGate | None = None
+        self._arrived: list[str] = []
+        self._planned: dict[str, str] = {}
+        self._left_out: set[str] = set()
+        self._live: LiveServer | None = None  # when this process started the live services
+        self._mcp: SharedMcpServer | None = None  # once an mcp episode ran
+        self._provider_stats: dict[str, dict[str, Any]] = {}
+        self._resumed: dict[str, str] = {}
+        self._resume_sources: list[str] = []
+        self._resume_notes: list[str] = []
+        self._log: EpisodeLog | None = None
+        self._replayed = 0
+
+    @property
+    def config(self) -> RunConfig:
+        """The run's parsed options."""
+        return self._config
 
     # --- what runs ----------------------------------------------------------------------------
     @cached_property
     def registry(self) -> ToolRegistry:
-        if self.config.env == "live":
+        if self._config.env == "live":
             from pytest_resilibench.servers.live.registry import live_registry
 
             return live_registry()
         return default_registry()
 
     @cached_property
-    def task_set(self) -> Any:
-        if self.config.env == "live":
+    def task_set(self) -> TaskSet:
+        if self._config.env == "live":
             from pytest_resilibench.core.tasks import TaskSet
             from pytest_resilibench.servers.live.tasks import live_tasks
 
@@ -87,7 +117,7 @@ class ResiliSession:
     @cached_property
     def cases(self) -> list[Case]:
         tasks = list(self.task_set)
-        config = self.config
+        config = self._config
         if config.env == "live":  # eight sequential tasks: one type, every task, no cells
             config = replace(config, task_types=tuple({t.type for t in tasks}),
                              difficulties=tuple({t.difficulty for t in tasks}), sample=None)
@@ -99,24 +129,24 @@ class ResiliSession:
 
     # --- running episodes in this process -------------------------------------------------------
     def _ensure_runner(self) -> EpisodeRunner:
-        if self.runner is None:
-            self.runner = EpisodeRunner(
-                self.config, self.registry, agent_factory=self._make_agent,
+        if self._runner is None:
+            self._runner = EpisodeRunner(
+                self._config, self.registry, agent_factory=self._make_agent,
                 environment_factory={"live": self._live_environment,
-                                     "mcp": self._mcp_environment}.get(self.config.env),
+                                     "mcp": self._mcp_environment}.get(self._config.env),
                 inline=self._is_cpu_bound,
             )
-        return self.runner
+        return self._runner
 
     def start(self, cases: Sequence[Case]) -> None:
         """Start the episodes of the cases this process will run, in their order (a resumed
         case replays its recorded episode instead)."""
-        cases = [case for case in cases if case.id not in self.resumed]
+        cases = [case for case in cases if case.id not in self._resumed]
         if cases:
             self._ensure_runner().start(cases)
 
     def result(self, case: Case) -> EpisodeRecord:
-        replay = self.resumed.get(case.id)
+        replay = self._resumed.get(case.id)
         if replay is not None:
             return EpisodeRecord.from_json(json.loads(replay))
         return self._ensure_runner().result(case)
@@ -125,10 +155,10 @@ class ResiliSession:
         if self._mcp is not None:  # first: it lives on the runner's loop, which must run
             self._mcp.close()
             self._mcp = None
-        if self.runner is not None:
-            self.add_provider_stats(self.runner.agent_stats())
-            self.runner.close()
-            self.runner = None
+        if self._runner is not None:
+            self._add_provider_stats(self._runner.agent_stats())
+            self._runner.close()
+            self._runner = None
         if self._live is not None:
             self._live.stop()
             self._live = None
@@ -136,9 +166,9 @@ class ResiliSession:
     def close(self) -> None:
         """At the very end: stop everything and drop the spool."""
         self.stop()
-        self.store.close()
-        if self.log is not None:
-            self.log.close()
+        self._store.close()
+        if self._log is not None:
+            self._log.close()
 
     # --- resuming (resume.py) --------------------------------------------------------------------
     def prepare_resume(self) -> None:
@@ -148,8 +178,8 @@ class ResiliSession:
         writable before any episode runs)."""
         from pytest_resilibench.integration import resume
 
-        config = self.config
-        key = resume.resume_key(self.report_config(), trajectories=config.trajectories)
+        config = self._config
+        key = resume.resume_key(self._report_config(), trajectories=config.trajectories)
         log = resume.log_path(config.report) if config.report is not None else None
         sources: list[resume.ResumeSource] = []
         if isinstance(config.resume, Path):
@@ -167,23 +197,23 @@ class ResiliSession:
                     f"--resili-resume: {source.path} holds episodes of a run with other "
                     f"options ({'; '.join(resume.differences(source.key, key))}): resume with "
                     "the same options, or pass --resili-resume=off to start afresh")
-            self.resumed.update(source.episodes)
-            self.resume_sources.append(str(source.path))
+            self._resumed.update(source.episodes)
+            self._resume_sources.append(str(source.path))
             skipped = f", {source.skipped} unreadable lines skipped" if source.skipped else ""
-            self.resume_notes.append(f"resilibench: resuming from {source.path}: "
+            self._resume_notes.append(f"resilibench: resuming from {source.path}: "
                                      f"{len(source.episodes)} episodes recorded{skipped}")
         if log is not None:
             keep = any(source.path == log for source in sources)
             try:
-                self.log = resume.EpisodeLog(log, key, keep=keep)
+                self._log = resume.EpisodeLog(log, key, keep=keep)
             except OSError as exc:
                 raise ValueError(f"--resili-report: cannot write beside {config.report} "
                                  f"({exc.strerror or exc})") from None
 
     def drop_empty_log(self) -> None:
         """No episode arrived: a log that holds none is no run to resume."""
-        if self.log is not None and not self.resumed:
-            self.log.close(remove=True)
+        if self._log is not None and not self._resumed:
+            self._log.close(remove=True)
 
     def load_resumed(self, paths: Sequence[str]) -> None:
         """An xdist worker: the replays the controller found (it checked them)."""
@@ -194,7 +224,7 @@ class ResiliSession:
                 source = read_source(Path(name), check=False)
             except (OSError, ValueError):
                 continue  # its cases run again: the same result
-            self.resumed.update(source.episodes)
+            self._resumed.update(source.episodes)
 
     def check_models(self, *, probe: bool = True) -> None:
         """Build each model's agent once, so a bad spec (an unknown built-in, a missing API
@@ -205,14 +235,14 @@ class ResiliSession:
 
         from pytest_resilibench.runtime.agents.probe import probe_agent
 
-        if self.config.cache is not None:  # opened and schema-checked even if no model uses it
+        if self._config.cache is not None:  # opened and schema-checked even if no model uses it
             from pytest_resilibench.runtime.agents.cache import ModelCallCache
 
             try:
-                ModelCallCache(self.config.cache).close()
+                ModelCallCache(self._config.cache).close()
             except (ValueError, OSError) as exc:
                 raise ValueError(f"--resili-cache: {exc}") from None
-        for spec in self.config.models:
+        for spec in self._config.models:
             try:
                 agent = self._make_agent(spec)
             except (ValueError, TypeError, OSError) as exc:
@@ -222,7 +252,7 @@ class ResiliSession:
     def prepare_gate(self) -> None:
         """Read the baseline at start-up (a bad file stops the run before any episode) and,
         with `--resili-gate=sequential`, set up the sequential gate. Controller only."""
-        config = self.config
+        config = self._config
         if config.gate == "sequential" and config.baseline is None:
             raise ValueError("--resili-gate=sequential needs --resili-baseline=OLD.json "
                              "(it decides by pairing episodes with the baseline's)")
@@ -231,14 +261,14 @@ class ResiliSession:
         from pytest_resilibench.reporting.analysis import load_report
 
         try:
-            self.baseline = load_report(config.baseline)["episodes"]
+            self._baseline = load_report(config.baseline)["episodes"]
         except (OSError, ValueError) as exc:
             raise ValueError(f"--resili-baseline: {exc}") from None
         if config.gate == "sequential":
             from pytest_resilibench.reporting.sequential import SequentialGate
 
-            self.sequential = SequentialGate(
-                self.baseline, models=config.models, max_drop_pp=config.max_drop,
+            self._sequential = SequentialGate(
+                self._baseline, models=config.models, max_drop_pp=config.max_drop,
                 alpha=1 - config.confidence)
 
     @property
@@ -250,33 +280,40 @@ class ResiliSession:
         when the collection is known): what the report must hold, and the gate's order."""
         self._planned = {cid: nodeid for cid, nodeid in nodeids.items()
                          if cid in self.cases_by_id}
-        if self.sequential is not None:
-            self.sequential.plan((cid, self.pair_fields(self.cases_by_id[cid]))
-                                 for cid in self._planned)
+        if self._sequential is not None:
+            self._sequential.plan((cid, self.pair_fields(self.cases_by_id[cid]))
+                                  for cid in self._planned)
 
-    def not_arrived(self) -> dict[str, str]:
+    def _not_arrived(self) -> dict[str, str]:
         """Planned items whose episode has not arrived (case id -> node id)."""
-        arrived = set(self.ran_case_ids)
+        arrived = set(self._arrived)
         return {cid: nodeid for cid, nodeid in self._planned.items() if cid not in arrived}
+
+    def leave_out(self) -> dict[str, str]:
+        """Once a sequential gate decided: the planned items that have not run (case id ->
+        node id), now left out (deselected, not lost)."""
+        left = self._not_arrived()
+        self._left_out = set(left)
+        return left
 
     def pair_fields(self, case: Case) -> dict[str, Any]:
         """The fields its episode record will carry that pair it with a baseline's episode."""
         variant = case.variant
         return {"model": case.model, "task_id": case.task.id, "variant": variant.label,
                 "flaw": variant.flaw, "severity": variant.severity, "repeat": case.repeat,
-                "seed": self.config.seed, "base_success": case.base_success}
+                "seed": self._config.seed, "base_success": case.base_success}
 
     def _is_cpu_bound(self, case: Case) -> bool:
         """A scripted agent on the simulator does no I/O: nothing to overlap."""
-        return self.config.env == "sim" and case.model.startswith("builtin:")
+        return self._config.env == "sim" and case.model.startswith("builtin:")
 
     def _make_agent(self, spec: str) -> AnyAgent:
         """The agent of a spec: the one the `pytest_resilibench_make_agent` hook builds when an
         implementation answers, else the spec family's, with the run's options for it."""
-        if self.agent_hook is not None:
+        if self._agent_hook is not None:
             from pytest_resilibench.runtime.agents.python import call_factory, checked_agent
 
-            hook, what = self.agent_hook, "the pytest_resilibench_make_agent hook"
+            hook, what = self._agent_hook, "the pytest_resilibench_make_agent hook"
             made = call_factory(lambda: hook(spec), what)
             if made is not None:
                 return checked_agent(made, what)
@@ -287,23 +324,23 @@ class ResiliSession:
         return make_agent(spec, **options(spec))
 
     def _builtin_options(self, spec: str) -> dict[str, Any]:
-        return {"registry": self.registry, "seed": self.config.seed}
+        return {"registry": self.registry, "seed": self._config.seed}
 
     def _no_options(self, spec: str) -> dict[str, Any]:
         return {}  # a `py:` factory configures its agent itself
 
     def _provider_options(self, spec: str) -> dict[str, Any]:
         cache = None
-        if self.config.cache is not None:
+        if self._config.cache is not None:
             from pytest_resilibench.runtime.agents.cache import ModelCallCache
 
-            cache = ModelCallCache(self.config.cache)
+            cache = ModelCallCache(self._config.cache)
         from pytest_resilibench.runtime.agents.pricing import load_prices, price_of
 
-        config = self.config
+        config = self._config
         max_cost = config.max_cost
-        if max_cost is not None and self.workers > 1:  # each process keeps to its share
-            max_cost /= self.workers
+        if max_cost is not None and self._workers > 1:  # each process keeps to its share
+            max_cost /= self._workers
         return {"base_url": config.base_url, "seed": config.seed, "cache": cache,
                 "max_concurrency": config.concurrency, "max_retries": config.retries,
                 "timeout_s": config.request_timeout, "temperature": config.temperature,
@@ -319,48 +356,84 @@ class ResiliSession:
             from pytest_resilibench.servers.mcp_environment import SharedMcpServer
 
             self._mcp = SharedMcpServer()
-        return await self._mcp.environment(case.task, episode_id=case.id, seed=self.config.seed,
+        return await self._mcp.environment(case.task, episode_id=case.id, seed=self._config.seed,
                                            repeat=case.repeat, base_success=case.base_success,
-                                           faults=self.config.faults)
+                                           faults=self._config.faults)
 
     def _live_environment(self, case: Case) -> Any:
         from pytest_resilibench.servers.live.environment import LiveEnvironment
 
-        urls = dict(self.config.live_base_urls)
+        urls = dict(self._config.live_base_urls)
         if self._live is None and len(urls) < len(self.registry):
             from pytest_resilibench.servers.live.server import start_live_server
 
-            self._live = start_live_server(seed=self.config.seed)
+            self._live = start_live_server(seed=self._config.seed)
         if self._live is not None:
             urls = {**self._live.base_urls, **urls}
-        return LiveEnvironment.for_episode(case.task, urls, seed=self.config.seed,
+        return LiveEnvironment.for_episode(case.task, urls, seed=self._config.seed,
                                            repeat=case.repeat, registry=self.registry)
 
-    def add_provider_stats(self, stats: dict[str, dict[str, Any]]) -> None:
+    def _add_provider_stats(self, stats: Mapping[str, dict[str, Any]]) -> None:
         from pytest_resilibench.runtime.agents.probe import merge_stats
 
         for model, counts in stats.items():
-            self.provider_stats[model] = merge_stats(self.provider_stats.get(model), counts)
+            self._provider_stats[model] = merge_stats(self._provider_stats.get(model), counts)
+
+    # --- what a process hands on ----------------------------------------------------------------
+    def episode_json(self, record: EpisodeRecord) -> str:
+        """The JSON text of an episode an item's report carries (its trajectory with
+        `--resili-trajectories`); counted, so the controller can tell whether all arrived."""
+        self._attached += 1
+        payload = record.to_json() if self._config.trajectories else record.summary_json()
+        return json.dumps(payload)
+
+    def worker_output(self) -> dict[str, Any]:
+        """An xdist worker's account for the controller (`worker_finished`)."""
+        return {"resili_episodes": self._attached, "resili_providers": self._provider_stats}
+
+    def worker_finished(self, worker: str, output: Mapping[str, Any]) -> None:
+        """The controller, when a worker is down: add its providers' counts, and note in
+        `lost` when fewer of its episodes arrived than it sent."""
+        self._add_provider_stats(output.get("resili_providers") or {})
+        sent = output.get("resili_episodes")
+        got = self._received_by_worker.get(worker, 0)
+        if sent is not None and sent != got:
+            self._lost.append(f"resilibench: worker {worker} sent {sent} episodes, {got} arrived")
+
+    @property
+    def resume_sources(self) -> list[str]:
+        """The files the resumed episodes came from (the workers read them too)."""
+        return list(self._resume_sources)
 
     # --- gathering results (controller) ---------------------------------------------------------
     @property
     def episodes(self) -> list[dict[str, Any]]:
         """The gathered episodes' scalar fields (`store.SLIM_FIELDS`)."""
-        return self.store.rows
+        return self._store.rows
+
+    @property
+    def sequential(self) -> SequentialGate | None:
+        """The sequential gate (`--resili-gate=sequential`), set up by `prepare_gate`."""
+        return self._sequential
+
+    @property
+    def baseline(self) -> list[dict[str, Any]] | None:
+        """The baseline report's episodes (`--resili-baseline`), read by `prepare_gate`."""
+        return self._baseline
 
     def add_episode(self, payload: str, worker: str | None, case_id: str | None = None) -> bool:
         """Keep an arrived episode; True when it made the sequential gate decide."""
-        row = self.store.add(payload)
-        self.received_by_worker[worker or "main"] += 1
-        if row["id"] in self.resumed:
-            self.replayed += 1
-        elif self.log is not None:
-            self.log.append(payload)
+        row = self._store.add(payload)
+        self._received_by_worker[worker or "main"] += 1
+        if row["id"] in self._resumed:
+            self._replayed += 1
+        elif self._log is not None:
+            self._log.append(payload)
         if case_id is not None:
-            self.ran_case_ids.append(case_id)
-        if self.sequential is None or case_id is None:
+            self._arrived.append(case_id)
+        if self._sequential is None or case_id is None:
             return False
-        return bool(self.sequential.add(case_id, row))
+        return bool(self._sequential.add(case_id, row))
 
     def finish(self) -> None:
         """Summarise, check the gate; called once on the controller at session end."""
@@ -372,62 +445,62 @@ class ResiliSession:
         )
         from pytest_resilibench.reporting.analysis import summary
 
-        self.store.sort()
-        self.summary = summary(self.episodes)
-        if self.provider_stats:  # real models: what their providers did
-            self.summary["providers"] = dict(sorted(self.provider_stats.items()))
-        missing = [cid for cid in self.not_arrived() if cid not in self.left_out]
+        self._store.sort()
+        self._summary = summary(self.episodes)
+        if self._provider_stats:  # real models: what their providers did
+            self._summary["providers"] = dict(sorted(self._provider_stats.items()))
+        missing = [cid for cid in self._not_arrived() if cid not in self._left_out]
         if missing:
-            self.lost.append(
+            self._lost.append(
                 f"resilibench: {len(missing)} of {len(self._planned)} planned episodes never "
                 f"arrived (a crashed worker, an interrupted run?), e.g. {', '.join(missing[:3])}:"
                 " the report is incomplete")
-        if self.config.fail_under is not None:
-            self.gate_results += fail_under(self.episodes, self.config.fail_under)
-        if self.sequential is not None:
-            gate = self.sequential
-            self.gate_results.append(GateResult(gate.kind == "regression", gate.kind,
-                                                f"baseline {gate.line()}"))
-        elif self.baseline is not None:
-            self.gate_results.append(compare_with_baseline(
-                self.baseline, self.episodes, max_drop_pp=self.config.max_drop,
-                alpha=1 - self.config.confidence))
+        if self._config.fail_under is not None:
+            self._gate_results += fail_under(self.episodes, self._config.fail_under)
+        if self._sequential is not None:
+            gate = self._sequential
+            self._gate_results.append(GateResult(gate.kind == "regression", gate.kind,
+                                                 f"baseline {gate.line()}"))
+        elif self._baseline is not None:
+            self._gate_results.append(compare_with_baseline(
+                self._baseline, self.episodes, max_drop_pp=self._config.max_drop,
+                alpha=1 - self._config.confidence))
 
-    def report_config(self) -> dict[str, Any]:
+    def _report_config(self) -> dict[str, Any]:
         from pytest_resilibench import __version__
         from pytest_resilibench.reporting.report import fixture_hash
 
-        return {**self.config.to_json(), "package_version": __version__,
+        return {**self._config.to_json(), "package_version": __version__,
                 "fixture_hash": fixture_hash(self.task_set.manifest)}
 
     def write_report(self) -> None:
         """The JSON report, atomically; a failure to write it is one line in `lost`."""
         from pytest_resilibench.reporting.report import envelope, write_report
 
-        assert self.config.report is not None and self.summary is not None
+        assert self._config.report is not None and self._summary is not None
         head = envelope(
-            config=self.report_config(), summary=self.summary, rootdir=self.rootdir,
-            extra={"gate": [r.line for r in self.gate_results], "lost": self.lost},
+            config=self._report_config(), summary=self._summary, rootdir=self._rootdir,
+            extra={"gate": [r.line for r in self._gate_results], "lost": self._lost},
         )
-        head["complete"] = not self.lost
-        head["expected"] = len(self._planned) - len(self.left_out)
+        head["complete"] = not self._lost
+        head["expected"] = len(self._planned) - len(self._left_out)
         head["received"] = len(self.episodes)
-        head["resumed"] = self.replayed
-        head["prompt_cache"] = self.prompt_prefix()
-        if self.sequential is not None:  # pairs used against planned, and the evidence
-            head["sequential"] = self.sequential.to_json(episodes_run=len(self.episodes))
+        head["resumed"] = self._replayed
+        head["prompt_cache"] = self._prompt_prefix()
+        if self._sequential is not None:  # pairs used against planned, and the evidence
+            head["sequential"] = self._sequential.to_json(episodes_run=len(self.episodes))
         try:
-            write_report(self.config.report, head, self.store.full_lines())
+            write_report(self._config.report, head, self._store.full_lines())
         except OSError as exc:  # the episodes are safe in the log: say where, no traceback
-            kept = f"; the episodes are kept in {self.log.path}" if self.log else ""
-            self.lost.append(f"resilibench: could not write {self.config.report} "
+            kept = f"; the episodes are kept in {self._log.path}" if self._log else ""
+            self._lost.append(f"resilibench: could not write {self._config.report} "
                              f"({exc.strerror or exc}){kept}")
             return
-        if self.log is not None:  # removed once a complete report holds all the log did
+        if self._log is not None:  # removed once a complete report holds all the log did
             received = {row["id"] for row in self.episodes}
-            self.log.close(remove=head["complete"] and received.issuperset(self.resumed))
+            self._log.close(remove=head["complete"] and received.issuperset(self._resumed))
 
-    def prompt_prefix(self) -> dict[str, Any]:
+    def _prompt_prefix(self) -> dict[str, Any]:
         """What providers' prompt caches can reuse across the run's requests
         (`prompt_cache.shared_prefix`), measured on the first three tasks of every variant."""
         from pytest_resilibench.core.prompts import render_prompt
@@ -438,11 +511,36 @@ class ResiliSession:
             chosen = picked.setdefault(case.variant.label, [])
             if len(chosen) < 3 and all(c.task.id != case.task.id for c in chosen):
                 chosen.append(case)
-        prompts = (render_prompt(case.task, case.variant, tool_mode=self.config.tool_mode,
-                                 registry=self.registry, faults=self.config.faults)
+        prompts = (render_prompt(case.task, case.variant, tool_mode=self._config.tool_mode,
+                                 registry=self.registry, faults=self._config.faults)
                    for chosen in picked.values() for case in chosen)
         return shared_prefix((prompt.messages, prompt.tools) for prompt in prompts)
 
+    # --- what the run ends with (controller) ------------------------------------------------------
+    @property
+    def summary(self) -> Summary | None:
+        """The summary of the gathered episodes, once `finish` made it."""
+        return self._summary
+
+    @property
+    def gate_results(self) -> list[GateResult]:
+        """The gates' verdicts (`finish`), in the order they were checked."""
+        return list(self._gate_results)
+
     @property
     def gate_failed(self) -> bool:
-        return any(result.failed for result in self.gate_results)
+        return any(result.failed for result in self._gate_results)
+
+    @property
+    def lost(self) -> list[str]:
+        """One line per way the report is incomplete (episodes that never arrived, a report
+        that could not be written): any of them fails the run."""
+        return list(self._lost)
+
+    def resume_lines(self) -> list[str]:
+        """What resuming did, for the terminal: where the replays came from, how many."""
+        if not self._resume_notes:
+            return []
+        run = len(self.episodes) - self._replayed
+        return [*self._resume_notes, f"resilibench: {self._replayed} episodes replayed from the "
+                f"resumed run, {run} run now"]

@@ -113,9 +113,17 @@ class Drop(TypedDict):
     mde_unpaired_pp: float | None
 
 
+class ModelDrop(Drop):
+    model: str
+
+
+class FlawDrop(ModelDrop):
+    flaw: str
+
+
 class Drops(TypedDict):
-    by_model: list[dict[str, Any]]  # {"model", **Drop}
-    by_flaw: list[dict[str, Any]]  # {"model", "flaw", **Drop}
+    by_model: list[ModelDrop]
+    by_flaw: list[FlawDrop]
 
 
 class Counts(TypedDict):
@@ -127,9 +135,65 @@ class Counts(TypedDict):
     outcomes: dict[str, int]
 
 
+class SurfacePoint(TypedDict):
+    x: float
+    n: int
+    full_rate: float
+    full_ci: list[float]
+
+
+class Slope(TypedDict):
+    """The least-squares line through a surface's points (`_slope`)."""
+
+    slope: float
+    intercept: float
+
+
+class Surface(Slope):
+    """One model's full-success rate against a swept axis (`_surface`)."""
+
+    model: str
+    axis: str  # base_success | severity
+    points: list[SurfacePoint]
+
+
 class Surfaces(TypedDict):
-    base_success: list[dict[str, Any]]
-    severity: list[dict[str, Any]]
+    base_success: list[Surface]
+    severity: list[Surface]
+
+
+class VariantAverage(TypedDict):
+    variant: str
+    models: int
+    mean_full_rate: float | None
+    best_model: str
+    best_full_rate: float
+
+
+class IdenticalVariants(TypedDict):
+    model: str
+    variants: list[str]
+    by_construction: bool  # a built-in agent, which never reads the CoT instruction
+
+
+class PassK(TypedDict):
+    model: str
+    variant: str
+    tasks: int
+    pass_k: dict[str, float | None]  # k (as text) -> pass^k
+
+
+class Usage(TypedDict):
+    model: str
+    episodes: int
+    tokens: dict[str, int]  # `_TOKEN_KINDS` -> count
+    cost_usd: float | None
+
+
+class InfraCause(TypedDict):
+    model: str
+    cause: str
+    count: int
 
 
 class Summary(TypedDict):
@@ -140,23 +204,47 @@ class Summary(TypedDict):
     confidence: float
     counts: Counts
     errors_by_model: dict[str, int]
-    infra_causes: list[dict[str, Any]]
-    usage: list[dict[str, Any]]
+    infra_causes: list[InfraCause]
+    usage: list[Usage]
     by_model_variant: list[Row]
-    variant_averages: list[dict[str, Any]]
+    variant_averages: list[VariantAverage]
     by_task_type: list[Row]
     by_difficulty: list[Row]
     by_type_difficulty: list[Row]
     by_flaw: list[Row]
     drops: Drops
-    identical_variants: list[dict[str, Any]]
-    pass_k: list[dict[str, Any]]
+    identical_variants: list[IdenticalVariants]
+    pass_k: list[PassK]
     surfaces: Surfaces
     # The realistic fault profile's sections (absent for paper episodes), and what the
     # session adds: its providers' counts (real models only).
     faults: NotRequired[list[str]]
     by_event: NotRequired[list[Row]]
     providers: NotRequired[dict[str, dict[str, Any]]]
+
+
+class ComparedVerdict(stats.VerdictJSON):
+    """A paired verdict of `compare` (`stats.Verdict`), with its sentence."""
+
+    text: str
+
+
+class VariantVerdict(ComparedVerdict):
+    variant: str
+
+
+class Comparison(TypedDict):
+    """What `compare` returns: the runs' models, what pairs an episode, the pairs and the
+    scored episodes left unpaired (old, new), the verdicts overall and per variant."""
+
+    models: dict[str, list[str]]  # old | new -> models
+    paired_on: list[str]
+    pairs: int
+    unpaired: dict[str, int]  # old | new -> episodes
+    max_drop_pp: float
+    alpha: float
+    overall: ComparedVerdict
+    by_variant: list[VariantVerdict]
 
 
 def variant_order(label: str) -> tuple[int, str]:
@@ -288,7 +376,7 @@ def _paired_drop(
     }
 
 
-def _slope(points: Sequence[tuple[float, float]]) -> dict[str, float] | None:
+def _slope(points: Sequence[tuple[float, float]]) -> Slope | None:
     xs = sorted({x for x, _ in points})
     if len(xs) < 2:
         return None
@@ -299,10 +387,10 @@ def _slope(points: Sequence[tuple[float, float]]) -> dict[str, float] | None:
 def _surface(
     episodes: Sequence[Episode], axis: str, x_of: Callable[[Episode], float | None],
     confidence: float,
-) -> list[dict[str, Any]]:
+) -> list[Surface]:
     """Full-success rate per model against one swept axis, with a least-squares slope (per
     unit of the axis) when the run covers at least two values."""
-    out = []
+    out: list[Surface] = []
     for (model,), eps in sorted(_group(episodes, "model").items(), key=lambda kv: str(kv[0])):
         by_x: dict[float, list[Episode]] = defaultdict(list)
         for ep in eps:
@@ -311,12 +399,11 @@ def _surface(
                 by_x[x].append(ep)
         if len(by_x) < 2:
             continue
-        points: list[dict[str, Any]] = []
+        points: list[SurfacePoint] = []
         for x in sorted(by_x):
             r = _rates(by_x[x], confidence)
-            if r["n"]:
-                points.append({"x": x, "n": r["n"], "full_rate": r["full_rate"],
-                               "full_ci": r["full_ci"]})
+            if (rate := r["full_rate"]) is not None:  # an episode of this x was scored
+                points.append({"x": x, "n": r["n"], "full_rate": rate, "full_ci": r["full_ci"]})
         fit = _slope([(p["x"], p["full_rate"]) for p in points])
         if fit is not None:
             out.append({"model": model, "axis": axis, "points": points, **fit})
@@ -330,10 +417,10 @@ def _severity_x(ep: Episode) -> float | None:
     return float(_SEVERITY_LEVEL[severity]) if severity in _SEVERITY_LEVEL else None
 
 
-def _pass_k(episodes: Sequence[Episode]) -> list[dict[str, Any]]:
+def _pass_k(episodes: Sequence[Episode]) -> list[PassK]:
     """pass^k for k = 1..repeats per model × variant, a task-condition being
     (task, flaw, severity, seed, base success) and its repeats the draws."""
-    rows = []
+    rows: list[PassK] = []
     for (model, variant), eps in _group(episodes, "model", "variant").items():
         runs = stats.group_successes(
             (repr((ep.get("task_id"), ep.get("severity"), ep.get("seed"),
@@ -367,13 +454,13 @@ def summary(
     flawed_by_model = _group(flawed, "model")
     flawed_by_flaw = _group(flawed, "model", "flaw")
 
-    drops_by_model = []
+    drops_by_model: list[ModelDrop] = []
     for model in models:
         d = _paired_drop(optimal_by_model.get((model,), []), flawed_by_model.get((model,), []),
                          confidence=confidence, seed=seed)
         if d is not None:
             drops_by_model.append({"model": model, **d})
-    drops_by_flaw = []
+    drops_by_flaw: list[FlawDrop] = []
     for (model, flaw) in sorted(flawed_by_flaw, key=lambda k: (str(k[0]), variant_order(
             f"flawed-{k[1]}"))):
         d = _paired_drop(optimal_by_model.get((model,), []), flawed_by_flaw[(model, flaw)],
@@ -383,7 +470,7 @@ def summary(
 
     variants = known_first((str(ep.get("variant")) for ep in eps), [])
     variants.sort(key=variant_order)
-    averages = []
+    averages: list[VariantAverage] = []
     for variant in variants:
         rated = [(r["model"], r["full_rate"]) for r in by_mv if r["variant"] == variant]
         cells = [(model, rate) for model, rate in rated if rate is not None]
@@ -435,11 +522,11 @@ def summary(
     return result
 
 
-def _identical_variants(eps: Sequence[Episode]) -> list[dict[str, Any]]:
+def _identical_variants(eps: Sequence[Episode]) -> list[IdenticalVariants]:
     """Per model, whether its baseline and cot episodes are the same episodes (same calls,
     turns and outcome on every unit). The built-in agents never read the CoT instruction, so
     for them the two rows are identical by construction, and a reader must be told."""
-    out = []
+    out: list[IdenticalVariants] = []
     for (model,), mine in sorted(_group(eps, "model").items(), key=lambda kv: str(kv[0])):
         by_variant = _group(mine, "variant")
         base, cot = by_variant.get(("baseline",)), by_variant.get(("cot",))
@@ -462,10 +549,10 @@ def _identical_variants(eps: Sequence[Episode]) -> list[dict[str, Any]]:
 _TOKEN_KINDS = ("prompt", "cached", "completion", "reasoning", "replayed")
 
 
-def _usage(eps: Sequence[Episode], models: Sequence[str]) -> list[dict[str, Any]]:
+def _usage(eps: Sequence[Episode], models: Sequence[str]) -> list[Usage]:
     """Tokens and cost per model (agents/pricing.py): cost is None when no episode of the
     model had a price. Replayed tokens came from the model-call cache (not spent)."""
-    rows = []
+    rows: list[Usage] = []
     for model in models:
         mine = [ep for ep in eps if str(ep.get("model")) == model]
         tokens = dict.fromkeys(_TOKEN_KINDS, 0)
@@ -480,7 +567,7 @@ def _usage(eps: Sequence[Episode], models: Sequence[str]) -> list[dict[str, Any]
     return rows
 
 
-def _infra_causes(eps: Sequence[Episode]) -> list[dict[str, Any]]:
+def _infra_causes(eps: Sequence[Episode]) -> list[InfraCause]:
     """Infrastructure errors per model grouped by cause, most frequent first."""
     counts: Counter[tuple[str, str]] = Counter(
         (str(ep.get("model")), error_cause(str(ep.get("infra_error") or ep.get("stop_reason"))))
@@ -619,7 +706,7 @@ def paired_legend(methods: Iterable[str], confidence: float, *, mde: bool = True
     return text
 
 
-def _identical_note(s: Mapping[str, Any]) -> str:
+def _identical_note(s: Summary) -> str:
     same = s.get("identical_variants") or []
     if not same:
         return ""
@@ -634,7 +721,7 @@ def _identical_note(s: Mapping[str, Any]) -> str:
     return "; ".join(parts) + "."
 
 
-def tables(s: Mapping[str, Any]) -> list[Table]:
+def tables(s: Summary) -> list[Table]:
     """The summary's tables in the paper's layout, each with a title and a legend; empty ones
     left out."""
     out: list[Table] = []
@@ -802,14 +889,14 @@ def _axis_label(axis: str, x: float) -> str:
     return f"{x:g}"
 
 
-def _slope_label(r: Mapping[str, Any]) -> str:
+def _slope_label(r: Surface) -> str:
     if r["axis"] == "severity":
         return f"{100 * r['slope']:+.1f} pp per level"
     # Reliability: pp of full success per 0.1 of base success probability.
     return f"{10 * r['slope']:+.1f} pp per +0.1"
 
 
-def _render(s: Mapping[str, Any], fmt: str, heading: Callable[[str], str]) -> str:
+def _render(s: Summary, fmt: str, heading: Callable[[str], str]) -> str:
     # Blank lines around every table and its legend: in markdown a line straight under a
     # table is read as one more row (GFM tables end at a blank line).
     parts = []
@@ -822,7 +909,7 @@ def _render(s: Mapping[str, Any], fmt: str, heading: Callable[[str], str]) -> st
     return "\n\n".join([headline(s), *parts]) + "\n"
 
 
-def headline(s: Mapping[str, Any]) -> str:
+def headline(s: Summary) -> str:
     """`1500 episodes: 1236 full, 249 partial, 15 failed, 0 infra errors`."""
     counts = s.get("counts", {})
     outcomes = counts.get("outcomes") or {"infra_error": counts.get("errors", 0)}
@@ -830,12 +917,12 @@ def headline(s: Mapping[str, Any]) -> str:
         f"{vocabulary.counts_line(outcomes)}"
 
 
-def render_terminal(s: Mapping[str, Any]) -> str:
+def render_terminal(s: Summary) -> str:
     """Compact plain-text tables, one titled section each (what the plugin prints)."""
     return _render(s, "simple", lambda title: f"-- {title} --")
 
 
-def render_markdown(s: Mapping[str, Any], *, title: str = "ResiliBench report") -> str:
+def render_markdown(s: Summary, *, title: str = "ResiliBench report") -> str:
     return f"# {title}\n\n" + _render(s, "github", lambda t: f"## {t}")
 
 
@@ -889,7 +976,7 @@ def _pairs(old: Sequence[Episode], new: Sequence[Episode], *, with_model: bool
 
 def compare(
     old: Sequence[Episode], new: Sequence[Episode], *, max_drop_pp: float, alpha: float = 0.05
-) -> dict[str, Any]:
+) -> Comparison:
     """Paired verdicts of `new` against `old` on full success: overall and per variant.
     Episodes pair on `PAIR_FIELDS` (the same tool luck), within a model when both runs ran the
     same models, across the two models when each ran one; errors drop their pair."""
@@ -901,7 +988,7 @@ def compare(
                          "compare runs of the same models, or one model each")
     pairs = _pairs(old, new, with_model=with_model)
 
-    def verdict(subset: Sequence[tuple[Episode, Episode]]) -> dict[str, Any]:
+    def verdict(subset: Sequence[tuple[Episode, Episode]]) -> ComparedVerdict:
         v = stats.paired_verdict([_full(a) for a, _ in subset], [_full(b) for _, b in subset],
                                  max_drop_pp=max_drop_pp, alpha=alpha)
         return {**v.to_json(), "text": v.describe()}
@@ -923,7 +1010,7 @@ def compare(
     }
 
 
-def compare_table(c: Mapping[str, Any]) -> Table:
+def compare_table(c: Comparison) -> Table:
     rows = [["all", c["overall"]["n"], *_verdict_cells(c["overall"])]]
     rows += [[v["variant"], v["n"], *_verdict_cells(v)] for v in c["by_variant"]]
     return Table(
@@ -935,13 +1022,13 @@ def compare_table(c: Mapping[str, Any]) -> Table:
         f"{c['unpaired']['old']} old, {c['unpaired']['new']} new")
 
 
-def _verdict_cells(v: Mapping[str, Any]) -> list[str]:
+def _verdict_cells(v: ComparedVerdict) -> list[str]:
     return [_signed(v["drop_pp"]), _ci_pp(v["ci"]) if v["drop_pp"] is not None else "–",
             _p(v["p_value"]), v["kind"].upper(),
             "–" if v["more_needed"] is None else str(v["more_needed"])]
 
 
-def render_compare(c: Mapping[str, Any], *, fmt: str = "simple") -> str:
+def render_compare(c: Comparison, *, fmt: str = "simple") -> str:
     t = compare_table(c)
     body = tabulate(t.rows, headers=t.headers, tablefmt=fmt, disable_numparse=True)
     if fmt == "github":  # blank lines end the table (see `_render`)

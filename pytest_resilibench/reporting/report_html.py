@@ -21,7 +21,7 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from importlib import resources
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from pytest_resilibench.base.atomic import atomic_write
 from pytest_resilibench.base.outputs import prepare
@@ -129,7 +129,7 @@ def _grouped_bars(ax: Axes, groups: Sequence[str], series: Mapping[str, Mapping[
         ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
 
 
-def _plot_variants(s: Mapping[str, Any]) -> str | None:
+def _plot_variants(s: analysis.Summary) -> str | None:
     rows = [r for r in s.get("by_model_variant", []) if r["full_rate"] is not None]
     if not rows:
         return None
@@ -146,7 +146,7 @@ def _plot_variants(s: Mapping[str, Any]) -> str | None:
     return _png(fig)
 
 
-def _plot_drops(s: Mapping[str, Any]) -> str | None:
+def _plot_drops(s: analysis.Summary) -> str | None:
     rows = [r for r in s.get("drops", {}).get("by_flaw", []) if r["drop_pp"] is not None]
     if not rows:
         return None
@@ -163,9 +163,12 @@ def _plot_drops(s: Mapping[str, Any]) -> str | None:
     return _png(fig)
 
 
-def _plot_surfaces(s: Mapping[str, Any]) -> str | None:
+_SURFACE_AXES: tuple[Literal["base_success", "severity"], ...] = ("base_success", "severity")
+
+
+def _plot_surfaces(s: analysis.Summary) -> str | None:
     surfaces = s.get("surfaces", {})
-    axes_present = [a for a in ("base_success", "severity") if surfaces.get(a)]
+    axes_present = [a for a in _SURFACE_AXES if surfaces.get(a)]
     if not axes_present:
         return None
     fig = _figure(4.2 * len(axes_present), 3.4)
@@ -191,15 +194,16 @@ def _plot_surfaces(s: Mapping[str, Any]) -> str | None:
     return _png(fig)
 
 
-def _plot_heatmap(s: Mapping[str, Any]) -> str | None:
-    rows = [r for r in s.get("by_type_difficulty", []) if r["full_rate"] is not None]
-    if not rows:
+def _plot_heatmap(s: analysis.Summary) -> str | None:
+    cells = [(r["task_type"], r["difficulty"], rate) for r in s.get("by_type_difficulty", [])
+             if (rate := r["full_rate"]) is not None]
+    if not cells:
         return None
-    types = analysis.known_first((r["task_type"] for r in rows), analysis.TASK_TYPES)
-    levels = analysis.known_first((r["difficulty"] for r in rows), analysis.DIFFICULTIES)
+    types = analysis.known_first((kind for kind, _, _ in cells), analysis.TASK_TYPES)
+    levels = analysis.known_first((level for _, level, _ in cells), analysis.DIFFICULTIES)
     grid = [[float("nan")] * len(levels) for _ in types]
-    for r in rows:
-        grid[types.index(r["task_type"])][levels.index(r["difficulty"])] = 100 * r["full_rate"]
+    for kind, level, rate in cells:
+        grid[types.index(kind)][levels.index(level)] = 100 * rate
     fig = _figure(5.6, 0.55 * len(types) + 1.6)
     ax = fig.subplots()
     image = ax.imshow(grid, cmap="viridis", vmin=0, vmax=100, aspect="auto")
@@ -217,7 +221,7 @@ def _plot_heatmap(s: Mapping[str, Any]) -> str | None:
     return _png(fig)
 
 
-def figures(s: Mapping[str, Any]) -> list[tuple[str, str]]:
+def figures(s: analysis.Summary) -> list[tuple[str, str]]:
     """(caption, base64 PNG) for each plot the run has data for."""
     plots = [
         ("Full success by variant and model, with 95% Wilson intervals.", _plot_variants),
@@ -298,8 +302,8 @@ def _asset(name: str) -> str:
 def render_html(
     report: Mapping[str, Any],
     *,
-    summary: Mapping[str, Any] | None = None,
-    comparison: Mapping[str, Any] | None = None,
+    summary: analysis.Summary | None = None,
+    comparison: analysis.Comparison | None = None,
     title: str = "ResiliBench report",
 ) -> str:
     """The whole report as one HTML document: the summary (tables whose cells link to their

@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, TypedDict
 
 import numpy as np
 from scipy import optimize, special
@@ -243,6 +243,18 @@ def paired_means(
 VerdictKind = Literal["pass", "regression", "inconclusive"]
 
 
+class VerdictJSON(TypedDict):
+    """`Verdict.to_json()`: the verdict as plain builtins."""
+
+    kind: VerdictKind
+    drop_pp: float | None
+    ci: list[float]
+    p_value: float
+    more_needed: int | None
+    n: int
+    max_drop_pp: float
+
+
 @dataclass(frozen=True)
 class Verdict:
     """The regression gate's answer. `drop_pp` is rate(old) - rate(new) in percentage points
@@ -257,7 +269,7 @@ class Verdict:
     n: int
     max_drop_pp: float
 
-    def to_json(self) -> dict[str, object]:
+    def to_json(self) -> VerdictJSON:
         return {"kind": self.kind, "drop_pp": self.drop_pp, "ci": list(self.ci),
                 "p_value": self.p_value, "more_needed": self.more_needed, "n": self.n,
                 "max_drop_pp": self.max_drop_pp}

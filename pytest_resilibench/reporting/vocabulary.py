@@ -24,7 +24,6 @@ __all__ = [
     "count",
     "counts_line",
     "order_stats",
-    "outcome_key",
     "plural",
     "run_category",
     "tally",
@@ -46,11 +45,6 @@ LEGEND = ("full = every condition met; partial = at least two of coverage, order
 
 # Words that take no plural: the outcome adjectives.
 _INVARIANT = frozenset({"full", "partial", "failed"})
-
-
-def outcome_key(record_outcome: object) -> str:
-    """A record's outcome as a vocabulary key (`error` → `infra_error`)."""
-    return "infra_error" if record_outcome == "error" else str(record_outcome)
 
 
 def plural(n: int, noun: str) -> str:

@@ -45,7 +45,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mappin
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
-from pytest_resilibench.base.names import DEFAULT_CONCURRENCY, TOOL_MODES
+from pytest_resilibench.base.names import DEFAULT_CONCURRENCY, TOOL_MODES, StopReason, ToolMode
 from pytest_resilibench.base.redact import redact
 from pytest_resilibench.core.record import EpisodeRecord, episode_id
 from pytest_resilibench.core.registry import ToolRegistry, default_registry
@@ -159,7 +159,7 @@ class _Turns:
         self.last_key = key
         self.last_random_failure = not result.ok and not result.deterministic
 
-    def stop_reason(self) -> str | None:
+    def stop_reason(self) -> StopReason | None:
         if self.streak >= REPEAT_LIMIT:
             return "repeated_call"
         if self.consecutive_errors >= MAX_CONSECUTIVE_ERRORS:
@@ -223,7 +223,7 @@ async def run_episode(
     repeat: int = 0,
     base_success: float = DEFAULT_BASE_SUCCESS,
     max_turns: int = 10,
-    tool_mode: str = "text",
+    tool_mode: ToolMode = "text",
     registry: ToolRegistry | None = None,
     environment: Environment | None = None,
     model_name: str | None = None,
@@ -365,12 +365,12 @@ class TurnKeeper:
         """Add a reply's token usage (OpenAI `usage` keys) to the record."""
         _count_tokens(self.record, usage)
 
-    def end(self, stop_reason: str) -> None:
+    def end(self, stop_reason: StopReason) -> None:
         """End the episode from outside a reply (a loop-level agent's `run` returned)."""
         if not self.over:
             self._end(stop_reason)
 
-    def _end(self, stop_reason: str) -> None:
+    def _end(self, stop_reason: StopReason) -> None:
         self.record.stop_reason = stop_reason
         self.over = True
 
@@ -495,7 +495,7 @@ class EpisodeSpec:
     repeat: int = 0
     base_success: float = DEFAULT_BASE_SUCCESS
     max_turns: int = 10
-    tool_mode: str = "text"
+    tool_mode: ToolMode = "text"
     faults: str = "paper"
 
 

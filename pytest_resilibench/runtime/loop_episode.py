@@ -24,9 +24,9 @@ import copy
 import json
 from collections.abc import Mapping
 from functools import cached_property
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
-from pytest_resilibench.base.names import COMPLETION_SIGNAL
+from pytest_resilibench.base.names import COMPLETION_SIGNAL, StopReason
 from pytest_resilibench.runtime.protocol import ModelReply, ToolCall
 
 if TYPE_CHECKING:
@@ -82,7 +82,7 @@ class LoopEpisode:
         return self._keeper.over
 
     @property
-    def stop_reason(self) -> str:
+    def stop_reason(self) -> StopReason | Literal[""]:
         """Why the episode ended ("" while it runs); the record's `stop_reason`."""
         return self._keeper.record.stop_reason
 

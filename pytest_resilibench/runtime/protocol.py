@@ -13,6 +13,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeAlias, runtime_checkable
 
+from pytest_resilibench.base.names import MODEL_LIMITS, ModelLimit
+
 if TYPE_CHECKING:
     from pytest_resilibench.runtime.loop_episode import LoopEpisode
 
@@ -42,9 +44,9 @@ class ModelLimitError(Exception):
     reply was cut at its length limit. The model's failure, not the infrastructure's: the
     episode ends with `stop_reason` (context_overflow, refusal, length) and is scored."""
 
-    STOP_REASONS = ("context_overflow", "refusal", "length")
+    STOP_REASONS = MODEL_LIMITS
 
-    def __init__(self, message: str, *, stop_reason: str) -> None:
+    def __init__(self, message: str, *, stop_reason: ModelLimit) -> None:
         super().__init__(message)
         if stop_reason not in self.STOP_REASONS:
             raise ValueError(f"unknown model limit {stop_reason!r}")

@@ -61,11 +61,6 @@ class Policy:
         a = int(self.actions[min(state.turns_left, self.mdp.max_turns), state.code])
         return None if a == FINISH else self.mdp.actions[a]
 
-    def value_at(self, state: MdpState) -> float:
-        if state.turns_left < 0:
-            return 0.0
-        return float(self.values[min(state.turns_left, self.mdp.max_turns), state.code])
-
 
 def _stacked(mdp: TaskMDP) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     trans = mdp.transitions

@@ -91,9 +91,6 @@ class _Tool:
     deps: tuple[tuple[str, int], ...]  # ("step", j) or ("prereq", i)
 
 
-Branch = tuple[float, RState]
-
-
 class RealisticMDP:
     """One task structure's MDP under the realistic profile."""
 

@@ -40,7 +40,7 @@ from urllib.parse import urlsplit
 import openai
 
 from pytest_resilibench.base import rng
-from pytest_resilibench.base.names import APIS, REPEAT_HEADER, TASK_HEADER
+from pytest_resilibench.base.names import APIS, REPEAT_HEADER, TASK_HEADER, ModelLimit
 from pytest_resilibench.base.redact import register_secret
 from pytest_resilibench.runtime.agents.cache import CallKey, ModelCallCache, public_url
 from pytest_resilibench.runtime.agents.pricing import Price, cost_usd
@@ -411,7 +411,7 @@ _CONTEXT_OVERFLOW = re.compile(
     r"|too many tokens|exceeds? the (?:available )?context", re.IGNORECASE)
 
 
-def model_limit(reply: ModelReply) -> tuple[str, str] | None:
+def model_limit(reply: ModelReply) -> tuple[ModelLimit, str] | None:
     """(stop reason, what happened) when a reply says the model hit a limit of its own: a
     refusal or a reply cut at the length limit; None for an ordinary reply."""
     raw = reply.raw

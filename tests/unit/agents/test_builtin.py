@@ -5,6 +5,7 @@ from typing import Any
 
 import pytest
 
+from pytest_resilibench.base.names import ToolMode
 from pytest_resilibench.core.flaws import FLAWS
 from pytest_resilibench.core.optimum.dp import solve_task
 from pytest_resilibench.core.prompts import Variant, render_prompt
@@ -25,7 +26,7 @@ def tasks() -> list[Task]:
 
 
 def outcome_shares(agent: str, tasks: Sequence[Task], variant: Variant, *, repeats: int,
-                   tool_mode: str = "text", base_success: float = 0.8) -> dict[str, float]:
+                   tool_mode: ToolMode = "text", base_success: float = 0.8) -> dict[str, float]:
     """The share of the episodes with each outcome (full, partial, failed)."""
     specs = [EpisodeSpec(t, variant, SEED, r, base_success, tool_mode=tool_mode)
              for t in tasks for r in range(repeats)]
@@ -40,7 +41,7 @@ def outcome_shares(agent: str, tasks: Sequence[Task], variant: Variant, *, repea
 
 
 def full_rate(agent: str, tasks: Sequence[Task], variant: Variant, *, repeats: int,
-              tool_mode: str = "text", base_success: float = 0.8) -> float:
+              tool_mode: ToolMode = "text", base_success: float = 0.8) -> float:
     return outcome_shares(agent, tasks, variant, repeats=repeats, tool_mode=tool_mode,
                           base_success=base_success)["full"]
 
@@ -184,7 +185,7 @@ def _blind_registry() -> Any:
 
 @pytest.mark.parametrize("tool_mode", ["text", "native"])
 def test_adaptive_reads_only_its_prompt_and_tool_schemas(
-    tasks: list[Task], tool_mode: str
+    tasks: list[Task], tool_mode: ToolMode
 ) -> None:
     """Given a registry whose hidden facts are scrambled, `builtin:adaptive` replies exactly
     as with the true one, over whole episodes; the privileged agent does not (it reads them)."""

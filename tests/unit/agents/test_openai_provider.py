@@ -11,6 +11,7 @@ from typing import Any, TypeVar
 
 import pytest
 
+from pytest_resilibench.base.names import ToolMode
 from pytest_resilibench.runtime.agents.openai_provider import (
     PLACEHOLDER_KEY,
     MalformedReply,
@@ -311,8 +312,8 @@ def test_episodes_through_the_server_are_identical_with_and_without_faults() -> 
     all_tasks = list(load_tasks())
     tasks = all_tasks[:: len(all_tasks) // 8][:8]
     variants = [Variant("optimal"), Variant("flawed", flaw="missing_step", severity="medium")]
-    players = [("builtin:follower", "text"), ("builtin:adaptive", "native"),
-               ("builtin:random", "text")]
+    players: list[tuple[str, ToolMode]] = [
+        ("builtin:follower", "text"), ("builtin:adaptive", "native"), ("builtin:random", "text")]
     episodes = [(t, v, m, mode) for t in tasks for v in variants for m, mode in players]
 
     def play(faults: FaultConfig) -> tuple[list[dict[str, Any]], int]:

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from pytest_resilibench.base.names import ToolMode
 from pytest_resilibench.core.prompts import Variant
 from pytest_resilibench.core.tasks import load_tasks
 from pytest_resilibench.runtime.agents.builtin import make_builtin
@@ -88,7 +89,7 @@ def test_malformed_responses() -> None:
             parse_response(bad)
 
 
-def play(api: str, mode: str, *, cache: ModelCallCache | None = None,
+def play(api: str, mode: ToolMode, *, cache: ModelCallCache | None = None,
          server: OpenAITestServer | None = None) -> tuple[list[dict[str, Any]], OpenAIAgent]:
     tasks = list(load_tasks())[:4]
     variants = [Variant("optimal"), Variant("flawed", flaw="missing_step", severity="medium")]
@@ -113,7 +114,7 @@ def outcomes(rows: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
 
 
 @pytest.mark.parametrize("mode", ["text", "native"])
-def test_o3_over_both_apis_plays_the_same_episodes_and_keeps_its_reasoning(mode: str) -> None:
+def test_o3_over_both_apis_plays_the_same_episodes_and_keeps_its_reasoning(mode: ToolMode) -> None:
     policy = {"o3": make_builtin("adaptive")}
     with OpenAITestServer(policy, strict=True, api_key=KEY) as chat_server:
         chat, _ = play("chat", mode, server=chat_server)
