@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import json
 import re
 
@@ -325,3 +326,28 @@ def test_a_run_without_episodes_keeps_xdists_own_scheduling(pytester: pytest.Pyt
     assert result.ret == 0
     where = [(pytester.path / f"ran-{i}").read_text() for i in range(8)]
     assert where[0] == where[1] and where[2] == where[3] and where[0] != where[2]
+
+
+GC_PROBE = """
+import gc, json, os
+
+def test_resilibench(resili_episode):
+    with open(os.environ["FROZEN_OUT"], "a") as fh:
+        fh.write(json.dumps(gc.get_freeze_count()) + "\\n")
+"""
+
+
+def test_the_run_freezes_what_lives_through_it_and_thaws_after(
+        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Collected objects leave the cyclic collector's generations while items run (plugin.py's
+    # pytest_runtestloop); the process gets them back after, for whatever it runs next.
+    out = pytester.path / "frozen.jsonl"
+    monkeypatch.setenv("FROZEN_OUT", str(out))
+    pytester.makepyfile(test_probe=GC_PROBE)
+    before = gc.get_freeze_count()
+    result = pytester.runpytest(*SMALL, "--resili-model=builtin:follower",
+                                "--resili-variants=optimal", "-k", "simple_task and easy")
+    assert result.ret == 0
+    seen = [json.loads(line) for line in out.read_text().splitlines()]
+    assert len(seen) == 1 and seen[0] > before
+    assert gc.get_freeze_count() == before
