@@ -104,7 +104,8 @@ def episodes_alone(episodes: Plan, model: str, concurrency: int) -> dict[str, fl
 
         async def env(task: Task, variant: Variant) -> Any:
             name = episode_id(model=model, variant=variant.label, severity=variant.severity,
-                              task_id=task.id, repeat=0, seed=SEED)
+                              task_type=task.type, difficulty=task.difficulty,
+                              task_id=task.id, repeat=0)
             return await shared.environment(task, episode_id=name, seed=SEED)
 
         async def go() -> tuple[float, float, float]:

@@ -9,24 +9,44 @@ itself broke): such episodes are kept out of the success rates and reported apar
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any, Literal
 
 from pytest_resilibench.base.names import OUTCOMES, Outcome, StopReason, ToolMode
 
-__all__ = ["EPISODE_SCHEMA", "SUMMARY_EXCLUDES", "EpisodeRecord", "episode_id", "episode_problem"]
+__all__ = ["EPISODE_SCHEMA", "SUMMARY_EXCLUDES", "EpisodeRecord", "episode_id", "episode_problem",
+           "safe_id"]
 
 EPISODE_SCHEMA = "resilibench.episode/1"
 SUMMARY_EXCLUDES = ("messages", "calls")
 
 
 def episode_id(
-    *, model: str, variant: str, severity: str | None, task_id: str, repeat: int, seed: int
+    *, model: str, variant: str, task_type: str, difficulty: str, task_id: str, repeat: int,
+    severity: str | None = None, base_success: float | None = None,
 ) -> str:
-    """A stable, readable id: one per (model, variant and severity, task, repeat, seed)."""
-    label = variant if severity is None else f"{variant}:{severity}"
-    return f"{task_id}/{label}/{model}/r{repeat}/s{seed}"
+    """The one id format of an episode, which pytest shows as its item's id and `-k` matches
+    (integration/cases.py builds every case's with it): fields in a fixed order,
+    `o3-flawed-semantic_drift-simple_task-medium-t0421-r0`, the model name made safe
+    (`builtin:adaptive` -> `builtin_adaptive`). `severity` and `base_success` appear only when
+    given: a plugin run gives them when it sweeps them, `run_episode` the severity always."""
+    label = variant if severity is None else f"{variant}-{severity}"
+    parts = [safe_id(model), label, task_type, difficulty, task_id]
+    if base_success is not None:
+        parts.append(f"b{base_success:g}")
+    parts.append(f"r{repeat}")
+    return "-".join(parts)
+
+
+def safe_id(text: str) -> str:
+    """`text` with every run of characters an id should not hold (for pytest's `-k` and file
+    names) made one underscore."""
+    return _UNSAFE.sub("_", text).strip("_")
+
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
 
 
 @dataclass

@@ -1,27 +1,24 @@
 """The run's cases: one per model x variant (x flaw x severity) x task x base rate x repeat.
 
 Built from the `RunConfig` and the task fixtures alone, in a fixed order, so every xdist worker
-collects exactly the same items. Each case has the readable id pytest shows and `-k` matches,
-fields in a fixed order: `o3-flawed-semantic_drift-simple_task-medium-t0421-r0` (severity and
-base rate appear only when the run sweeps them). The id spells a model name safely
-(`builtin:adaptive` → `builtin_adaptive`); `keywords` lets `-k` match the name as typed too.
+collects exactly the same items. Each case's id is its episode's (`record.episode_id`), the
+readable id pytest shows and `-k` matches: `o3-flawed-semantic_drift-simple_task-medium-t0421-r0`
+(severity and base rate appear only when the run sweeps them). The id spells a model name
+safely (`builtin:adaptive` → `builtin_adaptive`); `keywords` lets `-k` match the name as typed.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from pytest_resilibench.base.rng import key_int
 from pytest_resilibench.core.prompts import Variant
+from pytest_resilibench.core.record import episode_id
 from pytest_resilibench.core.tasks import Task
 from pytest_resilibench.integration.options import RunConfig
 
 __all__ = ["Case", "build_cases", "keywords", "sample_tasks", "variants_of"]
-
-_UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
-
 
 @dataclass(frozen=True)
 class Case:
@@ -64,10 +61,6 @@ def sample_tasks(tasks: Iterable[Task], config: RunConfig) -> list[Task]:
     return sorted(chosen, key=lambda t: t.id)
 
 
-def safe_id(text: str) -> str:
-    return _UNSAFE.sub("_", text).strip("_")
-
-
 def build_cases(config: RunConfig, tasks: Sequence[Task]) -> list[Case]:
     variants = variants_of(config)
     sampled = sample_tasks(tasks, config)
@@ -76,17 +69,15 @@ def build_cases(config: RunConfig, tasks: Sequence[Task]) -> list[Case]:
     cases = []
     for model in config.models:
         for variant in variants:
-            label = variant.label
-            if show_severity and variant.severity is not None:
-                label += f"-{variant.severity}"
+            severity = variant.severity if show_severity else None
             for task in sampled:
                 for base in config.base_success:
                     for repeat in range(config.repeats):
-                        parts = [safe_id(model), label, task.type, task.difficulty, task.id]
-                        if show_base:
-                            parts.append(f"b{base:g}")
-                        parts.append(f"r{repeat}")
-                        cases.append(Case("-".join(parts), model, variant, task, repeat, base))
+                        case_id = episode_id(
+                            model=model, variant=variant.label, task_type=task.type,
+                            difficulty=task.difficulty, task_id=task.id, repeat=repeat,
+                            severity=severity, base_success=base if show_base else None)
+                        cases.append(Case(case_id, model, variant, task, repeat, base))
     return cases
 
 

@@ -245,7 +245,8 @@ async def run_episode(
         max_turns = profile.max_turns
     record = EpisodeRecord(
         id=episode_id(model=model_name or agent.name, variant=variant.label,
-                      severity=variant.severity, task_id=task.id, repeat=repeat, seed=seed),
+                      severity=variant.severity, task_type=task.type,
+                      difficulty=task.difficulty, task_id=task.id, repeat=repeat),
         model=model_name or agent.name, variant=variant.label, flaw=variant.flaw,
         severity=variant.severity, task_id=task.id, task_type=task.type,
         difficulty=task.difficulty, repeat=repeat, seed=seed, base_success=base_success,

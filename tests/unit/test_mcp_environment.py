@@ -207,7 +207,8 @@ def test_episodes_through_one_shared_server_equal_the_in_process_ones(faults: st
     async def play(remote: bool) -> list[dict[str, Any]]:
         async def one(task: Task, variant: Variant, agent: Any) -> dict[str, Any]:
             name = episode_id(model=agent.name, variant=variant.label,
-                              severity=variant.severity, task_id=task.id, repeat=1, seed=3)
+                              severity=variant.severity, task_type=task.type,
+                              difficulty=task.difficulty, task_id=task.id, repeat=1)
             env = (await shared.environment(task, episode_id=name, seed=3, repeat=1,
                                             faults=faults)
                    if remote else None)

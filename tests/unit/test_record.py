@@ -1,4 +1,5 @@
 import json
+from typing import Any
 
 import pytest
 
@@ -16,7 +17,7 @@ CONTRACT_FIELDS = {
 def record() -> EpisodeRecord:
     return EpisodeRecord(
         id=episode_id(model="builtin:oracle", variant="flawed-missing_step", severity="light",
-                      task_id="t0001", repeat=2, seed=7),
+                      task_type="simple_task", difficulty="easy", task_id="t0001", repeat=2),
         model="builtin:oracle", variant="flawed-missing_step", flaw="missing_step",
         severity="light", task_id="t0001", task_type="simple_task", difficulty="easy",
         repeat=2, seed=7, base_success=0.8, tool_mode="text", max_turns=10,
@@ -46,12 +47,19 @@ def test_from_json_refuses_other_schemas() -> None:
         EpisodeRecord.from_json(data)
 
 
-def test_ids_are_stable_and_distinct() -> None:
-    a = episode_id(model="m", variant="optimal", severity=None, task_id="t1", repeat=0, seed=1)
-    b = episode_id(model="m", variant="optimal", severity=None, task_id="t1", repeat=1, seed=1)
-    assert a != b
-    assert a == episode_id(model="m", variant="optimal", severity=None, task_id="t1", repeat=0,
-                           seed=1)
+def test_ids_are_stable_distinct_and_in_the_item_id_format() -> None:
+    where: dict[str, Any] = {"task_type": "simple_task", "difficulty": "easy", "task_id": "t1"}
+    a = episode_id(model="builtin:oracle", variant="optimal", repeat=0, **where)
+    assert a == "builtin_oracle-optimal-simple_task-easy-t1-r0"
+    assert a == episode_id(model="builtin:oracle", variant="optimal", repeat=0, **where)
+    assert len({a, episode_id(model="builtin:oracle", variant="optimal", repeat=1, **where),
+                episode_id(model="m", variant="optimal", repeat=0, **where),
+                episode_id(model="builtin:oracle", variant="flawed-missing_step", repeat=0,
+                           severity="light", **where),
+                episode_id(model="builtin:oracle", variant="flawed-missing_step", repeat=0,
+                           severity="severe", **where),
+                episode_id(model="builtin:oracle", variant="optimal", repeat=0,
+                           base_success=0.6, **where)}) == 6
     assert record().is_error is False
 
 
