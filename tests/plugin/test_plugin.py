@@ -343,7 +343,7 @@ def test_the_run_freezes_what_lives_through_it_and_thaws_after(
     # pytest_runtestloop); the process gets them back after, for whatever it runs next.
     out = pytester.path / "frozen.jsonl"
     monkeypatch.setenv("FROZEN_OUT", str(out))
-    pytester.makepyfile(test_probe=GC_PROBE)
+    pytester.makepyfile(test_freeze_count_during_run=GC_PROBE)
     before = gc.get_freeze_count()
     result = pytester.runpytest(*SMALL, "--resili-model=builtin:follower",
                                 "--resili-variants=optimal", "-k", "simple_task and easy")
