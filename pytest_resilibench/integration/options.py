@@ -246,11 +246,11 @@ def _live_urls(values: Sequence[str]) -> dict[str, str]:
 
 
 def _json_object(text: str) -> dict[str, Any]:
-    import json
+    from pytest_resilibench.base.jsonfile import loads_bounded
 
-    try:
-        value = json.loads(text)
-    except json.JSONDecodeError as exc:
+    try:  # what any JSON from outside gets: finite numbers, bounded integers and depth
+        value = loads_bounded(text)
+    except ValueError as exc:
         raise ValueError(f"{text!r} is not JSON: {exc}") from None
     if not isinstance(value, dict):
         raise ValueError(f"{text!r} is not a JSON object")

@@ -117,3 +117,12 @@ def test_single_valued_options_refuse_several_values(allowed: tuple[str, ...],
 def test_resume_takes_a_word_or_a_path(text: str) -> None:
     assert o._resume(text) == text.lower()
     assert o._resume("runs/r.json") == Path("runs/r.json")
+
+
+def test_model_args_are_a_json_object_read_as_any_outside_json_is() -> None:
+    assert o._json_object('{"reasoning_effort": "low", "top_p": 0.5}') == {
+        "reasoning_effort": "low", "top_p": 0.5}
+    for bad in ('["low"]', '{"top_p": NaN}', '{"n": 1e999}', '{"a": ' + "[" * 200 + "]" * 200 + "}",
+                "{oops"):
+        with pytest.raises(ValueError, match="JSON"):
+            o._json_object(bad)
