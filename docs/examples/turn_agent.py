@@ -20,7 +20,7 @@ import json
 
 from pytest_resilibench.core.prompts import parse_plan
 from pytest_resilibench.runtime.agents import ModelReply, ModelRequest, ToolCall
-from pytest_resilibench.runtime.episode import read_observation
+from pytest_resilibench.runtime.protocol import read_observation
 
 MAX_TRIES = 6
 DONE = ModelReply(content="TASK_COMPLETED")

@@ -73,6 +73,7 @@ from pytest_resilibench.runtime.protocol import (
     ModelReply,
     ModelRequest,
     agent_shape,
+    format_observation,
 )
 
 if TYPE_CHECKING:
@@ -86,8 +87,6 @@ __all__ = [
     "EpisodeSlots",
     "EpisodeSpec",
     "TurnKeeper",
-    "format_observation",
-    "read_observation",
     "run_episode",
     "run_episodes",
 ]
@@ -95,35 +94,11 @@ __all__ = [
 _T = TypeVar("_T")
 REPEAT_LIMIT = 3
 MAX_CONSECUTIVE_ERRORS = 4
-_OPEN, _CLOSE = "<tool_response>", "</tool_response>"
 # Error codes of results that no retry with the same call can change.
 _FORMAT_ERROR = "FORMAT_ERROR"
 # Encoders built once (json.dumps with options builds one per call); same output as
 # json.dumps(value, sort_keys=True, default=str).
 _CALL_KEY_JSON = json.JSONEncoder(sort_keys=True, default=str)
-
-
-def format_observation(payload: Mapping[str, Any]) -> str:
-    """The text-mode observation message."""
-    return f"{_OPEN}{json.dumps(payload)}{_CLOSE}"  # default separators: ", " and ": "
-
-
-def read_observation(message: Mapping[str, Any]) -> dict[str, Any] | None:
-    """The observation payload of a message the environment sent (text or native), else None.
-    Built-in agents read observations back through this."""
-    content = message.get("content")
-    if not isinstance(content, str):
-        return None
-    role = message.get("role")
-    if role == "user" and content.startswith(_OPEN) and content.endswith(_CLOSE):
-        content = content[len(_OPEN):-len(_CLOSE)]
-    elif role != "tool":
-        return None
-    try:
-        value = json.loads(content)
-    except ValueError:
-        return None
-    return value if isinstance(value, dict) else None
 
 
 class _Turns:

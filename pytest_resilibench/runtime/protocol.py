@@ -8,6 +8,7 @@ through the episode handle (`loop_episode.LoopEpisode`); the episode keeps the s
 from __future__ import annotations
 
 import inspect
+import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -20,7 +21,7 @@ if TYPE_CHECKING:
 
 __all__ = ["Agent", "AnyAgent", "InfrastructureError", "LoopAgent", "MalformedReply",
            "ModelLimitError", "ModelReply", "ModelRequest", "ToolCall", "agent_shape",
-           "error_cause"]
+           "error_cause", "format_observation", "read_observation"]
 
 
 class InfrastructureError(Exception):
@@ -147,3 +148,32 @@ def agent_shape(agent: object) -> Literal["turn", "loop"]:
     if not isinstance(getattr(agent, "name", None), str):
         raise ValueError(f"{what} has no `name` string attribute")
     return "turn" if shape == "turn" else "loop"
+
+
+# --- the observation format -------------------------------------------------------------------
+# What the environment's answer to a call looks like to the model: in text mode a user message
+# `<tool_response>{json}</tool_response>`, natively a `role: tool` message of the JSON alone.
+_OPEN, _CLOSE = "<tool_response>", "</tool_response>"
+
+
+def format_observation(payload: Mapping[str, Any]) -> str:
+    """The text-mode observation message."""
+    return f"{_OPEN}{json.dumps(payload)}{_CLOSE}"  # default separators: ", " and ": "
+
+
+def read_observation(message: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The observation payload of a message the environment sent (text or native), else None.
+    Built-in agents read observations back through this."""
+    content = message.get("content")
+    if not isinstance(content, str):
+        return None
+    role = message.get("role")
+    if role == "user" and content.startswith(_OPEN) and content.endswith(_CLOSE):
+        content = content[len(_OPEN):-len(_CLOSE)]
+    elif role != "tool":
+        return None
+    try:
+        value = json.loads(content)
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None

@@ -15,7 +15,6 @@ from pytest_resilibench.runtime.episode import (
     REPEAT_LIMIT,
     EpisodeSlots,
     EpisodeSpec,
-    read_observation,
     run_episode,
     run_episodes,
 )
@@ -25,6 +24,7 @@ from pytest_resilibench.runtime.protocol import (
     ModelReply,
     ModelRequest,
     ToolCall,
+    read_observation,
 )
 
 READER, WRITER = "file_operations_reader", "file_operations_writer"

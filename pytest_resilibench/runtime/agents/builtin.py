@@ -30,8 +30,12 @@ from pytest_resilibench.base.names import COMPLETION_SIGNAL, FLOW_PARAMS
 from pytest_resilibench.base.rng import DrawStream
 from pytest_resilibench.core.registry import Role, ToolRegistry, ToolSpec, default_registry
 from pytest_resilibench.runtime.agents.prompt_reader import ShownTool, ShownTools, shown_tools
-from pytest_resilibench.runtime.episode import read_observation
-from pytest_resilibench.runtime.protocol import ModelReply, ModelRequest, ToolCall
+from pytest_resilibench.runtime.protocol import (
+    ModelReply,
+    ModelRequest,
+    ToolCall,
+    read_observation,
+)
 
 __all__ = ["BUILTIN_AGENTS", "BuiltinAgent", "make_builtin"]
 
