@@ -30,7 +30,7 @@ from __future__ import annotations
 import re
 import weakref
 from collections.abc import Callable, Collection, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from pytest_resilibench.base.names import FLAWS, FLOW_PARAMS, SEVERITIES
@@ -115,6 +115,12 @@ class _Plan:
     task: Task
     registry: ToolRegistry
     stream: DrawStream
+    # Which tools the task's values fit (`fits`), shared by the trial copies of the plan.
+    fitting: dict[str, bool] = field(default_factory=dict, repr=False)
+    # The latest flow and the steps it is of: the injectors ask again and again of the same
+    # steps (each try of an edit is undone before the next).
+    _flow_of: tuple[tuple[PlanStep, ...], list[_Flow]] | None = field(
+        default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
         self.parent_tools = tuple(s.tool for s in self.steps)
@@ -127,11 +133,20 @@ class _Plan:
 
     def flow(self) -> list[_Flow]:
         """Each step's data if every step succeeds in order, by the rules the simulator runs
-        (`ToolSpec.reads_input`, `ToolRegistry.default_source`, `ToolSpec.produced_format`)."""
+        (`ToolSpec.reads_input`, `ToolRegistry.default_source`, `ToolSpec.produced_format`).
+        Read only: the list is shared by the calls made while the steps stay the same."""
+        steps = tuple(self.steps)
+        if self._flow_of is not None and self._flow_of[0] == steps:
+            return self._flow_of[1]
+        flow = self._flow(steps)
+        self._flow_of = (steps, flow)
+        return flow
+
+    def _flow(self, steps: Sequence[PlanStep]) -> list[_Flow]:
         data_format = str(self.task.inputs.get("format", "json"))
         latest_by_tool: dict[str, int] = {}
         flow: list[_Flow] = []
-        for i, step in enumerate(self.steps):
+        for i, step in enumerate(steps):
             spec = self.registry.get(step.tool)
             if spec is None:
                 flow.append(_Flow(data_format, data_format, None))
@@ -197,8 +212,17 @@ class _Plan:
         return dict(sorted(args.items()))
 
     def fits(self, tool: str) -> bool:
-        spec = self.registry.get(tool)
-        return spec is not None and self.arguments_for(spec, 0) is not None
+        """Whether the task has a value for each of the tool's required parameters (as
+        `arguments_for`, whose `format` always has one)."""
+        fits = self.fitting.get(tool)
+        if fits is None:
+            spec = self.registry.get(tool)
+            props = {} if spec is None else _properties(spec)
+            fits = self.fitting[tool] = spec is not None and all(
+                param == "format"
+                or task_value(param, props.get(param, {}), self.task.inputs) is not None
+                for param in spec.required_parameters)
+        return fits
 
     def swap(self, index: int, tool: str) -> PlanStep:
         """Put `tool` at `index` with task values for its own arguments."""

@@ -116,6 +116,9 @@ class Contingency:
         """This contingency naming only tools of the plan as shown: `kept` maps a named tool
         to the one shown in its place (absent: dropped); `after` are the tools of the steps
         that follow, the first of which replaces a dropped `then`."""
+        if not self.first and not self.between and self.then is None:  # names no tool (most)
+            return self
+
         def keep(names: tuple[str, ...]) -> tuple[str, ...]:
             return tuple(dict.fromkeys(kept[n] for n in names if n in kept and kept[n] != own))
 
@@ -139,8 +142,14 @@ def _names(group: str | None) -> tuple[str, ...]:
     return tuple(group.split(", ")) if group else ()
 
 
+@lru_cache(maxsize=1024)
+def _parse(text: str) -> Contingency | None:
+    """`Contingency.parse`, memoised: a run words the same few contingencies over and over."""
+    return Contingency.parse(text)
+
+
 def _reword(text: str, own: str, kept: Mapping[str, str], after: Sequence[str]) -> str:
-    parsed = Contingency.parse(text)
+    parsed = _parse(text)
     if parsed is not None:
         return parsed.reworded(own, kept, after).render()
     # Another profile's wording (docs/FAULTS.md): rename what the flaw renamed.

@@ -284,15 +284,26 @@ class ToolRegistry:
                 deps += [t.name for t in lower if t.level == nearest]
         return tuple(dict.fromkeys(deps))
 
+    @cached_property
+    def _group_memo(self) -> dict[tuple[str, tuple[str, ...]], tuple[tuple[str, ...], ...]]:
+        return {}
+
     def input_groups(self, name: str, task_tools: Iterable[str]) -> tuple[tuple[str, ...], ...]:
         """Whose output `name` reads by default, in order of preference: its data (the task's
         nearest lower-level tools it depends on), then its prerequisites. A prerequisite
         gates a call (a token, a connection, a health check) but is not the task's data, so
-        a router after its monitor routes the task's results, not the monitor's."""
-        prerequisites = self._by_name[name].prerequisites
-        deps = self.dependencies(name, task_tools)
-        data = tuple(d for d in deps if d not in prerequisites)
-        return (data, tuple(d for d in deps if d in prerequisites))
+        a router after its monitor routes the task's results, not the monitor's. Memoised
+        (every simulated call and every plan flow asks)."""
+        key = (name, tuple(task_tools))
+        groups = self._group_memo.get(key)
+        if groups is None:
+            prerequisites = self._by_name[name].prerequisites
+            deps = self.dependencies(name, key[1])
+            groups = (tuple(d for d in deps if d not in prerequisites),
+                      tuple(d for d in deps if d in prerequisites))
+            if len(self._group_memo) < _MEMO_LIMIT:
+                self._group_memo[key] = groups
+        return groups
 
     def default_source(self, name: str, task_tools: Iterable[str], latest: Mapping[str, int],
                        *, groups: Sequence[Sequence[str]] | None = None) -> str | None:
