@@ -115,8 +115,6 @@ class _Plan:
     task: Task
     registry: ToolRegistry
     stream: DrawStream
-    # Which tools the task's values fit (`fits`), shared by the trial copies of the plan.
-    fitting: dict[str, bool] = field(default_factory=dict, repr=False)
     # The latest flow and the steps it is of: the injectors ask again and again of the same
     # steps (each try of an edit is undone before the next).
     _flow_of: tuple[tuple[PlanStep, ...], list[_Flow]] | None = field(
@@ -124,9 +122,9 @@ class _Plan:
 
     def __post_init__(self) -> None:
         self.parent_tools = tuple(s.tool for s in self.steps)
-        # The task steps the parent plan's deliverable descends from (what scoring.py wants).
-        self.deliverable = (self.lineage(len(self.steps) - 1, self.flow())
-                            & set(self.task.required_tools)) if self.steps else set()
+        parent = _parent(self)
+        self.deliverable = parent.deliverable
+        self.fitting = parent.fitting
 
     def depends_on(self, later: str, earlier: str) -> bool:
         return earlier in self.registry.dependencies(later, self.parent_tools)
@@ -241,6 +239,33 @@ class _Plan:
             j = self.stream.randint(0, i)
             out[i], out[j] = out[j], out[i]
         return out
+
+
+@dataclass(frozen=True)
+class _Parent:
+    """What holds for every flaw injected into a task's parent plan."""
+
+    registry: ToolRegistry
+    steps: tuple[PlanStep, ...]
+    # The task steps the parent plan's deliverable descends from (what scoring.py wants).
+    deliverable: frozenset[str]
+    fitting: dict[str, bool]  # which tools the task's values fit (`_Plan.fits`), as asked
+
+
+# Per task, for as long as the task lives: its seven flaws start from the same parent plan.
+_PARENTS: weakref.WeakKeyDictionary[Task, _Parent] = weakref.WeakKeyDictionary()
+
+
+def _parent(plan: _Plan) -> _Parent:
+    """The facts of the plan's parent (the plan as it starts), memoised per task."""
+    steps = tuple(plan.steps)
+    found = _PARENTS.get(plan.task)
+    if found is not None and found.registry is plan.registry and found.steps == steps:
+        return found
+    deliverable = frozenset(plan.lineage(len(steps) - 1, plan.flow())
+                            & set(plan.task.required_tools)) if steps else frozenset()
+    parent = _PARENTS[plan.task] = _Parent(plan.registry, steps, deliverable, {})
+    return parent
 
 
 def _properties(spec: ToolSpec) -> Mapping[str, Any]:
