@@ -31,7 +31,7 @@ import re
 import weakref
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, NamedTuple
 
 from pytest_resilibench.base.names import FLAWS, FLOW_PARAMS, SEVERITIES
 from pytest_resilibench.base.rng import DrawStream
@@ -98,8 +98,7 @@ def _ranking(registry: ToolRegistry, name: str, other_function: bool) -> tuple[s
 
 
 # --- the plan as the simulator will see it --------------------------------------------------
-@dataclass(frozen=True)
-class _Flow:
+class _Flow(NamedTuple):  # not a frozen dataclass: a plan's flow is made thousands of times
     """What a step consumes and produces if every step succeeds in order."""
 
     consumed: str  # data format
