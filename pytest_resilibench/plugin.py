@@ -252,14 +252,14 @@ def _record_of(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
     one its failure carries when the fixture raised (None outside an active benchmark)."""
     if SESSION_KEY not in item.config.stash:
         return None
-    from pytest_resilibench.core.record import EpisodeRecord
-
     if call.when == "call":
         record = (getattr(item, "funcargs", None) or {}).get("resili_episode")
     elif call.when == "setup" and call.excinfo is not None:
         record = getattr(call.excinfo.value, "record", None)
-    else:
+    else:  # most phases: no import to pay for
         return None
+    from pytest_resilibench.core.record import EpisodeRecord
+
     return record if isinstance(record, EpisodeRecord) else None
 
 

@@ -101,13 +101,13 @@ class EpisodeRecord:
     def to_json(self) -> dict[str, Any]:
         """The record as JSON-able data. Shallow: nested values are the record's own (a deep
         copy of the trajectory cost more than the episode itself), so serialise, don't edit."""
-        data = {"schema": EPISODE_SCHEMA, **{f.name: getattr(self, f.name) for f in _FIELDS}}
+        data = {"schema": EPISODE_SCHEMA, **{name: getattr(self, name) for name in _NAMES}}
         return _drop_unset(data)
 
     def summary_json(self) -> dict[str, Any]:
         """The record without the trajectory (what reports keep by default); shallow too."""
         return _drop_unset({"schema": EPISODE_SCHEMA, **{
-            f.name: getattr(self, f.name) for f in _FIELDS if f.name not in SUMMARY_EXCLUDES}})
+            name: getattr(self, name) for name in _SUMMARY_FIELDS}})
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> EpisodeRecord:
@@ -118,7 +118,8 @@ class EpisodeRecord:
         return cls(**{k: v for k, v in data.items() if k in names})
 
 
-_FIELDS = fields(EpisodeRecord)
+_NAMES = tuple(f.name for f in fields(EpisodeRecord))  # once, not for every record
+_SUMMARY_FIELDS = tuple(name for name in _NAMES if name not in SUMMARY_EXCLUDES)
 _OPTIONAL = ("faults", "events")
 
 
