@@ -357,12 +357,14 @@ def deviation(
     restored = [t for t in ref_tools if t not in plan_tools and t in done]
     plan_order = [str(s.get("tool")) for s in plan if s.get("tool") in ref_args]
     plan_order = list(dict.fromkeys(plan_order))
-    ref_order = [t for t in ref_tools if t in set(plan_order)]
-    done_shared = [t for t in done if t in set(plan_order)]
+    in_plan = set(plan_order)
+    ref_order = [t for t in ref_tools if t in in_plan]
+    done_shared = [t for t in done if t in in_plan]
+    shared = set(done_shared)
     reordered = (
         plan_order != ref_order
         and len(done_shared) >= 2
-        and done_shared == [t for t in ref_order if t in set(done_shared)]
+        and done_shared == [t for t in ref_order if t in shared]
     )
     right = [i for i in not_followed if i in wrong]
     return {
