@@ -196,30 +196,35 @@ class _Plan:
         """A genuine-looking call of a swapped-in tool: its required parameters (as a
         genuine step shows), each with a value of the task (its own, else another input's
         value of the same kind); None when the task has no fitting value for one."""
-        args: dict[str, Any] = {}
+        args = self._task_values(spec)
+        if args is None:
+            return None
+        if "format" in spec.required_parameters:
+            args["format"] = self.formats()[index][0] if index < len(self.steps) else "json"
+        return dict(sorted(args.items()))
+
+    def fits(self, tool: str) -> bool:
+        """Whether the task has a value for each of the tool's required parameters (those
+        `arguments_for` takes from the task), memoised for the task's flaws."""
+        fits = self.fitting.get(tool)
+        if fits is None:
+            spec = self.registry.get(tool)
+            fits = self.fitting[tool] = spec is not None and self._task_values(spec) is not None
+        return fits
+
+    def _task_values(self, spec: ToolSpec) -> dict[str, Any] | None:
+        """The task's values for the tool's required parameters but `format` (which the data
+        decides), or None when one has none."""
         props = _properties(spec)
+        values: dict[str, Any] = {}
         for param in spec.required_parameters:
             if param == "format":
-                args[param] = self.formats()[index][0] if index < len(self.steps) else "json"
                 continue
             value = task_value(param, props.get(param, {}), self.task.inputs)
             if value is None:
                 return None
-            args[param] = value
-        return dict(sorted(args.items()))
-
-    def fits(self, tool: str) -> bool:
-        """Whether the task has a value for each of the tool's required parameters (as
-        `arguments_for`, whose `format` always has one)."""
-        fits = self.fitting.get(tool)
-        if fits is None:
-            spec = self.registry.get(tool)
-            props = {} if spec is None else _properties(spec)
-            fits = self.fitting[tool] = spec is not None and all(
-                param == "format"
-                or task_value(param, props.get(param, {}), self.task.inputs) is not None
-                for param in spec.required_parameters)
-        return fits
+            values[param] = value
+        return values
 
     def swap(self, index: int, tool: str) -> PlanStep:
         """Put `tool` at `index` with task values for its own arguments."""

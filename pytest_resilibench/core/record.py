@@ -16,8 +16,7 @@ from typing import Any, Literal
 
 from pytest_resilibench.base.names import OUTCOMES, Outcome, StopReason, ToolMode
 
-__all__ = ["EPISODE_SCHEMA", "SUMMARY_EXCLUDES", "EpisodeRecord", "episode_id", "episode_problem",
-           "safe_id"]
+__all__ = ["EPISODE_SCHEMA", "SUMMARY_EXCLUDES", "EpisodeRecord", "episode_id", "episode_problem"]
 
 EPISODE_SCHEMA = "resilibench.episode/1"
 SUMMARY_EXCLUDES = ("messages", "calls")
@@ -33,14 +32,14 @@ def episode_id(
     (`builtin:adaptive` -> `builtin_adaptive`). `severity` and `base_success` appear only when
     given: a plugin run gives them when it sweeps them, `run_episode` the severity always."""
     label = variant if severity is None else f"{variant}-{severity}"
-    parts = [safe_id(model), label, task_type, difficulty, task_id]
+    parts = [_safe_id(model), label, task_type, difficulty, task_id]
     if base_success is not None:
         parts.append(f"b{base_success:g}")
     parts.append(f"r{repeat}")
     return "-".join(parts)
 
 
-def safe_id(text: str) -> str:
+def _safe_id(text: str) -> str:
     """`text` with every run of characters an id should not hold (for pytest's `-k` and file
     names) made one underscore."""
     return _UNSAFE.sub("_", text).strip("_")

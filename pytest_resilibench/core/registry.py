@@ -7,11 +7,11 @@ OpenAI function-calling and MCP tool definitions.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 from functools import cached_property
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:  # loaded on first validation: pytest start-up must not pay for it
     from jsonschema import Draft202012Validator
@@ -26,6 +26,8 @@ __all__ = [
     "ToolSpec",
     "default_registry",
 ]
+
+_A = TypeVar("_A")
 
 COMMON_ERRORS = ("INVALID_INPUT", "OPERATION_FAILED", "TIMEOUT")
 DATA_FORMATS = ("csv", "json", "xml", "yaml", "text", "binary")
@@ -251,18 +253,24 @@ class ToolRegistry:
         return _messages(self._output_validators[name].iter_errors(output))
 
     @cached_property
-    def _dependency_memo(self) -> dict[tuple[str, tuple[str, ...]], tuple[str, ...]]:
+    def _task_memo(self) -> dict[tuple[str, str, tuple[str, ...]], Any]:
+        """Answers about one tool in one task (`dependencies`, `input_groups`): pure functions
+        of (question, tool, task tools), asked on every simulated call; bounded."""
         return {}
+
+    def _in_task(self, question: str, name: str, task_tools: Iterable[str],
+                 answer: Callable[[str, tuple[str, ...]], _A]) -> _A:
+        key = (question, name, tuple(task_tools))
+        found: _A | None = self._task_memo.get(key)
+        if found is None:
+            found = answer(name, key[2])
+            if len(self._task_memo) < _MEMO_LIMIT:
+                self._task_memo[key] = found
+        return found
 
     def dependencies(self, name: str, task_tools: Iterable[str]) -> tuple[str, ...]:
         """What `name` depends on in a task (see `_dependencies`); memoised."""
-        key = (name, tuple(task_tools))
-        deps = self._dependency_memo.get(key)
-        if deps is None:
-            deps = self._dependencies(name, key[1])
-            if len(self._dependency_memo) < _MEMO_LIMIT:
-                self._dependency_memo[key] = deps
-        return deps
+        return self._in_task("dependencies", name, task_tools, self._dependencies)
 
     def _dependencies(self, name: str, task_tools: tuple[str, ...]) -> tuple[str, ...]:
         """What `name` depends on in a task: its prerequisites and the task's nearest
@@ -284,26 +292,20 @@ class ToolRegistry:
                 deps += [t.name for t in lower if t.level == nearest]
         return tuple(dict.fromkeys(deps))
 
-    @cached_property
-    def _group_memo(self) -> dict[tuple[str, tuple[str, ...]], tuple[tuple[str, ...], ...]]:
-        return {}
-
     def input_groups(self, name: str, task_tools: Iterable[str]) -> tuple[tuple[str, ...], ...]:
         """Whose output `name` reads by default, in order of preference: its data (the task's
         nearest lower-level tools it depends on), then its prerequisites. A prerequisite
         gates a call (a token, a connection, a health check) but is not the task's data, so
         a router after its monitor routes the task's results, not the monitor's. Memoised
         (every simulated call and every plan flow asks)."""
-        key = (name, tuple(task_tools))
-        groups = self._group_memo.get(key)
-        if groups is None:
-            prerequisites = self._by_name[name].prerequisites
-            deps = self.dependencies(name, key[1])
-            groups = (tuple(d for d in deps if d not in prerequisites),
-                      tuple(d for d in deps if d in prerequisites))
-            if len(self._group_memo) < _MEMO_LIMIT:
-                self._group_memo[key] = groups
-        return groups
+        return self._in_task("input_groups", name, task_tools, self._input_groups)
+
+    def _input_groups(self, name: str, task_tools: tuple[str, ...]
+                      ) -> tuple[tuple[str, ...], ...]:
+        prerequisites = self._by_name[name].prerequisites
+        deps = self.dependencies(name, task_tools)
+        return (tuple(d for d in deps if d not in prerequisites),
+                tuple(d for d in deps if d in prerequisites))
 
     def default_source(self, name: str, task_tools: Iterable[str], latest: Mapping[str, int],
                        *, groups: Sequence[Sequence[str]] | None = None) -> str | None:
