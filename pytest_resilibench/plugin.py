@@ -13,7 +13,6 @@ writes the JSON report, applies the gate and prints the tables.
 from __future__ import annotations
 
 import contextlib
-import gc
 import os
 import shutil
 from collections.abc import Generator
@@ -30,6 +29,7 @@ from pytest_resilibench.integration.options import (
 )
 
 if TYPE_CHECKING:  # the session module loads only when a run asks for the benchmark
+    from pytest_resilibench.integration.heap import FrozenHeap
     from pytest_resilibench.integration.session import ResiliSession
     from pytest_resilibench.reporting.sequential import SequentialGate
 
@@ -122,7 +122,9 @@ def _activate(config: pytest.Config) -> ResiliSession:
     else:
         session.load_resumed(workerinput.get("resili_resume", ()))
     config.stash[SESSION_KEY] = session
-    config.pluginmanager.register(_Benchmark(session), "resilibench-benchmark")
+    from pytest_resilibench.integration.heap import FrozenHeap
+
+    config.pluginmanager.register(_Benchmark(session, FrozenHeap(config)), "resilibench-benchmark")
     stopper = None
     if session.sequential is not None:
         stopper = _SequentialStop(session, session.sequential,
@@ -156,8 +158,9 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 class _Benchmark:
     """The hooks of an active benchmark run (registered by `_activate`)."""
 
-    def __init__(self, session: ResiliSession) -> None:
+    def __init__(self, session: ResiliSession, heap: FrozenHeap) -> None:
         self.session = session
+        self.heap = heap
 
     @pytest.hookimpl(tryfirst=True)  # before `-k`/`-m` deselect, so they select among ours
     def pytest_collection_modifyitems(self, session: pytest.Session, config: pytest.Config,
@@ -186,12 +189,8 @@ class _Benchmark:
     @pytest.hookimpl(wrapper=True)
     def pytest_runtestloop(self, session: pytest.Session) -> Generator[None, object, object]:
         running = not session.config.option.collectonly
-        if running:
-            # The items, cases and tasks live until the run ends: take them out of the cyclic
-            # collector's generations, which would walk them again and again (about a tenth
-            # of a 50,400-item run's CPU: bench/bench_plugin.py). Garbage first, not frozen.
-            gc.collect()
-            gc.freeze()
+        if running:  # the heap lives through the loop: out of the collector's way (heap.py)
+            self.heap.freeze()
         if running and session.items:
             from pytest_resilibench.integration.scheduling import worker_share
 
@@ -203,8 +202,6 @@ class _Benchmark:
             return (yield)
         finally:
             self.session.stop()
-            if running:
-                gc.unfreeze()  # the process may go on (pytester runs in-process)
 
     @pytest.fixture(name="resili_episode")
     def resili_episode(self, resili_case: Any) -> Any:

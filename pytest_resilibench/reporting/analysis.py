@@ -287,14 +287,32 @@ def _tokens(ep: Episode) -> float:
 
 
 def _rates(episodes: Sequence[Episode], confidence: float) -> Rates:
-    """Outcome counts and rates of a group, errors apart (never in a denominator)."""
-    scored = [ep for ep in episodes if _is_scored(ep)]
-    n = len(scored)
-    full_n, partial_n, failed_n = (sum(1 for ep in scored if ep["outcome"] == o)
-                                   for o in OUTCOMES)
+    """Outcome counts and rates of a group, errors apart (never in a denominator). One pass
+    over the group: a run's summary computes this for every row of every table."""
+    counts = dict.fromkeys(OUTCOMES, 0)
+    score: list[float] = []
+    turns: list[float] = []
+    calls: list[float] = []
+    coverage: list[float] = []
+    order: list[float] = []
+    tokens: list[float] = []
+    met = recovered = 0
+    for ep in episodes:
+        outcome: Any = ep.get("outcome")
+        if not is_scored(outcome):
+            continue
+        counts[outcome] += 1
+        score.append(_WEIGHTS[outcome])
+        turns.append(float(ep.get("turns") or 0))
+        calls.append(float(ep.get("tool_calls") or 0))
+        coverage.append(float(ep.get("coverage") or 0))
+        order.append(float(ep.get("order_adherence") or 0))
+        tokens.append(_tokens(ep))
+        met += int(ep.get("errors_met") or 0)
+        recovered += int(ep.get("errors_recovered") or 0)
+    n = len(score)
+    full_n, partial_n, failed_n = (counts[o] for o in OUTCOMES)
     full = stats.rate(full_n, n, confidence=confidence)
-    met = sum(int(ep.get("errors_met") or 0) for ep in scored)
-    recovered = sum(int(ep.get("errors_recovered") or 0) for ep in scored)
     return {
         "n": n,
         "errors": len(episodes) - n,
@@ -305,13 +323,13 @@ def _rates(episodes: Sequence[Episode], confidence: float) -> Rates:
         "full_ci": list(full.ci),
         "partial_rate": partial_n / n if n else None,
         "failed_rate": failed_n / n if n else None,
-        "score": _mean(_WEIGHTS[ep["outcome"]] for ep in scored),
-        "turns": _mean(ep.get("turns") or 0 for ep in scored),
-        "tool_calls": _mean(ep.get("tool_calls") or 0 for ep in scored),
-        "coverage": _mean(ep.get("coverage") or 0 for ep in scored),
-        "order_adherence": _mean(ep.get("order_adherence") or 0 for ep in scored),
+        "score": _mean(score),
+        "turns": _mean(turns),
+        "tool_calls": _mean(calls),
+        "coverage": _mean(coverage),
+        "order_adherence": _mean(order),
         "recovery_rate": recovered / met if met else None,
-        "tokens": _mean(_tokens(ep) for ep in scored),
+        "tokens": _mean(tokens),
     }
 
 
@@ -422,13 +440,12 @@ def _pass_k(episodes: Sequence[Episode]) -> list[PassK]:
     (task, flaw, severity, seed, base success) and its repeats the draws."""
     rows: list[PassK] = []
     for (model, variant), eps in _group(episodes, "model", "variant").items():
-        runs = stats.group_successes(
-            (repr((ep.get("task_id"), ep.get("severity"), ep.get("seed"),
-                   ep.get("base_success"))), _full(ep))
-            for ep in eps if _is_scored(ep))
+        conditions = [((ep.get("task_id"), ep.get("severity"), ep.get("seed"),
+                        ep.get("base_success")), ep) for ep in eps if _is_scored(ep)]
+        if len({condition for condition, _ in conditions}) == len(conditions):
+            continue  # one draw per condition (the usual run): no pass^k to tell
+        runs = stats.group_successes((repr(condition), _full(ep)) for condition, ep in conditions)
         most = max((len(r) for r in runs.values()), default=0)
-        if most < 2:
-            continue
         values = {str(k): stats.pass_hat_k(runs, k) for k in range(1, most + 1)}
         rows.append({"model": model, "variant": variant, "tasks": len(runs), "pass_k": values})
     return sorted(rows, key=lambda r: (r["model"], variant_order(r["variant"])))

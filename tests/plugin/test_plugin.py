@@ -339,15 +339,55 @@ def test_resilibench(resili_episode):
 
 def test_the_run_freezes_what_lives_through_it_and_thaws_after(
         pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
-    # Collected objects leave the cyclic collector's generations while items run (plugin.py's
-    # pytest_runtestloop); the process gets them back after, for whatever it runs next.
+    # Collected objects leave the cyclic collector's generations while items run and through
+    # pytest's own final collections (integration/heap.py); the process gets them back after,
+    # for whatever it runs next.
+    import _pytest.unraisableexception as unraisable
+
     out = pytester.path / "frozen.jsonl"
     monkeypatch.setenv("FROZEN_OUT", str(out))
     pytester.makepyfile(test_freeze_count_during_run=GC_PROBE)
+    final_collections: list[int] = []
+    collect = unraisable.gc_collect_harder
+
+    def counted(iterations: int) -> None:
+        final_collections.append(gc.get_freeze_count())
+        collect(iterations)
+
+    monkeypatch.setattr(unraisable, "gc_collect_harder", counted)
     before = gc.get_freeze_count()
     result = pytester.runpytest(*SMALL, "--resili-model=builtin:follower",
                                 "--resili-variants=optimal", "-k", "simple_task and easy")
     assert result.ret == 0
     seen = [json.loads(line) for line in out.read_text().splitlines()]
     assert len(seen) == 1 and seen[0] > before
+    # pytest collects in the unraisable plugin's unconfigure and in its cleanup: both frozen
+    assert len(final_collections) == 2 and min(final_collections) > before
     assert gc.get_freeze_count() == before
+
+
+EXIT_PROBE = """
+import atexit, gc, os
+
+# Registered before the plugin activates, so it runs after the plugin's own exit hook.
+atexit.register(lambda: open(os.environ["FROZEN_OUT"], "w").write(str(gc.get_freeze_count())))
+"""
+
+
+def test_a_benchmark_process_exits_with_the_heap_frozen(pytester: pytest.Pytester) -> None:
+    """Shutting the interpreter down walks nothing (integration/heap.py); a run that is not
+    a benchmark leaves exit alone."""
+    out = pytester.path / "frozen-at-exit"
+    pytester.makeconftest(EXIT_PROBE)
+    pytester.makepyfile(test_plain="def test_plain():\n    pass\n")
+    env = {"FROZEN_OUT": str(out)}
+    with pytest.MonkeyPatch.context() as mp:
+        for key, value in env.items():
+            mp.setenv(key, value)
+        plain = pytester.runpytest_subprocess("-p", "no:cacheprovider", "test_plain.py")
+        assert plain.ret == 0 and out.read_text() == "0"
+        result = pytester.runpytest_subprocess(
+            *SMALL, "--resili-model=builtin:follower", "--resili-variants=optimal",
+            "-k", "simple_task and easy", "-p", "no:randomly")
+    assert result.ret == 0
+    assert int(out.read_text()) > 0
