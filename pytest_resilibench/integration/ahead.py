@@ -14,7 +14,10 @@ ahead, the item only reads its record; when they fall behind, this process compu
 they have not reached and the helpers skip them: every process stays busy whatever the ratio
 of pytest's cost to an episode's. (Without the lead, a helper that falls behind starts each
 time the very case the next item needs, and the items wait for every episode in lockstep.)
-The pipe is the window: a helper that is ahead blocks on a full pipe. Records are pure
+An item whose record a helper is still computing does not sit idle meanwhile: it claims the
+next free case (within the lead) and computes that one, so both cores stay busy where a
+helper and the items run at about the same pace. The pipe is the window: a helper that is
+ahead blocks on a full pipe. Records are pure
 functions of their case (every draw is keyed, see rng.py), so which process computed one
 changes nothing but `wall_time_s`.
 
@@ -35,6 +38,7 @@ import mmap
 import multiprocessing
 import os
 import pickle
+import select
 import signal
 import struct
 import sys
@@ -61,6 +65,7 @@ _TAKEN = struct.Struct("q")
 _LOCK_TIMEOUT_S = 10.0
 
 Compute = Callable[[Case], Awaitable[EpisodeRecord]]
+ComputeHere = Callable[[Case], EpisodeRecord]
 
 
 def idle_cores() -> int:
@@ -86,8 +91,13 @@ def can_fork() -> bool:
 
 
 class ForkedEpisodes:
-    def __init__(self, compute: Compute, cases: Sequence[Case], processes: int) -> None:
-        """Fork up to `processes` helpers computing `cases` (in this order) with `compute`."""
+    def __init__(self, compute: Compute, cases: Sequence[Case], processes: int, *,
+                 compute_here: ComputeHere | None = None) -> None:
+        """Fork up to `processes` helpers computing `cases` (in this order) with `compute`;
+        `compute_here` computes a case in this process while an item waits for a helper."""
+        self._cases = list(cases)
+        self._compute_here = compute_here
+        self._spare: dict[str, EpisodeRecord] = {}  # computed here while waiting
         self._index = {case.id: i for i, case in enumerate(cases)}
         self._claims = mmap.mmap(-1, max(1, len(cases)))  # anonymous: shared with the forks
         # The index of the case the items took last (a signed 8-byte int), read by helpers.
@@ -118,8 +128,32 @@ class ForkedEpisodes:
         finally:
             self._lock.release()
         if owner in (_FREE, _PARENT) or owner > len(self._helpers):
-            return None
-        return self._helpers[owner - 1].take(case_id)
+            return self._spare.pop(case_id, None)
+        helper = self._helpers[owner - 1]
+        while not helper.ready(case_id) and self._work_while_waiting(i):
+            pass
+        return helper.take(case_id)
+
+    def _work_while_waiting(self, i: int) -> bool:
+        """Claim the first free case of the `LEAD` after case `i` and compute it here; False
+        when there is none (or nothing computes here)."""
+        if self._compute_here is None or not self._lock.acquire(timeout=_LOCK_TIMEOUT_S):
+            return False
+        try:
+            j = next((j for j in range(i + 1, min(i + LEAD, len(self._cases)))
+                      if self._claims[j] == _FREE), None)
+            if j is not None:
+                self._claims[j] = _PARENT
+        finally:
+            self._lock.release()
+        if j is None:
+            return False
+        case = self._cases[j]
+        # A failure leaves the case claimed here and not spare: its item computes it again and
+        # shows what went wrong.
+        with contextlib.suppress(Exception):
+            self._spare[case.id] = self._compute_here(case)
+        return True
 
     def close(self) -> None:
         """Stop the helpers (a run may end before its items do: -x, a decided gate)."""
@@ -127,6 +161,7 @@ class ForkedEpisodes:
             helper.close()
         self._helpers.clear()
         self._index.clear()
+        self._spare.clear()
         self._claims.close()
         self._taken.close()
 
@@ -152,6 +187,15 @@ class _Helper:
             _serve(compute, cases, write_fd, mark, claims, taken, lock)
         os.close(write_fd)
         return cls(pid, os.fdopen(read_fd, "rb"))
+
+    def ready(self, case_id: str) -> bool:
+        """Whether `take` would not wait on the helper: the record was read already, or the
+        pipe has bytes (or its end) to read now. (Bytes the reader buffered earlier are not
+        seen: then the caller computes a case it will need anyway, a little early.)"""
+        if case_id in self._early or self._reader is None:
+            return True
+        readable, _, _ = select.select([self._reader], [], [], 0)
+        return bool(readable)
 
     def take(self, case_id: str) -> EpisodeRecord | None:
         if case_id in self._early:
@@ -186,7 +230,9 @@ def _serve(compute: Compute, cases: Sequence[Case], write_fd: int, mark: int,
     status = 1
     try:
         # The inherited heap is the parent's: keep the collector from walking (and so
-        # copying) it. Ctrl-C is the parent's to handle; it kills the helpers on close.
+        # copying) it (a plugin run also freezes what survives each full collection: the
+        # callback of heap.py, inherited). Ctrl-C is the parent's to handle; it kills the
+        # helpers on close.
         gc.freeze()
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         loop = asyncio.new_event_loop()

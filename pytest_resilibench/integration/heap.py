@@ -1,15 +1,17 @@
 """The cyclic garbage collector during a benchmark run.
 
 What pytest builds before its test loop (items, cases, tasks: most of a 50,400-item run's
-objects) lives until the run ends, yet the collector would walk it again at every full
-collection: during the loop, twice after it (pytest's unraisable-exception plugin collects in
-its `pytest_unconfigure` and again in its cleanup) and once more while the interpreter shuts
-down (7 of a 50,400-item run's 90 seconds: bench/bench_plugin.py). So the run freezes that
-heap (`gc.freeze`: out of every collection) for the loop and thaws it after pytest's last
-collection, so that a process that goes on (pytester runs in-process) gets it back; and at
-exit the process freezes everything again, so that shutting down walks nothing. Nothing at exit
-needs the collector: Python does not promise to finalize the objects still alive then (the
-reference, "Data model", `object.__del__`).
+objects) lives until the run ends, and so do the reports it keeps of every item; yet the
+collector would walk them again at every full collection: during the loop (in the forked
+helpers of `ahead.py` too, where an item waiting on a helper's pause of ~0.2 s sat idle),
+twice after it (pytest's unraisable-exception plugin collects in its `pytest_unconfigure` and
+again in its cleanup) and once more while the interpreter shuts down (~7 s of a 50,400-item
+run: bench/bench_plugin.py). So the run freezes that heap (`gc.freeze`: out of every later
+collection) for the loop, freezes what survives each full collection in it, and thaws all
+after pytest's last collection, so that a process that goes on (pytester runs in-process)
+gets it back; at exit the process freezes everything again, so that shutting down walks
+nothing. Nothing at exit needs the collector: Python does not promise to finalize the objects
+still alive then (the language reference, "Data model", `object.__del__`).
 """
 
 from __future__ import annotations
@@ -38,12 +40,22 @@ class FrozenHeap:
 
     def freeze(self) -> None:
         """Take everything alive now out of the collector's generations (garbage first: a
-        frozen cycle would never be freed)."""
+        frozen cycle would never be freed), and what survives each later full collection."""
         gc.collect()
         gc.freeze()
+        if not self._frozen:
+            gc.callbacks.append(_refreeze)
         self._frozen = True
 
     def _thaw(self) -> None:
         if self._frozen:
+            gc.callbacks.remove(_refreeze)
             gc.unfreeze()
             self._frozen = False
+
+
+def _refreeze(phase: str, info: dict[str, int]) -> None:
+    """After a full collection, freeze its survivors: the reports a run keeps pile up (pytest
+    keeps each) and the next full collection would walk them all again, and those before."""
+    if phase == "stop" and info["generation"] == 2:
+        gc.freeze()

@@ -98,9 +98,7 @@ class EpisodeRunner:
         if self._inline(case):
             if self._ahead is not None and (record := self._ahead.take(case.id)) is not None:
                 return record
-            if self._local_loop is None:
-                self._local_loop = asyncio.new_event_loop()
-            return self._local_loop.run_until_complete(self._episode(case))
+            return self._episode_here(case)
         with self._lock:
             future = self._futures.get(case.id)
             started_by = self._started_by.setdefault(case.id, "item")
@@ -152,13 +150,20 @@ class EpisodeRunner:
         """How many helper processes compute inline cases ahead (0: none)."""
         return self._ahead.processes if self._ahead is not None else 0
 
+    def _episode_here(self, case: Case) -> EpisodeRecord:
+        """An inline case's episode, in the item's thread."""
+        if self._local_loop is None:
+            self._local_loop = asyncio.new_event_loop()
+        return self._local_loop.run_until_complete(self._episode(case))
+
     def _fork_helpers(self, inline: Sequence[Case]) -> None:
         if self._helpers is None:  # one per idle core, for enough cases, where safe
             processes = idle_cores() if len(inline) >= MIN_CASES and can_fork() else 0
         else:  # the caller's choice (tests)
             processes = self._helpers
         if processes > 0:
-            self._ahead = ForkedEpisodes(self._episode, inline, processes)
+            self._ahead = ForkedEpisodes(self._episode, inline, processes,
+                                         compute_here=self._episode_here)
 
     @property
     def _loop(self) -> asyncio.AbstractEventLoop:

@@ -38,13 +38,17 @@ def gated(go: object) -> object:
 
     async def compute(case: Case) -> EpisodeRecord:
         go.wait()  # type: ignore[attr-defined]
-        return EpisodeRecord(
-            id=case.id, model=case.model, variant=case.variant.label, flaw=None,
-            severity=None, task_id=case.task.id, task_type=case.task.type,
-            difficulty=case.task.difficulty, repeat=case.repeat, seed=0,
-            base_success=case.base_success, tool_mode="text", max_turns=10)
+        return record_of(case)
 
     return compute
+
+
+def record_of(case: Case) -> EpisodeRecord:
+    return EpisodeRecord(
+        id=case.id, model=case.model, variant=case.variant.label, flaw=None,
+        severity=None, task_id=case.task.id, task_type=case.task.type,
+        difficulty=case.task.difficulty, repeat=case.repeat, seed=0,
+        base_success=case.base_success, tool_mode="text", max_turns=10)
 
 
 def test_helpers_give_the_records_computed_in_process() -> None:
@@ -89,6 +93,43 @@ def test_a_case_no_helper_has_started_is_the_callers() -> None:
     for case, record, claim in zip(todo[1:-1], rest, claims[1:-1], strict=True):
         assert (record.id, claim) == (case.id, 1) if record is not None else claim == 255
     assert claims[-1] == 255
+
+
+def test_an_item_waiting_for_a_helper_computes_the_next_free_cases() -> None:
+    from pytest_resilibench.integration.ahead import LEAD
+
+    go = multiprocessing.get_context("fork").Event()
+    todo = cases()[:LEAD + 4]
+    here: list[str] = []
+
+    def compute_here(case: Case) -> EpisodeRecord:
+        here.append(case.id)
+        if len(here) == 3:  # the helper may deliver from now on
+            go.set()
+        return record_of(case)
+
+    ahead = ForkedEpisodes(gated(go), todo, 1,  # type: ignore[arg-type]
+                           compute_here=compute_here)
+    # Should the caller not work while it waits, the test fails instead of waiting forever.
+    import threading
+
+    unblock = threading.Timer(30, go.set)
+    unblock.start()
+    try:
+        wait_for_claim(ahead, 0)  # the helper holds the first case and waits on `go`
+        first = ahead.take(todo[0].id)
+        spare = [ahead.take(c.id) for c in todo[1:len(here) + 1]]
+        claims = list(ahead._claims[:len(todo)])
+    finally:
+        unblock.cancel()
+        ahead.close()
+    assert first is not None and first.id == todo[0].id
+    # While the helper held the first case, the caller computed the next ones (never past
+    # the lead, which is the items' own), and they are its items' records now.
+    assert 3 <= len(here) < LEAD
+    assert here == [c.id for c in todo[1:len(here) + 1]]
+    assert [r.id if r is not None else None for r in spare] == here
+    assert claims[1:len(here) + 1] == [255] * len(here)
 
 
 def wait_for_claim(ahead: ForkedEpisodes, index: int) -> None:
