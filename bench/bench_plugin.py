@@ -9,6 +9,10 @@ each run's peak resident memory (target for a process with all 5040 tasks loaded
 bare and the suite run of one `-n` follow each other, so that both meet about the same load;
 the ratios of every `-n` come out of one invocation. Every figure is one measured run (wall
 time: on a shared machine, run it when the machine is quiet, and read it with that in mind).
+
+It also times the same episodes with no pytest at all, one after another in one process (the
+suite's cases, `run_episode` as the plugin's runner calls it): the part of a suite run that no
+plugin work can remove, whatever `-n` (docs/REPRODUCTION.md, "The harness's own cost").
 """
 
 from __future__ import annotations
@@ -30,6 +34,33 @@ def test_trivial(i):
     assert i >= 0
 '''
 
+# The suite's episodes with no pytest: the cases a plugin run builds, run as its runner does.
+EPISODES_ALONE = '''
+import asyncio, sys
+from pytest_resilibench.core.registry import default_registry
+from pytest_resilibench.core.tasks import load_tasks
+from pytest_resilibench.integration.cases import build_cases
+from pytest_resilibench.integration.options import RunConfig
+from pytest_resilibench.runtime.agents import make_agent
+from pytest_resilibench.runtime.episode import run_episode
+
+model, sample = sys.argv[1], sys.argv[2]
+config = RunConfig(models=(model,), sample=None if sample == "all" else int(sample))
+registry, agent = default_registry(), make_agent(model)
+
+async def main():
+    n = 0
+    for case in build_cases(config, list(load_tasks())):
+        await run_episode(case.task, case.variant, agent, seed=config.seed, repeat=case.repeat,
+                          base_success=case.base_success, max_turns=config.max_turns,
+                          tool_mode=config.tool_mode, registry=registry, model_name=case.model,
+                          faults=config.faults)
+        n += 1
+    print(f"{n} episodes")
+
+asyncio.run(main())
+'''
+
 
 def measure(args: list[str], cwd: Path) -> tuple[float, float, float, str]:
     """(wall seconds, CPU seconds (user + system) of the pytest process and every process it
@@ -37,7 +68,8 @@ def measure(args: list[str], cwd: Path) -> tuple[float, float, float, str]:
     line). `wait4` gives this child's usage with that of the children it waited for."""
     with tempfile.TemporaryFile("w+") as log:
         start = time.perf_counter()
-        proc = subprocess.Popen([sys.executable, "-m", "pytest", *args], cwd=cwd,
+        command = args if args[:1] == ["-c"] else ["-m", "pytest", *args]
+        proc = subprocess.Popen([sys.executable, *command], cwd=cwd,
                                 stdout=log, stderr=subprocess.STDOUT)
         _, status, usage = os.wait4(proc.pid, 0)
         wall = time.perf_counter() - start
@@ -66,6 +98,7 @@ def main() -> None:
         Path(tmp, "pytest.ini").write_text("[pytest]\n")
         runs = [("bare collect", ["--collect-only", *common], Path(tmp)),
                 ("suite collect", ["--collect-only", *suite, *common], ROOT)]
+        runs.append(("episodes alone", ["-c", EPISODES_ALONE, opts.model, opts.sample], ROOT))
         for n_workers in workers:
             runs += [(f"bare run -n {n_workers}", [*common, "-n", n_workers], Path(tmp)),
                      (f"suite run -n {n_workers}", [*suite, *common, "-n", n_workers], ROOT)]
@@ -78,6 +111,11 @@ def main() -> None:
     print(f"items: {n}, model: {opts.model}, cores: {len(os.sched_getaffinity(0))}")
     print(f"collection ratio {walls['suite collect'] / walls['bare collect']:.2f}x "
           f"(target <= 2x)")
+    alone = cpus["episodes alone"]
+    line = f"episodes alone: {alone:.1f} s CPU, {1000 * alone / n:.2f} ms an episode"
+    if "bare run -n 0" in cpus:
+        line += f" ({alone / cpus['bare run -n 0']:.2f}x the CPU of bare -n 0)"
+    print(line)
     for n_workers in workers:
         suite_run, bare_run = f"suite run -n {n_workers}", f"bare run -n {n_workers}"
         ratio = walls[suite_run] / walls[bare_run]
