@@ -435,6 +435,12 @@ class ResiliSession:
             return False
         return bool(self._sequential.add(case_id, row))
 
+    def import_summary(self) -> None:
+        """Import what `finish` needs now rather than at the end (an xdist controller, while
+        its workers start)."""
+        import pytest_resilibench.integration.gate
+        import pytest_resilibench.reporting.analysis  # noqa: F401
+
     def finish(self) -> None:
         """Summarise, check the gate; called once on the controller at session end."""
         # Imported here: analysis needs scipy, which every pytest run would pay for otherwise.
