@@ -443,9 +443,11 @@ def _pass_k(episodes: Sequence[Episode]) -> list[PassK]:
         conditions = [((ep.get("task_id"), ep.get("severity"), ep.get("seed"),
                         ep.get("base_success")), ep) for ep in eps if _is_scored(ep)]
         if len({condition for condition, _ in conditions}) == len(conditions):
-            continue  # one draw per condition (the usual run): no pass^k to tell
+            continue  # one draw per condition (the usual run): no repr of each to pay for
         runs = stats.group_successes((repr(condition), _full(ep)) for condition, ep in conditions)
         most = max((len(r) for r in runs.values()), default=0)
+        if most < 2:  # equal as values, told apart by repr (1 and 1.0): still one draw each
+            continue
         values = {str(k): stats.pass_hat_k(runs, k) for k in range(1, most + 1)}
         rows.append({"model": model, "variant": variant, "tasks": len(runs), "pass_k": values})
     return sorted(rows, key=lambda r: (r["model"], variant_order(r["variant"])))

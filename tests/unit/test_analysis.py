@@ -98,6 +98,9 @@ def test_pass_k_appears_only_with_repeats() -> None:
     assert row["tasks"] == 2
     assert row["pass_k"]["2"] == pytest.approx((1 / 6 + 1) / 2)
     assert set(row["pass_k"]) == {"1", "2", "3", "4"}
+    # Conditions told apart as the report spells them: base success 1 and 1.0 are two draws
+    # of one each, not repeats.
+    assert analysis.summary([episode(base_success=1), episode(base_success=1.0)])["pass_k"] == []
 
 
 def test_robustness_surfaces_fit_slopes_over_the_sweeps() -> None:
