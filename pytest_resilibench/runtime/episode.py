@@ -316,7 +316,9 @@ class TurnKeeper:
                 "message": parsed.problem or "no tool call found"}
         else:
             result = await self.environment.call(call.name, call.arguments)
-            record.calls.append({**result.to_json(), "turn": turns.used})
+            entry = result.to_json()  # a new dict: the turn goes in without another copy
+            entry["turn"] = turns.used
+            record.calls.append(entry)
             record.tool_calls += 1
             turns.note_call(_call_key(call.name, call.arguments), result)
             payload = {"tool": call.name, **result.observation()}
@@ -385,15 +387,18 @@ async def _turn_loop(
 
 def _count_tokens(record: EpisodeRecord, usage: Mapping[str, Any] | None) -> None:
     usage = usage or {}
-    prompt_tokens = int(usage.get("prompt_tokens", 0) or 0)
-    completion_tokens = int(usage.get("completion_tokens", 0) or 0)
-    record.tokens["prompt"] += prompt_tokens
-    record.tokens["completion"] += completion_tokens
-    record.tokens["total"] += prompt_tokens + completion_tokens
+    tokens = record.tokens
+    prompt_tokens = int(usage.get("prompt_tokens") or 0)
+    completion_tokens = int(usage.get("completion_tokens") or 0)
+    tokens["prompt"] += prompt_tokens
+    tokens["completion"] += completion_tokens
+    tokens["total"] += prompt_tokens + completion_tokens
     # Within prompt / completion (cached, reasoning), or apart from them: a cache replay's
     # tokens were paid for by an earlier run (agents/openai_provider.py).
     for name, key in _USAGE_KINDS:
-        record.tokens[name] = record.tokens.get(name, 0) + int(usage.get(key, 0) or 0)
+        value = usage.get(key)
+        if value or name not in tokens:
+            tokens[name] = tokens.get(name, 0) + int(value or 0)
 
 
 # Token kinds counted apart, and the usage key of each (spelled out: formatted every turn).

@@ -234,13 +234,16 @@ def _as_call(value: Any) -> ParsedCall | None:
     if name is None or not name.strip():
         return None
     raw: Any = {}
-    argument_key = next((key for key in _ARGUMENT_KEYS if key in value), None)
-    if argument_key is None and "status" in value:
-        return None  # a quoted observation, not a call
-    if argument_key is not None:
-        raw = value[argument_key]
+    for key in _ARGUMENT_KEYS:  # loops, not generators: this runs every turn
+        if key in value:
+            raw = value[key]
+            break
+    else:
+        if "status" in value:
+            return None  # a quoted observation, not a call
     arguments, problem = _decode_arguments(raw)
-    ignored = tuple(str(k) for k in value if k not in _ENVELOPE_KEYS)
+    ignored = () if _ENVELOPE_KEYS.issuperset(value) else tuple(
+        str(k) for k in value if k not in _ENVELOPE_KEYS)
     # Undecodable string arguments go to the environment as they are: it answers with
     # INVALID_INPUT and the model learns what was wrong.
     return ParsedCall(name.strip(), raw if problem is not None else arguments, ignored=ignored)

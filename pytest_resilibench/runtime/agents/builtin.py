@@ -50,7 +50,9 @@ _MAX_TRIES = 6
 _SORTED_JSON = json.JSONEncoder(sort_keys=True)  # json.dumps(..., sort_keys=True), built once
 
 
-@dataclass(frozen=True)
+# Views and observations are made every turn and never changed once made: plain slotted
+# classes (a frozen dataclass's __init__ costs 3 us on this hot path, a slotted one 0.7 us).
+@dataclass(slots=True)
 class _Observed:
     tool: str | None
     ok: bool
@@ -58,7 +60,7 @@ class _Observed:
     message: str
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class _View:
     """What a model sees: the task text, the observations so far, the reply mode (and the
     conversation's length in characters, for the token estimate)."""
@@ -83,10 +85,14 @@ class _View:
 _VIEWS: dict[int, tuple[list[Mapping[str, Any]], _View]] = {}
 
 
+# The view of no messages yet, text and native (shared: a view is never changed).
+_UNREAD = {native: _View("", (), native, 0, False, 0) for native in (False, True)}
+
+
 def _view(request: ModelRequest) -> _View:
     messages = request.messages
     native = request.tools is not None
-    view = _View("", (), native, 0, False, 0)
+    view = _UNREAD[native]
     read = 0
     if messages:
         entry = _VIEWS.get(id(messages[0]))
@@ -256,7 +262,7 @@ def _realistic_oracle(
 
 
 # --- reading the prompt -----------------------------------------------------------------------
-@dataclass(frozen=True)
+@dataclass(slots=True)  # made per plan step of every episode, never changed (as _View)
 class _Step:
     tool: str
     arguments: Mapping[str, Any]
