@@ -81,8 +81,33 @@ class ParsedReply:
         return self.calls[0] if self.calls else None
 
 
+# Replies recur: a retry resends its call, and every variant of a task makes the same calls.
+# The parse of a one-call reply whose arguments are a flat JSON object is memoised by its
+# text (bounded; a miss parses), and every hit gets arguments of its own, since the
+# environment and the record keep them.
+_ONE_CALL: dict[str, ParsedCall] = {}
+_MEMO_SIZE = 4096
+_SCALARS = (str, int, float, bool, type(None))
+
+
 def parse_text(text: Any) -> ParsedReply:
     """The calls and completion signal in a text reply. Never raises."""
+    known = _ONE_CALL.get(text) if type(text) is str else None
+    if known is not None:
+        return ParsedReply(calls=(ParsedCall(known.name, dict(known.arguments), known.id,
+                                             known.ignored),))
+    parsed = _parse_text(text)
+    if len(parsed.calls) == 1 and type(text) is str:
+        call = parsed.calls[0]
+        if type(call.arguments) is dict and all(
+                type(v) in _SCALARS for v in call.arguments.values()):
+            if len(_ONE_CALL) >= _MEMO_SIZE:
+                _ONE_CALL.clear()
+            _ONE_CALL[text] = ParsedCall(call.name, dict(call.arguments), call.id, call.ignored)
+    return parsed
+
+
+def _parse_text(text: Any) -> ParsedReply:
     if text is None or (isinstance(text, str) and not text.strip()):
         return ParsedReply(problem="empty reply: send one tool call or TASK_COMPLETED")
     if not isinstance(text, str):

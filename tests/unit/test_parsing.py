@@ -189,3 +189,21 @@ def test_keys_beside_the_arguments_are_listed_as_ignored() -> None:
     assert parsed.call.ignored == ("source",)
     assert parse_text('<tool_call>{"name": "utility_logger", "arguments": {}}</tool_call>'
                       ).calls[0].ignored == ()
+
+
+@pytest.mark.parametrize("arguments", [ARGS, {"path": "/data/in.csv", "fields": ["a", "b"]}])
+def test_a_reply_parsed_again_is_the_same_call_with_arguments_of_its_own(
+    arguments: dict[str, object],
+) -> None:
+    """Parses of a recurring reply are memoised (flat arguments): each parse still hands out
+    arguments of its own, since the environment and the record keep them."""
+    text = f"<tool_call>{json.dumps({'name': 'file_operations_reader', 'arguments': arguments})}" \
+        "</tool_call>"
+    first = parse_text(text)
+    assert first.call is not None
+    first.call.arguments["path"] = "/somewhere/else"
+    again, third = parse_text(text), parse_text(text)
+    assert again.call is not None and third.call is not None
+    assert again.call.arguments == arguments
+    assert again.call.arguments is not third.call.arguments
+    assert again == third == parse_text(text)

@@ -162,13 +162,31 @@ def _usage(view: _View, reply_text: str) -> dict[str, int]:
 
 
 def _call(view: _View, tool: str, arguments: Mapping[str, Any]) -> ModelReply:
-    body = _SORTED_JSON.encode({"name": tool, "arguments": dict(arguments)})
+    text, body, encoded = _encoded(tool, arguments)
     if view.native:
-        call = ToolCall(id=f"call_{view.replies + 1}", name=tool,
-                        arguments=_SORTED_JSON.encode(dict(arguments)))
+        call = ToolCall(id=f"call_{view.replies + 1}", name=tool, arguments=encoded)
         return ModelReply(content=None, tool_calls=(call,), usage=_usage(view, body))
-    text = f"<tool_call>{body}</tool_call>"
     return ModelReply(content=text, usage=_usage(view, text))
+
+
+# A call's texts by its arguments object: a plan's steps hand the same arguments (memoised,
+# never changed) every turn, and every variant of a task the same ones. An entry holds its
+# arguments, so their id stays theirs while it lives; a bounded memo, a miss re-encodes.
+_ENCODED: dict[tuple[str, int], tuple[Mapping[str, Any], tuple[str, str, str]]] = {}
+
+
+def _encoded(tool: str, arguments: Mapping[str, Any]) -> tuple[str, str, str]:
+    """(the text-mode reply, its JSON body, the native call's arguments JSON)."""
+    key = (tool, id(arguments))
+    entry = _ENCODED.get(key)
+    if entry is not None and entry[0] is arguments:
+        return entry[1]
+    body = _SORTED_JSON.encode({"name": tool, "arguments": dict(arguments)})
+    texts = (f"<tool_call>{body}</tool_call>", body, _SORTED_JSON.encode(dict(arguments)))
+    if len(_ENCODED) >= _MEMO_SIZE:
+        _ENCODED.clear()
+    _ENCODED[key] = (arguments, texts)
+    return texts
 
 
 def _done(view: _View) -> ModelReply:
