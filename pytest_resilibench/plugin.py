@@ -244,6 +244,7 @@ class _BuiltinSuite(pytest.Module):
         return _suite_module()
 
 
+_SHOWN_KEY = pytest.StashKey[Any]()  # an item's episode, until its teardown report shows it
 _PROPERTIES = ("outcome", "coverage", "order_adherence", "turns", "tool_calls", "errors_met",
                "errors_recovered")
 
@@ -269,9 +270,16 @@ def pytest_runtest_makereport(
     item: pytest.Item, call: pytest.CallInfo[None]
 ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
     record = _record_of(item, call)
-    if record is not None:  # before the report is made, so that it carries them (JUnit XML)
+    if record is not None:
+        item.stash[_SHOWN_KEY] = record
+    elif call.when == "teardown" and _SHOWN_KEY in item.stash:
+        # JUnit XML reads a test's properties off its teardown report (pytest's junitxml,
+        # `LogXML.finalize`), so they go on that report alone: xdist sends every report to
+        # the controller, which decodes each in pure Python (execnet), ~40 us for these.
+        shown = item.stash[_SHOWN_KEY]
+        del item.stash[_SHOWN_KEY]
         item.user_properties.extend(
-            (f"resili_{name}", getattr(record, name)) for name in _PROPERTIES)
+            (f"resili_{name}", getattr(shown, name)) for name in _PROPERTIES)
     report = yield
     if record is not None:
         session = item.config.stash[SESSION_KEY]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import gc
 import json
 import re
+from xml.etree import ElementTree
 
 import pytest
 
@@ -80,17 +81,28 @@ def test_outcomes_are_statuses_and_the_report_has_every_episode(
     result.stdout.fnmatch_lines(["*ResiliBench results*", "*Optimal*flawed*"])
 
 
-def test_trajectories_and_junit_properties(suite: pytest.Pytester) -> None:
+@pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["in-process", "xdist"])
+def test_trajectories_and_junit_properties(suite: pytest.Pytester, workers: list[str]) -> None:
+    """Every test case of the JUnit XML carries its episode's figures as properties, once
+    (they ride on the teardown report, which is where pytest's junitxml reads them)."""
     junit = suite.path / "junit.xml"
     report = suite.path / "run.json"
-    suite.runpytest(*SMALL, "--resili-variants=optimal", "-k", "simple_task",
-                    "--resili-trajectories", f"--resili-report={report}",
-                    f"--junitxml={junit}")
+    run = suite.runpytest_subprocess if workers else suite.runpytest
+    run(*SMALL, "--resili-variants=optimal", "-k", "simple_task", "--resili-trajectories",
+        f"--resili-report={report}", f"--junitxml={junit}", *workers)
     data = load(report)
     assert data["episodes"] and all(ep["messages"] and "calls" in ep
                                     for ep in data["episodes"])
-    xml = junit.read_text()
-    assert 'name="resili_outcome"' in xml and 'name="resili_coverage"' in xml
+    episodes = {ep["id"]: ep for ep in data["episodes"]}
+    cases = [case for case in ElementTree.parse(junit).getroot().iter("testcase")
+             if "[" in case.get("name", "")]
+    assert len(cases) == len(episodes)
+    for case in cases:
+        shown = [(p.get("name"), p.get("value")) for p in case.iter("property")]
+        episode = episodes[case.get("name", "").partition("[")[2].rstrip("]")]
+        assert shown == [(f"resili_{name}", str(episode[name])) for name in (
+            "outcome", "coverage", "order_adherence", "turns", "tool_calls", "errors_met",
+            "errors_recovered")]
 
 
 def test_same_report_with_and_without_xdist_and_through_remote_style_gateways(
