@@ -203,6 +203,7 @@ def _as_shown(workflow: Workflow) -> Workflow:
     )
 
 
+@lru_cache(maxsize=8192)  # purposes, contingencies and advice recur across every prompt
 def _one_line(text: str) -> str:
     return " ".join(text.split())
 

@@ -234,12 +234,11 @@ class ToolRegistry:
         arguments on every retry, so flat argument objects are memoised (bounded)."""
         key: tuple[Any, ...] | None = None
         if isinstance(arguments, dict):
-            # The type is part of the key: True == 1 in Python, not in JSON Schema. The key
-            # keeps the arguments' order: messages may name them in it.
-            key = (name, *[(k, type(v), v) for k, v in arguments.items()])
             try:
+                # The type is part of the key: True == 1 in Python, not in JSON Schema.
+                key = (name, *[(k, type(v), v) for k, v in sorted(arguments.items())])
                 hash(key)
-            except TypeError:  # unhashable values (lists, dicts)
+            except TypeError:  # unhashable values (lists, dicts) or non-string keys
                 key = None
         if key is not None:
             cached = self._argument_memo.get(key)

@@ -28,6 +28,7 @@ import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import lru_cache
 from statistics import NormalDist
 from typing import Any
 
@@ -229,13 +230,16 @@ class Simulator:
                 unmet += 1
             if state is not None and state.latest_failed:
                 failed_latest += 1
-        recent = self.history[-RECENT_WINDOW:]
+        recent_failures = 0
+        for result in self.history[-RECENT_WINDOW:]:
+            if not result.ok:
+                recent_failures += 1
         return success_probability(
             self.base_success,
             unmet=unmet,
             failed_latest=failed_latest,
             calls_made=len(self.history),
-            recent_failures=sum(1 for r in recent if not r.ok),
+            recent_failures=recent_failures,
         )
 
     # --- calls ------------------------------------------------------------------------------
@@ -445,13 +449,21 @@ def _error_code(spec: ToolSpec, u: float, exclude: frozenset[str] = frozenset())
     """The error code at quantile u of the tool's failure-mode distribution (less `exclude`)."""
     modes = [m for m in spec.failure_modes if m[0] not in exclude] if exclude \
         else spec.failure_modes
-    total = sum(w for _, w in modes)
-    acc = 0.0
-    for code, weight in modes:
-        acc += weight / total
-        if u < acc:
+    for code, upper in _quantiles(tuple(modes)):
+        if u < upper:
             return code
     return modes[-1][0]
+
+
+@lru_cache(maxsize=256)  # a few distributions, drawn from on every random failure
+def _quantiles(modes: tuple[tuple[str, float], ...]) -> tuple[tuple[str, float], ...]:
+    """Each failure mode with the upper end of its share of [0, 1), in order."""
+    total = sum(w for _, w in modes)
+    acc, out = 0.0, []
+    for code, weight in modes:
+        acc += weight / total
+        out.append((code, acc))
+    return tuple(out)
 
 
 def _records_after(operation: str, upstream: int, rng: DrawStream) -> int:

@@ -46,6 +46,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from pytest_resilibench.base.names import DEFAULT_CONCURRENCY, TOOL_MODES, StopReason, ToolMode
+from pytest_resilibench.base.plainkey import plain_key
 from pytest_resilibench.base.redact import redact
 from pytest_resilibench.core.record import EpisodeRecord, episode_id
 from pytest_resilibench.core.registry import ToolRegistry, default_registry
@@ -143,10 +144,23 @@ class _Turns:
 
 
 def _call_key(name: str, arguments: Any) -> str:
+    memo = plain_key(name, arguments) if type(arguments) is dict else None
+    known = _CALL_KEYS.get(memo) if memo is not None else None
+    if known is not None:
+        return known
     try:
-        return name + _CALL_KEY_JSON.encode(arguments)
+        key = name + _CALL_KEY_JSON.encode(arguments)
     except (TypeError, ValueError):
-        return name + repr(arguments)
+        key = name + repr(arguments)
+    if memo is not None:
+        if len(_CALL_KEYS) >= 4096:
+            _CALL_KEYS.clear()
+        _CALL_KEYS[memo] = key
+    return key
+
+
+# Call keys by what the call says (base/plainkey.py): calls recur across turns and variants.
+_CALL_KEYS: dict[tuple[Any, ...], str] = {}
 
 
 def _observation_messages(

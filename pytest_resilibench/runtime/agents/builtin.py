@@ -27,6 +27,7 @@ from functools import cache, lru_cache
 from typing import Any, TypeVar
 
 from pytest_resilibench.base.names import COMPLETION_SIGNAL, FLOW_PARAMS
+from pytest_resilibench.base.plainkey import plain_key
 from pytest_resilibench.base.rng import DrawStream
 from pytest_resilibench.core.registry import Role, ToolRegistry, ToolSpec, default_registry
 from pytest_resilibench.runtime.agents.prompt_reader import ShownTool, ShownTools, shown_tools
@@ -169,23 +170,23 @@ def _call(view: _View, tool: str, arguments: Mapping[str, Any]) -> ModelReply:
     return ModelReply(content=text, usage=_usage(view, text))
 
 
-# A call's texts by its arguments object: a plan's steps hand the same arguments (memoised,
-# never changed) every turn, and every variant of a task the same ones. An entry holds its
-# arguments, so their id stays theirs while it lives; a bounded memo, a miss re-encodes.
-_ENCODED: dict[tuple[str, int], tuple[Mapping[str, Any], tuple[str, str, str]]] = {}
+# A call's texts by what it says: agents send the same calls every turn (a retry) and every
+# variant of a task (the same plan steps); bounded, a miss encodes (base/plainkey.py).
+_ENCODED: dict[tuple[Any, ...], tuple[str, str, str]] = {}
 
 
 def _encoded(tool: str, arguments: Mapping[str, Any]) -> tuple[str, str, str]:
     """(the text-mode reply, its JSON body, the native call's arguments JSON)."""
-    key = (tool, id(arguments))
-    entry = _ENCODED.get(key)
-    if entry is not None and entry[0] is arguments:
-        return entry[1]
+    key = plain_key(tool, arguments)
+    texts = _ENCODED.get(key) if key is not None else None
+    if texts is not None:
+        return texts
     body = _SORTED_JSON.encode({"name": tool, "arguments": dict(arguments)})
     texts = (f"<tool_call>{body}</tool_call>", body, _SORTED_JSON.encode(dict(arguments)))
-    if len(_ENCODED) >= _MEMO_SIZE:
-        _ENCODED.clear()
-    _ENCODED[key] = (arguments, texts)
+    if key is not None:
+        if len(_ENCODED) >= _MEMO_SIZE:
+            _ENCODED.clear()
+        _ENCODED[key] = texts
     return texts
 
 
