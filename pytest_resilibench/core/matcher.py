@@ -76,7 +76,8 @@ class ToolMatcher:
             raise ValueError(f"top must be at least 1, got {top}")
         banned = set(exclude)
         scores = self.scores(phrase)
-        order = sorted(range(len(scores)), key=lambda i: (-scores[i], i))
+        # Best first; a stable sort keeps registry order among equal scores.
+        order = sorted(range(len(scores)), key=scores.__getitem__, reverse=True)
         ranked = [(self._names[i], scores[i]) for i in order if self._names[i] not in banned]
         return ranked[:top]
 
