@@ -11,6 +11,9 @@ the two, so that a drift in the machine's speed (a shared VM's often drifts) mee
 the ratios of every `-n` come out of one invocation. Every figure is one measured run (wall
 time: on a shared machine, run it when the machine is quiet, and read it with that in mind).
 
+Both sides run without PYTHONDONTWRITEBYTECODE, so that pytest's cache of assertion-rewritten
+plugin modules applies as in an ordinary environment.
+
 It also times the same episodes with no pytest at all, one after another in one process (the
 suite's cases, `run_episode` as the plugin's runner calls it): the part of a suite run that no
 plugin work can remove, whatever `-n` (docs/REPRODUCTION.md, "The harness's own cost").

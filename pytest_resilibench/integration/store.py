@@ -24,6 +24,11 @@ SLIM_FIELDS = (
     "faults", "events",  # realistic fault profile only (absent from paper records)
 )
 
+# The fields whose few values every row repeats: interned, so that the rows share them (an id
+# is one row's own; interning it would only cost time).
+_SHARED = frozenset({"model", "variant", "flaw", "severity", "task_id", "task_type",
+                     "difficulty", "tool_mode", "outcome", "stop_reason", "faults"})
+
 
 class EpisodeStore:
     def __init__(self) -> None:
@@ -53,10 +58,11 @@ class EpisodeStore:
         self._offsets[episode["id"]] = self._end
         self._spool.write(line)
         self._end += len(line)
-        row = {
-            key: sys.intern(value) if isinstance(value, str) else value
-            for key in SLIM_FIELDS if (value := episode.get(key)) is not None or key in episode
-        }
+        row: dict[str, Any] = {}
+        for key in SLIM_FIELDS:
+            if key in episode:
+                value = episode[key]
+                row[key] = sys.intern(value) if key in _SHARED and type(value) is str else value
         self.rows.append(row)
         return row
 
