@@ -298,18 +298,19 @@ def _rates(episodes: Sequence[Episode], confidence: float) -> Rates:
     tokens: list[float] = []
     met = recovered = 0
     for ep in episodes:
-        outcome: Any = ep.get("outcome")
+        get = ep.get  # bound once: this loop runs over every row of every table
+        outcome: Any = get("outcome")
         if not is_scored(outcome):
             continue
         counts[outcome] += 1
         score.append(_WEIGHTS[outcome])
-        turns.append(float(ep.get("turns") or 0))
-        calls.append(float(ep.get("tool_calls") or 0))
-        coverage.append(float(ep.get("coverage") or 0))
-        order.append(float(ep.get("order_adherence") or 0))
+        turns.append(float(get("turns") or 0))
+        calls.append(float(get("tool_calls") or 0))
+        coverage.append(float(get("coverage") or 0))
+        order.append(float(get("order_adherence") or 0))
         tokens.append(_tokens(ep))
-        met += int(ep.get("errors_met") or 0)
-        recovered += int(ep.get("errors_recovered") or 0)
+        met += int(get("errors_met") or 0)
+        recovered += int(get("errors_recovered") or 0)
     n = len(score)
     full_n, partial_n, failed_n = (counts[o] for o in OUTCOMES)
     full = stats.rate(full_n, n, confidence=confidence)
@@ -336,7 +337,7 @@ def _rates(episodes: Sequence[Episode], confidence: float) -> Rates:
 def _group(episodes: Iterable[Episode], *fields: str) -> dict[tuple[Any, ...], list[Episode]]:
     groups: dict[tuple[Any, ...], list[Episode]] = defaultdict(list)
     for ep in episodes:
-        groups[tuple(ep.get(f) for f in fields)].append(ep)
+        groups[tuple(map(ep.get, fields))].append(ep)
     return groups
 
 
@@ -357,22 +358,23 @@ def _paired_drop(
     best = {unit_key(ep): _full(ep) for ep in optimal if _is_scored(ep)}
     by_unit: dict[tuple[Any, ...], list[bool]] = defaultdict(list)
     for ep in flawed:
-        if _is_scored(ep) and unit_key(ep) in best:
-            by_unit[unit_key(ep)].append(_full(ep))
+        if _is_scored(ep) and (unit := unit_key(ep)) in best:
+            by_unit[unit].append(_full(ep))
     if not by_unit:
         return None
     units = sorted(by_unit, key=repr)
     a = [best[u] for u in units]
+    # Each unit's flawed success share: a count over a count, the very float np.mean gives
+    # (sums of 0 and 1 are exact whatever the order), without its per-call overhead.
+    shares = [sum(by_unit[u]) / len(by_unit[u]) for u in units]
     if all(len(by_unit[u]) == 1 for u in units):
         comparison = stats.paired_binary(a, [by_unit[u][0] for u in units],
                                          confidence=confidence, seed=seed)
     else:
-        comparison = stats.paired_means([float(x) for x in a],
-                                        [float(np.mean(by_unit[u])) for u in units],
+        comparison = stats.paired_means([float(x) for x in a], shares,
                                         confidence=confidence, seed=seed)
     # Share of units where the two plans disagree: what McNemar's power hangs on.
-    psi = float(np.mean([float(x) != float(np.mean(by_unit[u])) for x, u in zip(a, units,
-                                                                              strict=True)]))
+    psi = float(np.mean([float(x) != share for x, share in zip(a, shares, strict=True)]))
     base = comparison.rate_a
     return {
         "pairs": comparison.n,

@@ -5,7 +5,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from pytest_resilibench.reporting import analysis, stats
 
@@ -263,3 +266,10 @@ def test_fault_sections_only_for_realistic_episodes() -> None:
     assert (rows["none"]["n"], rows["none"]["recovered_share"]) == (1, None)
     titles = [t.title for t in analysis.tables(s)]
     assert "Success by event kind (realistic faults)" in titles
+
+
+@given(st.lists(st.booleans(), min_size=1, max_size=200))
+def test_a_units_share_is_the_float_numpys_mean_gives(successes: list[bool]) -> None:
+    """`_paired_drop` takes a unit's flawed success share as a count over a count, for what
+    `np.mean` gives: sums of 0 and 1 are exact in any order of summation."""
+    assert sum(successes) / len(successes) == float(np.mean(successes))
