@@ -153,14 +153,16 @@ def _call_key(name: str, arguments: Any) -> str:
     except (TypeError, ValueError):
         key = name + repr(arguments)
     if memo is not None:
-        if len(_CALL_KEYS) >= 4096:
+        if len(_CALL_KEYS) >= _CALL_KEYS_SIZE:
             _CALL_KEYS.clear()
         _CALL_KEYS[memo] = key
     return key
 
 
-# Call keys by what the call says (base/plainkey.py): calls recur across turns and variants.
+# Call keys by what the call says (base/plainkey.py): calls recur across turns and variants
+# (bounded: a miss encodes).
 _CALL_KEYS: dict[tuple[Any, ...], str] = {}
+_CALL_KEYS_SIZE = 4096
 
 
 def _observation_messages(
