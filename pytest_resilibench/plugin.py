@@ -191,17 +191,18 @@ class _Benchmark:
         running = not session.config.option.collectonly
         if running:  # the heap lives through the loop: out of the collector's way (heap.py)
             self.heap.freeze()
-        if running and _is_distributed(session.config):
-            # The controller waits while its workers start and collect: its summary's imports
-            # (scipy, ~1.3 s) then cost nothing, where after the last episode they would.
-            self.session.import_summary()
+        workerinput = getattr(session.config, "workerinput", None)
         if running and session.items:
             from pytest_resilibench.integration.scheduling import worker_share
 
-            workerinput = getattr(session.config, "workerinput", None)
             ours = [item for item in session.items if _case_of(item) is not None]
             mine = worker_share(ours, workerinput) if workerinput else ours
             self.session.start([_case_of(item) for item in mine])
+        if running and workerinput is None:
+            # The summary's imports (scipy, ~1.3 s) now rather than after the last episode: an
+            # xdist controller waits for its workers meanwhile, and without xdist the helpers
+            # just forked (ahead.py) compute episodes while this process imports.
+            self.session.import_summary()
         try:
             return (yield)
         finally:

@@ -134,6 +134,20 @@ class ForkedEpisodes:
             pass
         return helper.take(case_id)
 
+    def claim_after(self, i: int, n: int) -> list[Case]:
+        """Claim for this process the cases still free among the `n` after case `i` (it
+        computes them with case `i`: `batches.py`); the helpers then skip them."""
+        if not self._lock.acquire(timeout=_LOCK_TIMEOUT_S):
+            return []
+        try:
+            free = [j for j in range(i + 1, min(i + 1 + n, len(self._cases)))
+                    if self._claims[j] == _FREE]
+            for j in free:
+                self._claims[j] = _PARENT
+        finally:
+            self._lock.release()
+        return [self._cases[j] for j in free]
+
     def _work_while_waiting(self, i: int) -> bool:
         """Claim the first free case of the `LEAD` after case `i` and compute it here; False
         when there is none (or nothing computes here)."""

@@ -9,8 +9,9 @@ A case that was not announced (an xdist re-schedule after a worker crash) runs o
 Cases that do no I/O at all (a scripted agent on the simulator: `inline(case)`) gain nothing
 from running ahead, and a second CPU-bound thread would make pytest's thread wait for the GIL
 (up to the 5 ms switch interval) on every item; they run in the item's own thread instead,
-or, where cores are idle, ahead in forked helper processes (`ahead.py`). The background loop
-and its thread start only when a case needs them, so that such a fork happens with one thread.
+where cores are idle, ahead in forked helper processes (`ahead.py`), and otherwise a batch at
+a time, back to back (`batches.py`). The background loop and its thread start only when a case
+needs them, so that such a fork happens with one thread.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 from pytest_resilibench.core.record import EpisodeRecord
 from pytest_resilibench.core.registry import ToolRegistry
 from pytest_resilibench.integration.ahead import MIN_CASES, ForkedEpisodes, can_fork, idle_cores
+from pytest_resilibench.integration.batches import Batches
 from pytest_resilibench.integration.cases import Case
 from pytest_resilibench.integration.options import RunConfig
 from pytest_resilibench.runtime.environment import Environment
@@ -70,6 +72,7 @@ class EpisodeRunner:
         self._local_loop: asyncio.AbstractEventLoop | None = None  # inline cases, item thread
         self._helpers = helpers
         self._ahead: ForkedEpisodes | None = None
+        self._batches: Batches | None = None  # inline cases this process computes
         self._background: asyncio.AbstractEventLoop | None = None  # see `_loop`
         self._thread: threading.Thread | None = None
         self._closed = False
@@ -81,8 +84,10 @@ class EpisodeRunner:
     def start(self, cases: Sequence[Case]) -> None:
         """Announce the cases this process will run, in the order it will run them."""
         inline = [case for case in cases if self._inline(case)]
-        if inline and self._ahead is None:
+        if inline and self._batches is None:
             self._fork_helpers(inline)  # before the background loop's thread may start
+            claim = self._ahead.claim_after if self._ahead is not None else None
+            self._batches = Batches(inline, self._episode_here, claim)
         fresh = []
         with self._lock:
             for case in cases:
@@ -98,7 +103,7 @@ class EpisodeRunner:
         if self._inline(case):
             if self._ahead is not None and (record := self._ahead.take(case.id)) is not None:
                 return record
-            return self._episode_here(case)
+            return self._batches.take(case) if self._batches else self._episode_here(case)
         with self._lock:
             future = self._futures.get(case.id)
             started_by = self._started_by.setdefault(case.id, "item")
@@ -122,6 +127,8 @@ class EpisodeRunner:
         self._closed = True
         if self._ahead is not None:
             self._ahead.close()
+        if self._batches is not None:
+            self._batches.close()
         if self._feeder is not None:
             self._feeder.cancel()
         if self._background is not None:

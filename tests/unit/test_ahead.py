@@ -235,3 +235,25 @@ def test_a_helper_keeps_its_lead_on_the_items() -> None:
         ahead.close()
     # The cases the items reach first are left to them, not started under their feet.
     assert claims == [1, 0, 255] + [0] * (LEAD - 1)
+
+
+def test_cases_claimed_for_a_batch_here_are_skipped_by_the_helpers() -> None:
+    go = multiprocessing.get_context("fork").Event()
+    todo = cases()[:8]
+    ahead = ForkedEpisodes(gated(go), todo, 1)  # type: ignore[arg-type]
+    try:
+        wait_for_claim(ahead, 0)  # the helper holds the first case and waits on `go`
+        claimed = ahead.claim_after(0, 3)
+        assert ahead.claim_after(0, 3) == []  # never claimed twice
+        go.set()
+        first = ahead.take(todo[0].id)
+        mine = [ahead.take(c.id) for c in todo[1:4]]  # this process's: None, to compute
+        rest = [ahead.take(c.id) for c in todo[4:]]
+        claims = list(ahead._claims[:len(todo)])
+    finally:
+        ahead.close()
+    assert [c.id for c in claimed] == [c.id for c in todo[1:4]]
+    assert first is not None and mine == [None] * 3
+    assert claims[:4] == [1, 255, 255, 255]
+    for case, record, claim in zip(todo[4:], rest, claims[4:], strict=True):
+        assert (record.id, claim) == (case.id, 1) if record is not None else claim == 255
