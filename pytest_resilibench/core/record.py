@@ -97,6 +97,18 @@ class EpisodeRecord:
     def is_error(self) -> bool:
         return self.outcome == "error"
 
+    # The report's JSON text of the episode as it ran: written by the process that ran it,
+    # right after the episode (integration/runner.py), so that the encoding runs warm there
+    # and travels with the record (a helper's pickle carries it), and a test that changes the
+    # record cannot change what the report says. Not a field: no part of `to_json`,
+    # equality or `dataclasses.replace`.
+    def keep_report_text(self, text: str) -> None:
+        self.__dict__["_report_text"] = text
+
+    def report_text(self) -> str | None:
+        text: str | None = self.__dict__.get("_report_text")
+        return text
+
     def to_json(self) -> dict[str, Any]:
         """The record as JSON-able data. Shallow: nested values are the record's own (a deep
         copy of the trajectory cost more than the episode itself), so serialise, don't edit."""

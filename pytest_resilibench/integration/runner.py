@@ -54,15 +54,18 @@ class EpisodeRunner:
         inline: Callable[[Case], bool] | None = None,
         window: int | None = None,
         helpers: int | None = None,
+        report_text: Callable[[EpisodeRecord], str] | None = None,
     ) -> None:
         """`helpers`: processes computing inline cases ahead; None: one per idle core, where
         forking is safe (`ahead.can_fork`), for runs of at least `ahead.MIN_CASES` such
-        cases."""
+        cases. `report_text`: the JSON text an item's report carries, kept on each record
+        right after its episode (`EpisodeRecord.keep_report_text`)."""
         self.config = config
         self.registry = registry
         self._agent_factory = agent_factory
         self._environment_factory = environment_factory
         self._inline = inline or (lambda case: False)
+        self._report_text = report_text
         self._window = window or max(64, 4 * config.concurrency)
         self._agents: dict[str, AnyAgent] = {}
         self._futures: dict[str, concurrent.futures.Future[EpisodeRecord]] = {}
@@ -263,6 +266,8 @@ class EpisodeRunner:
 
             price = price_of(case.model, load_prices(self.config.prices))
             record.cost_usd = cost_usd(price, record.tokens)
+        if self._report_text is not None:
+            record.keep_report_text(self._report_text(record))
         return record
 
     def agent_stats(self) -> dict[str, dict[str, Any]]:

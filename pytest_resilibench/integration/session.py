@@ -134,7 +134,7 @@ class ResiliSession:
                 self._config, self.registry, agent_factory=self._make_agent,
                 environment_factory={"live": self._live_environment,
                                      "mcp": self._mcp_environment}.get(self._config.env),
-                inline=self._is_cpu_bound,
+                inline=self._is_cpu_bound, report_text=self._report_text,
             )
         return self._runner
 
@@ -382,8 +382,12 @@ class ResiliSession:
     # --- what a process hands on ----------------------------------------------------------------
     def episode_json(self, record: EpisodeRecord) -> str:
         """The JSON text of an episode an item's report carries (its trajectory with
-        `--resili-trajectories`); counted, so the controller can tell whether all arrived."""
+        `--resili-trajectories`): the one kept when the episode ended, or made now (a replayed
+        episode); counted, so the controller can tell whether all arrived."""
         self._attached += 1
+        return record.report_text() or self._report_text(record)
+
+    def _report_text(self, record: EpisodeRecord) -> str:
         payload = record.to_json() if self._config.trajectories else record.summary_json()
         return json.dumps(payload)
 

@@ -172,3 +172,33 @@ def test_cpu_bound_cases_run_inline_in_the_item_thread() -> None:
         r.close()
     assert [rec.id for rec in records] == [c.id for c in todo]
     assert set(threads) == {threading.current_thread().name}
+
+
+def test_the_report_text_is_the_episode_as_it_ran() -> None:
+    """Kept right after the episode, it travels with the record (a helper's pickle) and no
+    later change to the record reaches it; it is no field of the record."""
+    import dataclasses
+    import json
+    import pickle
+
+    from pytest_resilibench.runtime.agents import make_agent
+
+    config = replace(CONFIG, models=("builtin:follower",))
+    r = EpisodeRunner(config, default_registry(), agent_factory=make_agent,
+                      inline=lambda case: True,
+                      report_text=lambda record: json.dumps(record.summary_json()))
+    try:
+        todo = cases(config)
+        r.start(todo)
+        records = [r.result(c) for c in todo]
+    finally:
+        r.close()
+    for record in records:
+        text = record.report_text()
+        assert text is not None and json.loads(text) == record.summary_json()
+        assert pickle.loads(pickle.dumps(record)).report_text() == text
+        ran = record.outcome
+        record.outcome = "full" if ran != "full" else "failed"  # a test that edits its record
+        assert json.loads(text)["outcome"] == ran == json.loads(record.report_text())["outcome"]
+        assert "_report_text" not in record.to_json()
+        assert dataclasses.replace(record).report_text() is None
