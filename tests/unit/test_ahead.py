@@ -19,6 +19,7 @@ from pytest_resilibench.integration.cases import Case, build_cases
 from pytest_resilibench.integration.options import RunConfig
 from pytest_resilibench.integration.runner import EpisodeRunner
 from pytest_resilibench.runtime.agents import make_agent
+from tests.unit.sample_records import record_of
 
 # The runner forks on its own only where `can_fork()`; these tests fork on purpose, also in an
 # xdist worker (its threads are execnet's: a helper never touches them).
@@ -41,14 +42,6 @@ def gated(go: object) -> object:
         return record_of(case)
 
     return compute
-
-
-def record_of(case: Case) -> EpisodeRecord:
-    return EpisodeRecord(
-        id=case.id, model=case.model, variant=case.variant.label, flaw=None,
-        severity=None, task_id=case.task.id, task_type=case.task.type,
-        difficulty=case.task.difficulty, repeat=case.repeat, seed=0,
-        base_success=case.base_success, tool_mode="text", max_turns=10)
 
 
 def test_helpers_give_the_records_computed_in_process() -> None:

@@ -12,6 +12,7 @@ from pytest_resilibench.integration.batches import BATCH, Batches
 from pytest_resilibench.integration.cases import Case, build_cases
 from pytest_resilibench.integration.options import RunConfig
 from pytest_resilibench.integration.runner import EpisodeRunner
+from tests.unit.sample_records import record_of, summaries
 
 
 def cases(n: int) -> list[Case]:
@@ -31,11 +32,7 @@ class Computing:
         if self.broken.get(case.id, 0) > 0:
             self.broken[case.id] -= 1
             raise RuntimeError(f"broken {case.id}")
-        return EpisodeRecord(
-            id=case.id, model=case.model, variant=case.variant.label, flaw=None,
-            severity=None, task_id=case.task.id, task_type=case.task.type,
-            difficulty=case.task.difficulty, repeat=case.repeat, seed=0,
-            base_success=case.base_success, tool_mode="text", max_turns=10)
+        return record_of(case)
 
 
 def test_each_case_is_computed_once_a_batch_at_a_time() -> None:
@@ -112,16 +109,9 @@ def test_the_runner_gives_the_records_of_one_at_a_time() -> None:
     assert len(todo) > BATCH
 
     def records(announce: bool) -> list[dict[str, object]]:
-        runner = EpisodeRunner(config, default_registry(), agent_factory=make_agent,
-                               inline=lambda case: True, helpers=0)
-        try:
-            if announce:  # announced: batched; not: each computed as its item asks
-                runner.start(todo)
-            got = [runner.result(case).summary_json() for case in todo]
-        finally:
-            runner.close()
-        for record in got:
-            record.pop("wall_time_s")
-        return got
+        # announced: batched; not: each computed as its item asks
+        return summaries(EpisodeRunner(config, default_registry(), agent_factory=make_agent,
+                                       inline=lambda case: True, helpers=0),
+                         todo, announce=announce)
 
     assert records(True) == records(False)

@@ -11,6 +11,7 @@ from pytest_resilibench.integration.cases import Case, build_cases
 from pytest_resilibench.integration.options import RunConfig
 from pytest_resilibench.integration.runner import EpisodeRunner
 from pytest_resilibench.runtime.protocol import ModelReply, ModelRequest
+from tests.unit.sample_records import summaries
 
 CONFIG = RunConfig(models=("scripted",), variants=("optimal",), sample=1, concurrency=4)
 
@@ -134,16 +135,8 @@ def _records(concurrency: int) -> list[dict[str, object]]:
 
     config = replace(CONFIG, models=("builtin:adaptive",), concurrency=concurrency,
                      variants=("baseline", "flawed"), flaws=("missing_step",))
-    r = EpisodeRunner(config, default_registry(), agent_factory=make_agent)
-    try:
-        todo = cases(config)
-        r.start(todo)
-        got = [r.result(c).summary_json() for c in todo]
-    finally:
-        r.close()
-    for rec in got:
-        rec.pop("wall_time_s")
-    return got
+    return summaries(EpisodeRunner(config, default_registry(), agent_factory=make_agent),
+                     cases(config))
 
 
 def test_results_do_not_depend_on_concurrency() -> None:
