@@ -137,11 +137,15 @@ class ForkedEpisodes:
     def claim_after(self, i: int, n: int) -> list[Case]:
         """Claim for this process the cases still free among the `n` after case `i` (it
         computes them with case `i`: `batches.py`); the helpers then skip them."""
+        return self._claim_free(i + 1, i + 1 + n)
+
+    def _claim_free(self, start: int, stop: int, most: int | None = None) -> list[Case]:
+        """Claim for this process the free cases (at most `most`) among `start:stop`."""
         if not self._lock.acquire(timeout=_LOCK_TIMEOUT_S):
             return []
         try:
-            free = [j for j in range(i + 1, min(i + 1 + n, len(self._cases)))
-                    if self._claims[j] == _FREE]
+            free = [j for j in range(start, min(stop, len(self._cases)))
+                    if self._claims[j] == _FREE][:most]
             for j in free:
                 self._claims[j] = _PARENT
         finally:
@@ -151,18 +155,12 @@ class ForkedEpisodes:
     def _work_while_waiting(self, i: int) -> bool:
         """Claim the first free case of the `LEAD` after case `i` and compute it here; False
         when there is none (or nothing computes here)."""
-        if self._compute_here is None or not self._lock.acquire(timeout=_LOCK_TIMEOUT_S):
+        if self._compute_here is None:
             return False
-        try:
-            j = next((j for j in range(i + 1, min(i + LEAD, len(self._cases)))
-                      if self._claims[j] == _FREE), None)
-            if j is not None:
-                self._claims[j] = _PARENT
-        finally:
-            self._lock.release()
-        if j is None:
+        claimed = self._claim_free(i + 1, i + LEAD, most=1)
+        if not claimed:
             return False
-        case = self._cases[j]
+        case = claimed[0]
         # A failure leaves the case claimed here and not spare: its item computes it again and
         # shows what went wrong.
         with contextlib.suppress(Exception):

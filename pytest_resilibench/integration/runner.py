@@ -8,9 +8,9 @@ A case that was not announced (an xdist re-schedule after a worker crash) runs o
 
 Cases that do no I/O at all (a scripted agent on the simulator: `inline(case)`) gain nothing
 from running ahead, and a second CPU-bound thread would make pytest's thread wait for the GIL
-(up to the 5 ms switch interval) on every item; they run in the item's own thread instead,
-where cores are idle, ahead in forked helper processes (`ahead.py`), and otherwise a batch at
-a time, back to back (`batches.py`). The background loop and its thread start only when a case
+(up to the 5 ms switch interval) on every item; they run in the item's own thread instead, a
+batch at a time, back to back (`batches.py`), and where cores are idle also ahead in forked
+helper processes (`ahead.py`). The background loop and its thread start only when a case
 needs them, so that such a fork happens with one thread.
 """
 
