@@ -9,10 +9,11 @@ itself broke): such episodes are kept out of the success rates and reported apar
 
 from __future__ import annotations
 
+import pickle
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pytest_resilibench.base.names import OUTCOMES, Outcome, StopReason, ToolMode
 
@@ -109,6 +110,33 @@ class EpisodeRecord:
         text: str | None = self.__dict__.get("_report_text")
         return text
 
+    # A record another process computed (integration/ahead.py) crosses a pipe packed: its
+    # trajectory (`SUMMARY_EXCLUDES`: most of its objects) as one pickle, unpacked when first
+    # read. An item seldom reads it (its report's text was made where the episode ran), and
+    # unpickling it was most of what receiving a record cost the process running pytest's items.
+    def pack(self) -> tuple[dict[str, Any], bytes]:
+        """(the record's other attributes, its trajectory pickled): `from_pack` rebuilds it."""
+        state = dict(self.__dict__)
+        trajectory = {name: state.pop(name) for name in SUMMARY_EXCLUDES}
+        return state, pickle.dumps(trajectory, protocol=pickle.HIGHEST_PROTOCOL)
+
+    @classmethod
+    def from_pack(cls, state: Mapping[str, Any], trajectory: bytes) -> EpisodeRecord:
+        record = cls.__new__(cls)
+        record.__dict__.update(state)
+        record.__dict__[_PACKED] = trajectory
+        return record
+
+    if not TYPE_CHECKING:  # mypy would take any attribute name for one that exists
+
+        def __getattr__(self, name: str) -> Any:
+            """Only for attributes not set: the trajectory of a record from `from_pack`."""
+            attributes = self.__dict__
+            if name in SUMMARY_EXCLUDES and _PACKED in attributes:
+                attributes.update(pickle.loads(attributes.pop(_PACKED)))
+                return attributes[name]
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
     def to_json(self) -> dict[str, Any]:
         """The record as JSON-able data. Shallow: nested values are the record's own (a deep
         copy of the trajectory cost more than the episode itself), so serialise, don't edit."""
@@ -130,6 +158,7 @@ class EpisodeRecord:
 
 
 _NAMES = tuple(f.name for f in fields(EpisodeRecord))  # once, not for every record
+_PACKED = "_packed_trajectory"  # `EpisodeRecord.from_pack`: the trajectory, not unpacked yet
 _SUMMARY_FIELDS = tuple(name for name in _NAMES if name not in SUMMARY_EXCLUDES)
 _OPTIONAL = ("faults", "events")
 

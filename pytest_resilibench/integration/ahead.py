@@ -214,11 +214,13 @@ class _Helper:
             return self._early.pop(case_id)
         while self._reader is not None:
             try:
-                got, record = cast("tuple[str, EpisodeRecord]", pickle.load(self._reader))
+                got, packed = cast("tuple[str, tuple[dict[str, Any], bytes] | None]",
+                                   pickle.load(self._reader))
             except (EOFError, OSError, pickle.UnpicklingError):  # the helper is gone
                 self._reader.close()
                 self._reader = None
                 break
+            record = EpisodeRecord.from_pack(*packed) if packed is not None else None
             if got == case_id:
                 return record
             self._early[got] = record
@@ -250,8 +252,9 @@ def _serve(compute: Compute, cases: Sequence[Case], write_fd: int, mark: int,
         loop = asyncio.new_event_loop()
         with os.fdopen(write_fd, "wb") as out:
             for case in _claimed(cases, mark, claims, taken, lock):
-                try:
-                    blob = pickle.dumps((case.id, loop.run_until_complete(compute(case))),
+                try:  # packed: the parent seldom reads the trajectory (record.py)
+                    record = loop.run_until_complete(compute(case))
+                    blob = pickle.dumps((case.id, record.pack()),
                                         protocol=pickle.HIGHEST_PROTOCOL)
                 except Exception:  # the item computes it again and shows what went wrong
                     blob = pickle.dumps((case.id, None), protocol=pickle.HIGHEST_PROTOCOL)

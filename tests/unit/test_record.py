@@ -82,3 +82,29 @@ def test_the_readers_field_types_are_the_published_schemas() -> None:
     assert "'turns' is bool" in str(episode_problem({"model": "m", "variant": "v",
                                                      "task_id": "t", "outcome": "full",
                                                      "turns": True}))
+
+
+def test_a_packed_record_is_the_record_its_trajectory_unpacked_when_read() -> None:
+    """`pack`/`from_pack` (a helper process's records, integration/ahead.py): the same record
+    by every reading (fields, equality, JSON, copies, pickles); its trajectory stays packed
+    until something reads it, and an unknown attribute is still an AttributeError."""
+    import copy
+    import pickle
+
+    original = record()
+    original.keep_report_text("{}")
+    state, trajectory = pickle.loads(pickle.dumps(original.pack()))
+    packed = EpisodeRecord.from_pack(state, trajectory)
+    assert "messages" not in vars(packed) and packed.outcome == "partial"
+    assert packed.report_text() == "{}"
+    assert packed.summary_json() == original.summary_json()
+    assert "messages" not in vars(packed)  # the summary leaves the trajectory packed
+    for copied in (copy.deepcopy(packed), pickle.loads(pickle.dumps(packed)),
+                   copy.copy(EpisodeRecord.from_pack(state, trajectory))):
+        assert copied == original and copied.to_json() == original.to_json()
+    assert packed.messages == original.messages and packed.calls == original.calls
+    assert packed == original and "_packed_trajectory" not in vars(packed)
+    with pytest.raises(AttributeError, match="no attribute 'outcom'"):
+        packed.outcom  # type: ignore[attr-defined]  # noqa: B018
+    with pytest.raises(AttributeError):
+        EpisodeRecord.__new__(EpisodeRecord).messages  # noqa: B018

@@ -49,14 +49,14 @@ class ShownTools:
     def __init__(self, tools: Sequence[ShownTool]) -> None:
         from rank_bm25 import BM25Okapi
 
-        from pytest_resilibench.core.matcher import tokenize
+        from pytest_resilibench.core.matcher import TermScores, tokenize
 
         self.tools = tuple(tools)
         self.by_name = {t.name: t for t in self.tools}
         self._tokenize = tokenize
         documents = [tokenize(f"{t.name.replace('_', ' ')} {t.description}") or ["tool"]
                      for t in self.tools]
-        self._bm25 = BM25Okapi(documents) if documents else None
+        self._bm25 = TermScores(BM25Okapi(documents)) if documents else None
         self._memo: dict[str, list[tuple[str, float]]] = {}
 
     def __contains__(self, name: object) -> bool:
@@ -71,7 +71,7 @@ class ShownTools:
         if found is None:
             if self._bm25 is None:
                 return []
-            scores = self._bm25.get_scores(self._tokenize(phrase))
+            scores = self._bm25(self._tokenize(phrase))
             order = sorted(range(len(self.tools)), key=lambda i: (-scores[i], i))
             found = [(self.tools[i].name, round(float(scores[i]), 6)) for i in order]
             if len(self._memo) < 16384:
