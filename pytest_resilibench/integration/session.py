@@ -427,14 +427,19 @@ class ResiliSession:
 
     def add_episode(self, payload: str, worker: str | None, case_id: str | None = None) -> bool:
         """Keep an arrived episode; True when it made the sequential gate decide."""
-        row = self._store.add(payload)
         self._received_by_worker[worker or "main"] += 1
+        if case_id is not None:
+            self._arrived.append(case_id)
+        if self._sequential is None and not self._resumed:  # no one reads its row now
+            self._store.add_later(payload)
+            if self._log is not None:
+                self._log.append(payload)
+            return False
+        row = self._store.add(payload)
         if row["id"] in self._resumed:
             self._replayed += 1
         elif self._log is not None:
             self._log.append(payload)
-        if case_id is not None:
-            self._arrived.append(case_id)
         if self._sequential is None or case_id is None:
             return False
         return bool(self._sequential.add(case_id, row))

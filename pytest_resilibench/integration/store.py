@@ -4,6 +4,11 @@ A parsed episode record is ~10 KB of Python objects; 50,400 of them would outwei
 items five times over. The summary and the gate need only the scalar fields (`SLIM_FIELDS`),
 so only those stay in memory (strings interned: a run repeats the same few models, variants
 and task types); the JSON report streams the whole records back from the spool.
+
+Where nothing needs an episode's row at once (no sequential gate, no resumed run), its text is
+parsed later, with the next ones, `PARSE_BATCH` at a time: the process gathering the reports
+also runs pytest's items (or, under xdist, takes in every worker's reports), and one text
+parsed between two reports costs ~5x what it costs among others.
 """
 
 from __future__ import annotations
@@ -14,7 +19,9 @@ import tempfile
 from collections.abc import Iterator
 from typing import IO, Any
 
-__all__ = ["SLIM_FIELDS", "EpisodeStore"]
+__all__ = ["PARSE_BATCH", "SLIM_FIELDS", "EpisodeStore"]
+
+PARSE_BATCH = 64
 
 SLIM_FIELDS = (
     "id", "model", "variant", "flaw", "severity", "task_id", "task_type", "difficulty",
@@ -41,13 +48,39 @@ class EpisodeStore:
         self._end = 0
         self._reading = False  # the position is somewhere else: seek the end before a write
         self._offsets: dict[str, int] = {}
-        self.rows: list[dict[str, Any]] = []
+        self._rows: list[dict[str, Any]] = []
+        self._later: list[str] = []  # texts `add_later` took, not parsed yet
 
     def __len__(self) -> int:
-        return len(self.rows)
+        return len(self._rows) + len(self._later)
+
+    @property
+    def rows(self) -> list[dict[str, Any]]:
+        """The slim rows, in the order the episodes were added (until `sort`)."""
+        self._parse_later()
+        return self._rows
 
     def add(self, payload: str) -> dict[str, Any]:
         """One episode as the JSON text a report carried; returns its slim row."""
+        self._parse_later()
+        return self._add(payload)
+
+    def add_later(self, payload: str) -> None:
+        """One episode whose row no one needs yet: parsed with the next ones."""
+        self._later.append(payload)
+        if len(self._later) >= PARSE_BATCH:
+            self._parse_later()
+
+    def _parse_later(self) -> None:
+        later, self._later = self._later, []
+        for i, payload in enumerate(later):
+            try:
+                self._add(payload)
+            except Exception:  # its error shows now; the texts after it stay to be parsed
+                self._later = later[i + 1:] + self._later
+                raise
+
+    def _add(self, payload: str) -> dict[str, Any]:
         episode = json.loads(payload)
         if "\n" in payload:  # one record, one line (JSON text has newlines only between tokens)
             payload = payload.replace("\n", " ")
@@ -63,7 +96,7 @@ class EpisodeStore:
             if key in episode:
                 value = episode[key]
                 row[key] = sys.intern(value) if key in _SHARED and type(value) is str else value
-        self.rows.append(row)
+        self._rows.append(row)
         return row
 
     def sort(self) -> None:

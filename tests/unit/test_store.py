@@ -49,3 +49,28 @@ def test_adding_after_reading_appends_and_keeps_unicode_and_newlines() -> None:
         assert [json.loads(line) for line in store.full_lines()] == [episode("a"), late]
     finally:
         store.close()
+
+
+def test_texts_added_later_are_parsed_in_batches_and_none_is_lost() -> None:
+    """`add_later` parses when a batch is full or the rows are read; a bad text raises then
+    and the texts after it stay."""
+    import pytest
+
+    from pytest_resilibench.integration.store import PARSE_BATCH
+
+    store = EpisodeStore()
+    try:
+        for i in range(PARSE_BATCH - 3):
+            store.add_later(json.dumps(episode(f"e{i:03d}")))
+        assert len(store) == PARSE_BATCH - 3 and store._rows == []  # not parsed yet
+        store.add_later("{not json")
+        store.add_later(json.dumps(episode("late")))
+        with pytest.raises(json.JSONDecodeError):  # the batch is full: parsed now
+            store.add_later(json.dumps(episode("x")))
+        assert [row["id"] for row in store.rows][-2:] == ["late", "x"]
+        assert len(store) == PARSE_BATCH - 1
+        assert store.add(json.dumps(episode("now")))["id"] == "now"
+        assert [json.loads(line)["id"] for line in store.full_lines()][-3:] == [
+            "late", "x", "now"]
+    finally:
+        store.close()
