@@ -3,8 +3,9 @@
 Loaded through the `pytest11` entry point and kept cheap to import (no model SDK, no torch).
 
 Flow: options → `ResiliSession` (in `config.stash`) → `pytest_generate_tests` makes one item per
-case of the suite functions that take `resili_case` → at the start of the test loop this process
-starts the episodes of its own items (all, or its xdist share) → each item's `resili_episode`
+case of the suite functions that take `resili_case` (without xdist, forked helpers start on
+them there: ahead.py) → at the start of the test loop this process starts the episodes of its
+own items (all, or its xdist share) → each item's `resili_episode`
 fixture waits for its record → the report carries the outcome and the episode as JSON → the
 controller gathers them in `pytest_runtest_logreport` (the same path with and without xdist),
 writes the JSON report, applies the gate and prints the tables.
@@ -151,8 +152,13 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "resili_case" in metafunc.fixturenames:
         # A suite function asks for the benchmark by taking a case (`pytest -n 0` of a suite
         # file with no option: nothing asked before collection).
-        cases = _activate(metafunc.config).cases
+        session = _activate(metafunc.config)
+        cases = session.cases
         metafunc.parametrize("resili_case", cases, ids=[case.id for case in cases])
+        if _runs_all_here(metafunc.config):
+            # The items will most likely be these cases in this order: forked helpers
+            # (ahead.py) may compute while pytest collects; the test loop checks.
+            session.prestart(cases)
 
 
 class _Benchmark:
@@ -389,6 +395,15 @@ def _case_of(item: pytest.Item) -> Any:
 def _case_id(nodeid: str) -> str | None:
     """The case id in a benchmark item's node id (`...::test_resilibench[<case id>]`)."""
     return nodeid[nodeid.rfind("[") + 1:-1] if nodeid.endswith("]") and "[" in nodeid else None
+
+
+def _runs_all_here(config: pytest.Config) -> bool:
+    """This process runs the items it collects, in collection order: no xdist (neither
+    controller nor worker), not `--collect-only`, no sequential gate (it reorders them)."""
+    state = config.stash.get(SESSION_KEY, None)
+    return (state is not None and not hasattr(config, "workerinput")
+            and not config.option.collectonly and not _is_distributed(config)
+            and state.config.gate != "sequential")
 
 
 def _is_distributed(config: pytest.Config) -> bool:

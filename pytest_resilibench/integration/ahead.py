@@ -16,8 +16,11 @@ of pytest's cost to an episode's. (Without the lead, a helper that falls behind 
 time the very case the next item needs, and the items wait for every episode in lockstep.)
 An item whose record a helper is still computing does not sit idle meanwhile: it claims the
 next free case (within the lead) and computes that one, so both cores stay busy where a
-helper and the items run at about the same pace. The pipe is the window: a helper that is
-ahead blocks on a full pipe. Records are pure
+helper and the items run at about the same pace. The pipe and a bounded outbox behind it are
+the window (`_Outbox`): a helper that is that far ahead waits. Without xdist the helpers fork as
+soon as the cases are known, while pytest still collects its items (`EpisodeRunner.prestart`),
+on all the cases in their order; the items announced at the start of the test loop narrow them
+(`announce`) or, in another order, have them forked anew. Records are pure
 functions of their case (every draw is keyed, see rng.py), so which process computed one
 changes nothing but `wall_time_s`.
 
@@ -32,8 +35,10 @@ itself, so a helper can only save time, never change or lose a result.
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import gc
+import itertools
 import mmap
 import multiprocessing
 import os
@@ -43,7 +48,7 @@ import signal
 import struct
 import sys
 import threading
-from collections.abc import Awaitable, Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Container, Iterator, Sequence
 from typing import IO, Any, cast
 
 from pytest_resilibench.core.record import EpisodeRecord
@@ -59,6 +64,9 @@ MIN_CASES = 64
 # A bigger pipe lets a helper run a few dozen records ahead instead of in lockstep with the
 # items (Linux: F_SETPIPE_SZ; 1 MiB is the default unprivileged maximum, pipe-max-size).
 _PIPE_BYTES = 1 << 20
+# What a helper holds beyond its pipe while the parent reads nothing (`_Outbox`): ~2,500
+# records, ~3 s of episodes.
+_OUTBOX_BYTES = 64 << 20
 _FREE, _PARENT = 0, 255
 _TAKEN = struct.Struct("q")
 # A helper holds the claim lock for microseconds; waiting longer means it died holding it.
@@ -98,7 +106,8 @@ class ForkedEpisodes:
         self._cases = list(cases)
         self._compute_here = compute_here
         self._spare: dict[str, EpisodeRecord] = {}  # computed here while waiting
-        self._index = {case.id: i for i, case in enumerate(cases)}
+        self._position = {case.id: i for i, case in enumerate(cases)}
+        self._index = dict(self._position)  # the cases the items will take, not taken yet
         self._claims = mmap.mmap(-1, max(1, len(cases)))  # anonymous: shared with the forks
         # The index of the case the items took last (a signed 8-byte int), read by helpers.
         self._taken = mmap.mmap(-1, _TAKEN.size)
@@ -112,6 +121,31 @@ class ForkedEpisodes:
     @property
     def processes(self) -> int:
         return len(self._helpers)
+
+    def announce(self, cases: Sequence[Case]) -> bool:
+        """Narrow the work to the cases the items will take, when the helpers were forked
+        before they were known (`EpisodeRunner.prestart`): they must be among the forked
+        cases, in the same order. The others are claimed here, so no helper starts them; the
+        records of those computed already are dropped when read. False when the cases do
+        not fit (nothing changes then: the caller forks anew)."""
+        if any(case.id not in self._position for case in cases):
+            return False
+        positions = [self._position[case.id] for case in cases]
+        if any(b <= a for a, b in itertools.pairwise(positions)):
+            return False
+        wanted = set(positions)
+        if not self._lock.acquire(timeout=_LOCK_TIMEOUT_S):
+            return False
+        try:
+            for j in range(len(self._cases)):
+                if j not in wanted and self._claims[j] == _FREE:
+                    self._claims[j] = _PARENT
+        finally:
+            self._lock.release()
+        self._index = {case.id: j for case, j in zip(cases, positions, strict=True)}
+        for helper in self._helpers:
+            helper.keep_only(self._index)
+        return True
 
     def take(self, case_id: str) -> EpisodeRecord | None:
         """The record of an announced case, waiting for its helper; None if this process
@@ -134,10 +168,11 @@ class ForkedEpisodes:
             pass
         return helper.take(case_id)
 
-    def claim_after(self, i: int, n: int) -> list[Case]:
-        """Claim for this process the cases still free among the `n` after case `i` (it
-        computes them with case `i`: `batches.py`); the helpers then skip them."""
-        return self._claim_free(i + 1, i + 1 + n)
+    def claim_after(self, case_id: str, n: int) -> list[Case]:
+        """Claim for this process the cases still free among the `n` after `case_id` (it
+        computes them with that case: `batches.py`); the helpers then skip them."""
+        i = self._position.get(case_id)
+        return [] if i is None else self._claim_free(i + 1, i + 1 + n)
 
     def _claim_free(self, start: int, stop: int, most: int | None = None) -> list[Case]:
         """Claim for this process the free cases (at most `most`) among `start:stop`."""
@@ -184,6 +219,13 @@ class _Helper:
         self._reader: IO[bytes] | None = reader
         # Records read past while looking for another (items out of the announced order).
         self._early: dict[str, EpisodeRecord | None] = {}
+        self._wanted: Container[str] | None = None  # None: every case's record is kept
+
+    def keep_only(self, case_ids: Container[str]) -> None:
+        """Drop the records of other cases when read (`ForkedEpisodes.announce`)."""
+        self._wanted = case_ids
+        for case_id in [c for c in self._early if c not in case_ids]:
+            del self._early[case_id]
 
     @classmethod
     def fork(cls, compute: Compute, cases: Sequence[Case], mark: int, claims: mmap.mmap,
@@ -223,7 +265,8 @@ class _Helper:
             record = EpisodeRecord.from_pack(*packed) if packed is not None else None
             if got == case_id:
                 return record
-            self._early[got] = record
+            if self._wanted is None or got in self._wanted:
+                self._early[got] = record
         return None
 
     def close(self) -> None:
@@ -250,19 +293,56 @@ def _serve(compute: Compute, cases: Sequence[Case], write_fd: int, mark: int,
         gc.freeze()
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         loop = asyncio.new_event_loop()
-        with os.fdopen(write_fd, "wb") as out:
-            for case in _claimed(cases, mark, claims, taken, lock):
-                try:  # packed: the parent seldom reads the trajectory (record.py)
-                    record = loop.run_until_complete(compute(case))
-                    blob = pickle.dumps((case.id, record.pack()),
-                                        protocol=pickle.HIGHEST_PROTOCOL)
-                except Exception:  # the item computes it again and shows what went wrong
-                    blob = pickle.dumps((case.id, None), protocol=pickle.HIGHEST_PROTOCOL)
-                out.write(blob)
-                out.flush()
+        out = _Outbox(write_fd)
+        for case in _claimed(cases, mark, claims, taken, lock):
+            try:  # packed: the parent seldom reads the trajectory (record.py)
+                record = loop.run_until_complete(compute(case))
+                blob = pickle.dumps((case.id, record.pack()), protocol=pickle.HIGHEST_PROTOCOL)
+            except Exception:  # the item computes it again and shows what went wrong
+                blob = pickle.dumps((case.id, None), protocol=pickle.HIGHEST_PROTOCOL)
+            out.send(blob)
+        out.drain()
         status = 0
     finally:  # also after an error (the parent went away: a broken pipe): just stop
         os._exit(status)
+
+
+class _Outbox:
+    """A helper's end of its pipe, with the records the pipe has no room for yet held here
+    (up to `_OUTBOX_BYTES`): while the parent collects pytest's items or imports what its
+    summary needs, it reads nothing, and a helper that waited on a full pipe (~40 records)
+    would idle through it."""
+
+    def __init__(self, fd: int) -> None:
+        self._fd = fd
+        os.set_blocking(fd, False)
+        self._queue: collections.deque[memoryview] = collections.deque()
+        self._held = 0
+
+    def send(self, blob: bytes) -> None:
+        self._queue.append(memoryview(blob))
+        self._held += len(blob)
+        self._write(until=_OUTBOX_BYTES)
+
+    def drain(self) -> None:
+        self._write(until=0)
+
+    def _write(self, *, until: int) -> None:
+        """Write what the pipe takes now, and wait for room while more than `until` bytes
+        are held (a broken pipe, the parent gone, raises: the helper stops)."""
+        while self._queue:
+            try:
+                written = os.write(self._fd, self._queue[0])
+            except BlockingIOError:
+                if self._held <= until:
+                    return
+                select.select([], [self._fd], [])
+                continue
+            self._held -= written
+            if written == len(self._queue[0]):
+                self._queue.popleft()
+            else:
+                self._queue[0] = self._queue[0][written:]
 
 
 def _claimed(cases: Sequence[Case], mark: int, claims: mmap.mmap, taken: mmap.mmap,

@@ -26,8 +26,8 @@ __all__ = ["BATCH", "Batches"]
 BATCH = 32
 
 ComputeHere = Callable[[Case], EpisodeRecord]
-# (index of a case in the announced order, how many) -> the cases after it to compute now.
-Claim = Callable[[int, int], Sequence[Case]]
+# (a case's id, how many) -> the announced cases after it to compute now.
+Claim = Callable[[str, int], Sequence[Case]]
 
 
 class Batches:
@@ -39,7 +39,8 @@ class Batches:
         self._cases = list(cases)
         self._compute_here = compute_here
         self._claim = claim or self._unclaimed
-        self._index = {case.id: i for i, case in enumerate(self._cases)}  # not taken yet
+        self._position = {case.id: i for i, case in enumerate(self._cases)}
+        self._index = dict(self._position)  # not taken yet
         self._done: dict[str, EpisodeRecord] = {}
 
     def take(self, case: Case) -> EpisodeRecord:
@@ -52,7 +53,7 @@ class Batches:
             return record
         record = self._compute_here(case)
         if i is not None:
-            for later in self._claim(i, BATCH - 1):
+            for later in self._claim(case.id, BATCH - 1):
                 with contextlib.suppress(Exception):
                     self._done[later.id] = self._compute_here(later)
         return record
@@ -61,6 +62,7 @@ class Batches:
         self._done.clear()
         self._index.clear()
 
-    def _unclaimed(self, i: int, n: int) -> list[Case]:
+    def _unclaimed(self, case_id: str, n: int) -> list[Case]:
+        i = self._position[case_id]
         after = self._cases[i + 1: i + 1 + n]
         return [c for c in after if c.id in self._index and c.id not in self._done]

@@ -10,7 +10,8 @@ Cases that do no I/O at all (a scripted agent on the simulator: `inline(case)`) 
 from running ahead, and a second CPU-bound thread would make pytest's thread wait for the GIL
 (up to the 5 ms switch interval) on every item; they run in the item's own thread instead, a
 batch at a time, back to back (`batches.py`), and where cores are idle also ahead in forked
-helper processes (`ahead.py`). The background loop and its thread start only when a case
+helper processes (`ahead.py`), forked before pytest's collection ends where the session can
+tell the cases beforehand (`prestart`). The background loop and its thread start only when a case
 needs them, so that such a fork happens with one thread.
 """
 
@@ -84,11 +85,23 @@ class EpisodeRunner:
         self._slots: EpisodeSlots | None = None  # concurrency: episodes in flight
 
     # --- called from pytest's thread ----------------------------------------------------------
+    def prestart(self, cases: Sequence[Case]) -> None:
+        """Fork the helpers now on cases this process will probably run in this order (all of
+        a run's cases, before pytest has collected them), so that they compute while pytest
+        collects; `start` keeps them if its cases are among these, in the same order."""
+        if self._ahead is None and self._batches is None:
+            self._fork_helpers([case for case in cases if self._inline(case)])
+
     def start(self, cases: Sequence[Case]) -> None:
         """Announce the cases this process will run, in the order it will run them."""
         inline = [case for case in cases if self._inline(case)]
+        if self._ahead is not None and self._batches is None and not (
+                inline and self._ahead.announce(inline)):
+            self._ahead.close()  # forked on other cases (`prestart`): fork anew
+            self._ahead = None
         if inline and self._batches is None:
-            self._fork_helpers(inline)  # before the background loop's thread may start
+            if self._ahead is None:
+                self._fork_helpers(inline)  # before the background loop's thread may start
             claim = self._ahead.claim_after if self._ahead is not None else None
             self._batches = Batches(inline, self._episode_here, claim)
         fresh = []

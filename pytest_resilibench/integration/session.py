@@ -138,6 +138,13 @@ class ResiliSession:
             )
         return self._runner
 
+    def prestart(self, cases: Sequence[Case]) -> None:
+        """Without xdist, when the cases are known and before pytest collects its items: let
+        the runner's helpers start on them (`EpisodeRunner.prestart`)."""
+        cases = [case for case in cases if case.id not in self._resumed]
+        if cases:
+            self._ensure_runner().prestart(cases)
+
     def start(self, cases: Sequence[Case]) -> None:
         """Start the episodes of the cases this process will run, in their order (a resumed
         case replays its recorded episode instead)."""

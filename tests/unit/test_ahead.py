@@ -7,6 +7,7 @@ import multiprocessing
 import os
 import signal
 import sys
+import time
 from dataclasses import replace
 
 import pytest
@@ -236,8 +237,8 @@ def test_cases_claimed_for_a_batch_here_are_skipped_by_the_helpers() -> None:
     ahead = ForkedEpisodes(gated(go), todo, 1)  # type: ignore[arg-type]
     try:
         wait_for_claim(ahead, 0)  # the helper holds the first case and waits on `go`
-        claimed = ahead.claim_after(0, 3)
-        assert ahead.claim_after(0, 3) == []  # never claimed twice
+        claimed = ahead.claim_after(todo[0].id, 3)
+        assert ahead.claim_after(todo[0].id, 3) == []  # never claimed twice
         go.set()
         first = ahead.take(todo[0].id)
         mine = [ahead.take(c.id) for c in todo[1:4]]  # this process's: None, to compute
@@ -250,3 +251,80 @@ def test_cases_claimed_for_a_batch_here_are_skipped_by_the_helpers() -> None:
     assert claims[:4] == [1, 255, 255, 255]
     for case, record, claim in zip(todo[4:], rest, claims[4:], strict=True):
         assert (record.id, claim) == (case.id, 1) if record is not None else claim == 255
+
+
+def test_helpers_forked_before_the_items_are_known_keep_to_those_announced() -> None:
+    """`prestart` forks on all the cases; `start` narrows the helpers to the items' cases when
+    they are among them in the same order (a deselection), so the others are never started
+    and their records, computed already or not, never reach an item; in any other order the
+    runner forks anew. The records are those of a runner that knew its items from the start."""
+    todo = cases()
+    picked = todo[1::3]
+
+    def run(prestart: list[Case] | None,
+            announced: list[Case]) -> tuple[list[dict[str, object]], int]:
+        runner = EpisodeRunner(CONFIG, default_registry(), agent_factory=make_agent,
+                               inline=lambda case: True, helpers=1)
+        try:
+            if prestart is not None:
+                runner.prestart(prestart)
+                early = runner._ahead
+                assert early is not None and runner.helper_processes == 1
+            runner.start(announced)
+            kept = runner._ahead is early if prestart is not None else False
+            got = [runner.result(c).summary_json() for c in announced]
+        finally:
+            runner.close()
+        for record in got:
+            record.pop("wall_time_s")
+        return got, int(kept)
+
+    expected, _ = run(None, picked)
+    assert run(todo, picked) == (expected, 1)  # narrowed: the same helper goes on
+    reordered = picked[::-1]
+    again, kept = run(todo, reordered)
+    assert kept == 0 and again == run(None, reordered)[0]  # forked anew
+
+
+def test_announcing_claims_the_cases_left_out_for_this_process() -> None:
+    go = multiprocessing.get_context("fork").Event()
+    todo = cases()[:12]
+    ahead = ForkedEpisodes(gated(go), todo, 1)  # type: ignore[arg-type]
+    try:
+        wait_for_claim(ahead, 0)  # the helper holds the first case and waits on `go`
+        assert not ahead.announce([todo[3], todo[2]])  # another order: refused, no change
+        assert ahead._claims[1] == 0
+        assert ahead.announce([todo[0], todo[5], todo[9]])
+        claims = list(ahead._claims[:len(todo)])
+        go.set()
+        first = ahead.take(todo[0].id)
+        assert ahead.take(todo[1].id) is None  # not announced
+    finally:
+        ahead.close()
+    assert first is not None and first.id == todo[0].id
+    assert claims == [1] + [255 if j not in (5, 9) else 0 for j in range(1, 12)]
+
+
+def test_a_helper_runs_on_past_a_full_pipe_while_nothing_is_read() -> None:
+    """While the parent reads nothing (pytest collecting, the summary's imports), a helper
+    holds the records its pipe has no room for and goes on; none is lost or reordered."""
+    big = "x" * (256 << 10)  # four records fill the 1 MiB pipe
+
+    async def compute(case: Case) -> EpisodeRecord:
+        record = record_of(case)
+        record.messages = [{"role": "system", "content": big}]
+        return record
+
+    todo = cases()[:24]
+    ahead = ForkedEpisodes(compute, todo, 1)
+    try:
+        deadline = time.monotonic() + 120  # a guard against hanging, not a timing claim
+        while ahead._claims[len(todo) - 1] == 0 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        reached = ahead._claims[len(todo) - 1] != 0  # the last case, with nothing read
+        got = [ahead.take(c.id) for c in todo]
+    finally:
+        ahead.close()
+    assert reached
+    assert [r.id if r is not None else None for r in got] == [c.id for c in todo]
+    assert all(r is not None and r.messages[0]["content"] == big for r in got)

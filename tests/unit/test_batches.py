@@ -86,15 +86,16 @@ def test_items_out_of_order_and_unannounced_cases_are_computed_once() -> None:
 def test_only_claimed_cases_are_computed_with_a_batch() -> None:
     todo = cases(10)
     compute = Computing()
-    asked: list[tuple[int, int]] = []
+    asked: list[tuple[str, int]] = []
 
-    def claim(i: int, n: int) -> list[Case]:  # as ahead.py's: the helpers hold odd cases
-        asked.append((i, n))
+    def claim(case_id: str, n: int) -> list[Case]:  # as ahead.py's: helpers hold odd cases
+        asked.append((case_id, n))
+        i = [c.id for c in todo].index(case_id)
         return [c for c in todo[i + 1: i + 1 + n] if todo.index(c) % 2 == 0]
 
     batches = Batches(todo, compute, claim)
     batches.take(todo[0])
-    assert asked == [(0, BATCH - 1)]
+    assert asked == [(todo[0].id, BATCH - 1)]
     assert compute.computed == [c.id for c in todo[::2]]
 
 
