@@ -155,7 +155,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         session = _activate(metafunc.config)
         cases = session.cases
         metafunc.parametrize("resili_case", cases, ids=[case.id for case in cases])
-        if _runs_all_here(metafunc.config):
+        if _runs_all_here(metafunc.config, session):
             # The items will most likely be these cases in this order: forked helpers
             # (ahead.py) may compute while pytest collects; the test loop checks.
             session.prestart(cases)
@@ -397,13 +397,11 @@ def _case_id(nodeid: str) -> str | None:
     return nodeid[nodeid.rfind("[") + 1:-1] if nodeid.endswith("]") and "[" in nodeid else None
 
 
-def _runs_all_here(config: pytest.Config) -> bool:
+def _runs_all_here(config: pytest.Config, state: ResiliSession) -> bool:
     """This process runs the items it collects, in collection order: no xdist (neither
     controller nor worker), not `--collect-only`, no sequential gate (it reorders them)."""
-    state = config.stash.get(SESSION_KEY, None)
-    return (state is not None and not hasattr(config, "workerinput")
-            and not config.option.collectonly and not _is_distributed(config)
-            and state.config.gate != "sequential")
+    return (not hasattr(config, "workerinput") and not config.option.collectonly
+            and not _is_distributed(config) and state.config.gate != "sequential")
 
 
 def _is_distributed(config: pytest.Config) -> bool:

@@ -262,11 +262,12 @@ class _Helper:
                 self._reader.close()
                 self._reader = None
                 break
+            if got != case_id and self._wanted is not None and got not in self._wanted:
+                continue  # a case the items will not take (`keep_only`)
             record = EpisodeRecord.from_pack(*packed) if packed is not None else None
             if got == case_id:
                 return record
-            if self._wanted is None or got in self._wanted:
-                self._early[got] = record
+            self._early[got] = record
         return None
 
     def close(self) -> None:

@@ -141,16 +141,17 @@ class ResiliSession:
     def prestart(self, cases: Sequence[Case]) -> None:
         """Without xdist, when the cases are known and before pytest collects its items: let
         the runner's helpers start on them (`EpisodeRunner.prestart`)."""
-        cases = [case for case in cases if case.id not in self._resumed]
-        if cases:
+        if cases := self._to_run(cases):
             self._ensure_runner().prestart(cases)
 
     def start(self, cases: Sequence[Case]) -> None:
         """Start the episodes of the cases this process will run, in their order (a resumed
         case replays its recorded episode instead)."""
-        cases = [case for case in cases if case.id not in self._resumed]
-        if cases:
+        if cases := self._to_run(cases):
             self._ensure_runner().start(cases)
+
+    def _to_run(self, cases: Sequence[Case]) -> list[Case]:
+        return [case for case in cases if case.id not in self._resumed]
 
     def result(self, case: Case) -> EpisodeRecord:
         replay = self._resumed.get(case.id)

@@ -328,3 +328,22 @@ def test_a_helper_runs_on_past_a_full_pipe_while_nothing_is_read() -> None:
     assert reached
     assert [r.id if r is not None else None for r in got] == [c.id for c in todo]
     assert all(r is not None and r.messages[0]["content"] == big for r in got)
+
+
+def test_records_computed_before_announcing_for_cases_left_out_are_dropped() -> None:
+    async def compute(case: Case) -> EpisodeRecord:
+        return record_of(case)
+
+    todo = cases()[:12]
+    ahead = ForkedEpisodes(compute, todo, 1)
+    try:
+        wait_for_claim(ahead, 4)  # the helper got to case 4: cases 1 to 3 are computed
+        assert ahead.announce([todo[0], todo[4], todo[6]])
+        got = [ahead.take(c.id) for c in (todo[0], todo[4])]  # reads past 1 to 3
+        early = dict(ahead._helpers[0]._early)
+        last = ahead.take(todo[6].id)
+    finally:
+        ahead.close()
+    assert [r.id if r is not None else None for r in got] == [todo[0].id, todo[4].id]
+    assert set(early) <= {todo[6].id}  # none of the cases left out is kept
+    assert last is not None and last.id == todo[6].id
