@@ -278,7 +278,8 @@ def pytest_runtest_makereport(
 ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
     record = _record_of(item, call)
     if record is not None:
-        item.stash[_SHOWN_KEY] = record
+        if _shows_properties(item.config):
+            item.stash[_SHOWN_KEY] = record
     elif call.when == "teardown" and _SHOWN_KEY in item.stash:
         # JUnit XML reads a test's properties off its teardown report (pytest's junitxml,
         # `LogXML.finalize`), so they go on that report alone: xdist sends every report to
@@ -296,6 +297,22 @@ def pytest_runtest_makereport(
             report.resili_reason = record.infra_error  # type: ignore[attr-defined]
         report.resili_episode = session.episode_json(record)  # type: ignore[attr-defined]
     return report
+
+
+def _shows_properties(config: pytest.Config) -> bool:
+    """Whether an item's episode figures go on its report as `user_properties`: where a
+    report file shows them (`--junitxml`, pytest-reportlog's `--report-log`). Elsewhere they
+    would only be encoded by each xdist worker and decoded by the controller (~50 us an item,
+    pure Python); every report carries the episode's JSON anyway. `report_log` is the option
+    pytest-reportlog adds (it writes each report's `pytest_report_to_serializable` form)."""
+    shows = config.stash.get(_PROPERTIES_KEY, None)
+    if shows is None:
+        shows = config.stash[_PROPERTIES_KEY] = bool(
+            getattr(config.option, "xmlpath", None) or getattr(config.option, "report_log", None))
+    return shows
+
+
+_PROPERTIES_KEY = pytest.StashKey[bool]()
 
 
 def pytest_report_teststatus(

@@ -8,12 +8,13 @@ with each episode computed as its item asked, 116 s with the next 31 computed al
 So the item that finds its episode not yet computed computes it and the `BATCH - 1` announced
 cases after it that this process may take (`claim`), and keeps their records for their
 items. Records are pure functions of their case (every draw is keyed, see rng.py): which item
-computed one changes nothing but `wall_time_s`.
+computed one changes nothing but `wall_time_s`. A batch is computed by one call
+(`compute_batch`), so that the runner drives its episodes on one turn of its event loop
+rather than one loop run an episode (~15 us each, 50,400 times in a full run).
 """
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Callable, Sequence
 
 from pytest_resilibench.core.record import EpisodeRecord
@@ -25,19 +26,20 @@ __all__ = ["BATCH", "Batches"]
 # those a run ended early never uses (`-x`, a decided sequential gate) cost nothing to speak of.
 BATCH = 32
 
-ComputeHere = Callable[[Case], EpisodeRecord]
+# Cases -> each one's record, or the exception computing it raised (in the cases' order).
+ComputeBatch = Callable[[Sequence[Case]], list[EpisodeRecord | Exception]]
 # (a case's id, how many) -> the announced cases after it to compute now.
 Claim = Callable[[str, int], Sequence[Case]]
 
 
 class Batches:
-    def __init__(self, cases: Sequence[Case], compute_here: ComputeHere,
+    def __init__(self, cases: Sequence[Case], compute_batch: ComputeBatch,
                  claim: Claim | None = None) -> None:
         """`cases`: the announced order; `claim`: which of the cases after an index this
         process may compute (the helpers of ahead.py hold others); by default every one not
         taken or computed yet."""
         self._cases = list(cases)
-        self._compute_here = compute_here
+        self._compute_batch = compute_batch
         self._claim = claim or self._unclaimed
         self._position = {case.id: i for i, case in enumerate(self._cases)}
         self._index = dict(self._position)  # not taken yet
@@ -51,12 +53,14 @@ class Batches:
         i = self._index.pop(case.id, None)
         if record is not None:
             return record
-        record = self._compute_here(case)
-        if i is not None:
-            for later in self._claim(case.id, BATCH - 1):
-                with contextlib.suppress(Exception):
-                    self._done[later.id] = self._compute_here(later)
-        return record
+        later = list(self._claim(case.id, BATCH - 1)) if i is not None else []
+        own, *others = self._compute_batch([case, *later])
+        for done, result in zip(later, others, strict=True):
+            if isinstance(result, EpisodeRecord):
+                self._done[done.id] = result
+        if isinstance(own, Exception):
+            raise own
+        return own
 
     def close(self) -> None:
         self._done.clear()

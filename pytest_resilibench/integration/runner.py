@@ -103,7 +103,7 @@ class EpisodeRunner:
             if self._ahead is None:
                 self._fork_helpers(inline)  # before the background loop's thread may start
             claim = self._ahead.claim_after if self._ahead is not None else None
-            self._batches = Batches(inline, self._episode_here, claim)
+            self._batches = Batches(inline, self._episodes_here, claim)
         fresh = []
         with self._lock:
             for case in cases:
@@ -175,9 +175,27 @@ class EpisodeRunner:
 
     def _episode_here(self, case: Case) -> EpisodeRecord:
         """An inline case's episode, in the item's thread."""
+        (result,) = self._episodes_here([case])
+        if isinstance(result, Exception):
+            raise result
+        return result
+
+    def _episodes_here(self, cases: Sequence[Case]) -> list[EpisodeRecord | Exception]:
+        """Inline cases' episodes one after another in the item's thread, in one run of the
+        local loop (a run costs more than a scripted episode's own awaits); each case's
+        record, or what computing it raised."""
         if self._local_loop is None:
             self._local_loop = asyncio.new_event_loop()
-        return self._local_loop.run_until_complete(self._episode(case))
+        return self._local_loop.run_until_complete(self._in_turn(cases))
+
+    async def _in_turn(self, cases: Sequence[Case]) -> list[EpisodeRecord | Exception]:
+        results: list[EpisodeRecord | Exception] = []
+        for case in cases:
+            try:
+                results.append(await self._episode(case))
+            except Exception as exc:  # that case's item shows it; the others go on
+                results.append(exc)
+        return results
 
     def _fork_helpers(self, inline: Sequence[Case]) -> None:
         if self._helpers is None:  # one per idle core, for enough cases, where safe

@@ -105,6 +105,20 @@ def test_trajectories_and_junit_properties(suite: pytest.Pytester, workers: list
             "errors_recovered")]
 
 
+def test_no_properties_on_the_reports_without_a_report_file_that_shows_them(
+        suite: pytest.Pytester) -> None:
+    """Without `--junitxml` (or `--report-log`) the figures stay off the reports: under xdist
+    each report is encoded and decoded in pure Python, and the episode's JSON has them."""
+    args = [*SMALL, "--resili-variants=optimal", "-k", "simple_task"]
+    plain = suite.inline_run(*args).getreports("pytest_runtest_logreport")
+    junit = suite.inline_run(*args, f"--junitxml={suite.path / 'j.xml'}").getreports(
+        "pytest_runtest_logreport")
+    assert len(plain) == len(junit) == 3 * 3  # setup, call, teardown of three items
+    assert all(report.user_properties == [] for report in plain)
+    assert [len(report.user_properties) for report in junit if report.when == "teardown"] \
+        == [7, 7, 7]
+
+
 def test_same_report_with_and_without_xdist_and_through_remote_style_gateways(
         suite: pytest.Pytester) -> None:
     """One in-process run is the reference for every distributed one: `-n 2`, `-n 4` and

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 
 import pytest
@@ -21,17 +22,23 @@ def cases(n: int) -> list[Case]:
 
 
 class Computing:
-    """Records each computed case; fails on the ids in `broken` (the first `times` times)."""
+    """Records each computed case and each batch; fails on the ids in `broken` (the first
+    `times` times)."""
 
     def __init__(self, broken: Sequence[str] = (), times: int = 1) -> None:
         self.computed: list[str] = []
+        self.batches: list[list[str]] = []
         self.broken = {case_id: times for case_id in broken}
 
-    def __call__(self, case: Case) -> EpisodeRecord:
+    def __call__(self, cases: Sequence[Case]) -> list[EpisodeRecord | Exception]:
+        self.batches.append([case.id for case in cases])
+        return [self._one(case) for case in cases]
+
+    def _one(self, case: Case) -> EpisodeRecord | Exception:
         self.computed.append(case.id)
         if self.broken.get(case.id, 0) > 0:
             self.broken[case.id] -= 1
-            raise RuntimeError(f"broken {case.id}")
+            return RuntimeError(f"broken {case.id}")
         return record_of(case)
 
 
@@ -42,8 +49,9 @@ def test_each_case_is_computed_once_a_batch_at_a_time() -> None:
     got = [batches.take(case).id for case in todo]
     assert got == [case.id for case in todo]
     assert sorted(compute.computed) == sorted(got)  # none twice
-    # The first item computed its own case and the next BATCH - 1, back to back.
-    assert compute.computed[:BATCH] == got[:BATCH]
+    # The first item computed its own case and the next BATCH - 1, back to back, in one call.
+    assert compute.batches[0] == got[:BATCH]
+    assert [len(batch) for batch in compute.batches] == [BATCH, BATCH, 3]
     assert len(batches._done) == 0
 
 
@@ -116,3 +124,44 @@ def test_the_runner_gives_the_records_of_one_at_a_time() -> None:
                          todo, announce=announce)
 
     assert records(True) == records(False)
+
+
+def test_the_runner_computes_a_batch_in_one_loop_run_and_keeps_a_failure_to_its_case() -> None:
+    """One run of the item thread's loop a batch; a case whose episode could not even start
+    (its environment failed) raises at its own item, and the batch's other records stand."""
+    from pytest_resilibench.core.registry import default_registry
+    from pytest_resilibench.runtime.agents import make_agent
+
+    config = RunConfig(models=("builtin:follower",), sample=1)
+    todo = build_cases(config, list(load_tasks()))[:BATCH]
+    broken = todo[5].id
+
+    def environment(case: Case) -> None:
+        if case.id == broken:
+            raise RuntimeError(f"no environment for {case.id}")
+
+    runner = EpisodeRunner(config, default_registry(), agent_factory=make_agent,
+                           environment_factory=environment, inline=lambda case: True,
+                           helpers=0)
+    runs = 0
+    loop = runner._local_loop = asyncio.new_event_loop()  # the item thread's, counted
+    original = loop.run_until_complete
+    try:
+
+        def counted(future: object) -> object:
+            nonlocal runs
+            runs += 1
+            return original(future)  # type: ignore[arg-type]
+
+        loop.run_until_complete = counted  # type: ignore[method-assign,assignment]
+        runner.start(todo)
+        got = [runner.result(case).id for case in todo[:5]]
+        with pytest.raises(RuntimeError, match="no environment"):
+            runner.result(todo[5])
+        got += [runner.result(case).id for case in todo[6:]]
+        runs_for_items = runs  # closing runs the loop once more, to close the agents
+    finally:
+        runner.close()
+    assert got == [case.id for case in todo if case.id != broken]
+    # The batch, then the broken case again, alone, for its own item.
+    assert runs_for_items == 2
