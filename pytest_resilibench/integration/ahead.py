@@ -48,7 +48,7 @@ import signal
 import struct
 import sys
 import threading
-from collections.abc import Awaitable, Callable, Container, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Container, Iterable, Iterator, Sequence
 from typing import IO, Any, cast
 
 from pytest_resilibench.core.record import EpisodeRecord
@@ -293,19 +293,26 @@ def _serve(compute: Compute, cases: Sequence[Case], write_fd: int, mark: int,
         # helpers on close.
         gc.freeze()
         signal.signal(signal.SIGINT, signal.SIG_IGN)
-        loop = asyncio.new_event_loop()
         out = _Outbox(write_fd)
-        for case in _claimed(cases, mark, claims, taken, lock):
-            try:  # packed: the parent seldom reads the trajectory (record.py)
-                record = loop.run_until_complete(compute(case))
-                blob = pickle.dumps((case.id, record.pack()), protocol=pickle.HIGHEST_PROTOCOL)
-            except Exception:  # the item computes it again and shows what went wrong
-                blob = pickle.dumps((case.id, None), protocol=pickle.HIGHEST_PROTOCOL)
-            out.send(blob)
+        # One run of one loop for all of them: a run costs more than a scripted episode's
+        # own awaits.
+        loop = asyncio.new_event_loop()
+        loop.run_until_complete(_compute_all(compute, _claimed(cases, mark, claims, taken, lock),
+                                             out))
         out.drain()
         status = 0
     finally:  # also after an error (the parent went away: a broken pipe): just stop
         os._exit(status)
+
+
+async def _compute_all(compute: Compute, cases: Iterable[Case], out: _Outbox) -> None:
+    for case in cases:
+        try:  # packed: the parent seldom reads the trajectory (record.py)
+            record = await compute(case)
+            blob = pickle.dumps((case.id, record.pack()), protocol=pickle.HIGHEST_PROTOCOL)
+        except Exception:  # the item computes it again and shows what went wrong
+            blob = pickle.dumps((case.id, None), protocol=pickle.HIGHEST_PROTOCOL)
+        out.send(blob)
 
 
 class _Outbox:

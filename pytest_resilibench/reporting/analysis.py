@@ -286,33 +286,43 @@ def _tokens(ep: Episode) -> float:
     return float(tokens or 0)
 
 
-def _rates(episodes: Sequence[Episode], confidence: float) -> Rates:
-    """Outcome counts and rates of a group, errors apart (never in a denominator). One pass
-    over the group: a run's summary computes this for every row of every table."""
-    counts = dict.fromkeys(OUTCOMES, 0)
-    score: list[float] = []
-    turns: list[float] = []
-    calls: list[float] = []
-    coverage: list[float] = []
-    order: list[float] = []
-    tokens: list[float] = []
-    met = recovered = 0
-    for ep in episodes:
-        get = ep.get  # bound once: this loop runs over every row of every table
-        outcome: Any = get("outcome")
-        if not is_scored(outcome):
-            continue
-        counts[outcome] += 1
-        score.append(_WEIGHTS[outcome])
-        turns.append(float(get("turns") or 0))
-        calls.append(float(get("tool_calls") or 0))
-        coverage.append(float(get("coverage") or 0))
-        order.append(float(get("order_adherence") or 0))
-        tokens.append(_tokens(ep))
-        met += int(get("errors_met") or 0)
-        recovered += int(get("errors_recovered") or 0)
-    n = len(score)
+# A scored episode's figures, in the order `_rates` averages them: (outcome, score, turns,
+# tool calls, coverage, order adherence, tokens, errors met, errors recovered).
+_Figures = tuple[str, float, float, float, float, float, float, int, int]
+
+
+def _figures(ep: Episode) -> _Figures | None:
+    """What `_rates` reads of an episode; None when it is not scored (an error)."""
+    get = ep.get
+    outcome: Any = get("outcome")
+    if not is_scored(outcome):
+        return None
+    return (outcome, _WEIGHTS[outcome], float(get("turns") or 0),
+            float(get("tool_calls") or 0), float(get("coverage") or 0),
+            float(get("order_adherence") or 0), _tokens(ep), int(get("errors_met") or 0),
+            int(get("errors_recovered") or 0))
+
+
+def _figures_of(episodes: Sequence[Episode]) -> dict[int, _Figures | None]:
+    """Every episode's figures, by `id()`, read once for all of a summary's tables (each
+    reads every episode again)."""
+    return {id(ep): _figures(ep) for ep in episodes}
+
+
+def _rates(episodes: Sequence[Episode], confidence: float,
+           figures: Mapping[int, _Figures | None] | None = None) -> Rates:
+    """Outcome counts and rates of a group, errors apart (never in a denominator).
+    `figures`: `_figures_of` episodes that include these (a summary's tables share it)."""
+    if figures is None:
+        scored = [f for ep in episodes if (f := _figures(ep)) is not None]
+    else:
+        scored = [f for ep in episodes if (f := figures[id(ep)]) is not None]
+    n = len(scored)
+    columns = list(zip(*scored, strict=True)) if scored else [()] * 9
+    outcomes, score, turns, calls, coverage, order, tokens, met_n, recovered_n = columns
+    counts = Counter(outcomes)
     full_n, partial_n, failed_n = (counts[o] for o in OUTCOMES)
+    met, recovered = sum(met_n), sum(recovered_n)
     full = stats.rate(full_n, n, confidence=confidence)
     return {
         "n": n,
@@ -324,14 +334,19 @@ def _rates(episodes: Sequence[Episode], confidence: float) -> Rates:
         "full_ci": list(full.ci),
         "partial_rate": partial_n / n if n else None,
         "failed_rate": failed_n / n if n else None,
-        "score": _mean(score),
-        "turns": _mean(turns),
-        "tool_calls": _mean(calls),
-        "coverage": _mean(coverage),
-        "order_adherence": _mean(order),
+        "score": _column_mean(score),
+        "turns": _column_mean(turns),
+        "tool_calls": _column_mean(calls),
+        "coverage": _column_mean(coverage),
+        "order_adherence": _column_mean(order),
         "recovery_rate": recovered / met if met else None,
-        "tokens": _mean(tokens),
+        "tokens": _column_mean(tokens),
     }
+
+
+def _column_mean(values: Sequence[float]) -> float | None:
+    """`np.mean` of floats already converted (the same pairwise sum as `_mean`'s)."""
+    return float(np.mean(values)) if values else None
 
 
 def _group(episodes: Iterable[Episode], *fields: str) -> dict[tuple[Any, ...], list[Episode]]:
@@ -462,11 +477,13 @@ def summary(
     eps = [ep for ep in episodes if isinstance(ep, Mapping)]
     models = sorted({str(ep.get("model")) for ep in eps})
 
+    figures = _figures_of(eps)
+
     def rows(*fields: str, subset: Sequence[Episode] = eps,
              order: Callable[[tuple[Any, ...]], Any] = repr) -> list[Row]:
         groups = _group(subset, *fields)
         return [cast(Row, {**dict(zip(fields, key, strict=True)),
-                           **_rates(groups[key], confidence)})
+                           **_rates(groups[key], confidence, figures)})
                 for key in sorted(groups, key=order)]
 
     by_mv = rows("model", "variant", order=lambda k: (str(k[0]), variant_order(str(k[1]))))
