@@ -16,8 +16,8 @@ from __future__ import annotations
 import gzip
 import json
 import zlib
-from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
@@ -101,7 +101,10 @@ class Task:
         }
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> Task:
+    def from_json(cls, data: Mapping[str, Any], *, optimal: Workflow | None = None,
+                  bounds: Mapping[str, float] | None = None) -> Task:
+        """The task of its JSON, with the reference workflow and bounds the solver wrote
+        for it (a separate fixture file, `WORKFLOWS_FILE`)."""
         return cls(
             id=data["id"],
             type=data["type"],
@@ -112,6 +115,8 @@ class Task:
             required_tools=tuple(data["required_tools"]),
             constraints=tuple(data.get("constraints", ())),
             step_arguments={k: dict(v) for k, v in data.get("step_arguments", {}).items()},
+            optimal=optimal,
+            bounds={} if bounds is None else bounds,
         )
 
 
@@ -153,33 +158,59 @@ def _jsonl_rows(directory: Path, manifest: Mapping[str, Any], name: str) -> list
     """The JSON objects of a verified gzip'd JSON-lines fixture file."""
     data = verified_bytes(directory, manifest, name)
     try:
-        lines = gzip.decompress(data).decode("utf-8").splitlines()
+        lines = [line for line in gzip.decompress(data).decode("utf-8").splitlines()
+                 if line.strip()]
     except (OSError, EOFError, zlib.error, UnicodeDecodeError) as exc:
         raise FixtureError(f"{directory / name} is not gzip'd UTF-8 text ({exc})") from None
+    if not lines:
+        raise FixtureError(f"{directory / name} holds no rows")
+    # The lines as one JSON array: one parse instead of one a line (every pytest process of a
+    # run loads the fixtures before its first item). A file that does not parse so, row for
+    # row, is read again a line at a time to say which line is wrong.
+    try:
+        rows = json.loads(f"[{','.join(lines)}]")
+    except json.JSONDecodeError:
+        rows = None
+    if (isinstance(rows, list) and len(rows) == len(lines)
+            and all(isinstance(row, dict) for row in rows)):
+        return rows
+    return _rows_one_by_one(directory / name, data)
+
+
+def _rows_one_by_one(path: Path, data: bytes) -> list[dict[str, Any]]:
     rows = []
-    for number, line in enumerate(lines, 1):
+    for number, line in enumerate(gzip.decompress(data).decode("utf-8").splitlines(), 1):
         if not line.strip():
             continue
         try:
             row = json.loads(line)
         except json.JSONDecodeError as exc:
-            raise FixtureError(f"{directory / name}, line {number}: {exc}") from None
+            raise FixtureError(f"{path}, line {number}: {exc}") from None
         if not isinstance(row, dict):
-            raise FixtureError(f"{directory / name}, line {number}: not a JSON object")
+            raise FixtureError(f"{path}, line {number}: not a JSON object")
         rows.append(row)
-    if not rows:
-        raise FixtureError(f"{directory / name} holds no rows")
     return rows
 
 
-def _task_of(row: dict[str, Any], where: str, known_tools: frozenset[str]) -> Task:
+def _task_of(row: dict[str, Any], where: Callable[[], str], known_tools: frozenset[str],
+             solved: Mapping[str, Any] | None, workflows: Path) -> Task:
+    """The task of a row, with its reference workflow from `solved` (its row of
+    `workflows`), built once."""
+    optimal = bounds = None
+    if solved is not None:
+        try:
+            optimal = Workflow.from_json(solved["optimal"])
+            bounds = dict(solved.get("bounds", {}))
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise FixtureError(f"{workflows}: the workflow of {row.get('id')} is malformed "
+                               f"({type(exc).__name__}: {exc})") from None
     try:
-        task = Task.from_json(row)
+        task = Task.from_json(row, optimal=optimal, bounds=bounds)
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
-        raise FixtureError(f"{where}: not a task ({type(exc).__name__}: {exc})") from None
+        raise FixtureError(f"{where()}: not a task ({type(exc).__name__}: {exc})") from None
     unknown = sorted(set(task.required_tools) - known_tools)
     if unknown:
-        raise FixtureError(f"{where}: task {task.id} requires unknown tools {unknown}")
+        raise FixtureError(f"{where()}: task {task.id} requires unknown tools {unknown}")
     return task
 
 
@@ -197,12 +228,8 @@ def load_tasks(directory: Path = FIXTURES_DIR, *, require_workflows: bool = True
                            f"`resilibench generate --out {directory}` writes them")
     manifest = read_manifest(directory)
     known = frozenset(default_registry().names)
-    tasks: dict[str, Task] = {}
-    for number, row in enumerate(_jsonl_rows(directory, manifest, TASKS_FILE), 1):
-        task = _task_of(row, f"{directory / TASKS_FILE}, line {number}", known)
-        if task.id in tasks:
-            raise FixtureError(f"{directory / TASKS_FILE}: task id {task.id} appears twice")
-        tasks[task.id] = task
+    rows = _jsonl_rows(directory, manifest, TASKS_FILE)
+    solved: dict[Any, dict[str, Any]] | None = None
     if require_workflows or (directory / WORKFLOWS_FILE).exists():
         if not (directory / WORKFLOWS_FILE).exists():
             raise FixtureError(f"no reference workflows at {directory / WORKFLOWS_FILE}: the "
@@ -210,19 +237,21 @@ def load_tasks(directory: Path = FIXTURES_DIR, *, require_workflows: bool = True
                                f"--exact --fixtures {directory} --out {directory}` writes them")
         solved = {row.get("task_id"): row
                   for row in _jsonl_rows(directory, manifest, WORKFLOWS_FILE)}
-        missing = sorted(set(tasks) - set(solved))
+        missing = sorted({row.get("id") for row in rows} - set(solved), key=str)
         if missing:
             raise FixtureError(f"{directory / WORKFLOWS_FILE} has no workflow for "
-                               f"{len(missing)} tasks (e.g. {', '.join(missing[:3])}); "
-                               "solve the tasks again")
-        for task_id, task in tasks.items():
-            row = solved[task_id]
-            try:
-                tasks[task_id] = replace(task, optimal=Workflow.from_json(row["optimal"]),
-                                         bounds=dict(row.get("bounds", {})))
-            except (KeyError, TypeError, ValueError, AttributeError) as exc:
-                raise FixtureError(f"{directory / WORKFLOWS_FILE}: the workflow of {task_id} "
-                                   f"is malformed ({type(exc).__name__}: {exc})") from None
+                               f"{len(missing)} tasks (e.g. {', '.join(map(str, missing[:3]))});"
+                               " solve the tasks again")
+    tasks: dict[str, Task] = {}
+    for number, row in enumerate(rows, 1):
+        def where(number: int = number) -> str:  # made only for an error's message
+            return f"{directory / TASKS_FILE}, line {number}"
+
+        task = _task_of(row, where, known, None if solved is None else solved[row.get("id")],
+                        directory / WORKFLOWS_FILE)
+        if task.id in tasks:
+            raise FixtureError(f"{directory / TASKS_FILE}: task id {task.id} appears twice")
+        tasks[task.id] = task
     return TaskSet(tuple(sorted(tasks.values(), key=lambda t: t.id)), manifest)
 
 

@@ -189,3 +189,17 @@ def test_any_bytes_load_or_give_one_fixture_error(tmp_path: Path, data: bytes) -
     except FixtureError:
         return
     assert all(isinstance(task, Task) for task in tasks)
+
+
+@pytest.mark.parametrize(("lines", "message"), [
+    (['{"id": "t0000"}', '{"id": ', '{"id": "t0002"}'], r"line 2: Expecting value"),
+    # Two objects on one line would parse as two rows of one JSON array: still line 1's fault.
+    (['{"id": "t0000"}, {"id": "t0001"}'], r"line 1: Extra data"),
+])
+def test_a_line_that_is_not_one_json_object_is_named(tmp_path: Path, lines: list[str],
+                                                     message: str) -> None:
+    """The file is parsed as one JSON array (faster); a file that does not parse so, line
+    for line, is read again a line at a time to name the line."""
+    write_fixture_file(tmp_path, TASKS_FILE, gzip.compress("\n".join(lines).encode(), mtime=0))
+    with pytest.raises(FixtureError, match=message):
+        load_tasks(tmp_path, require_workflows=False)
