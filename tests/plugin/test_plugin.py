@@ -9,6 +9,7 @@ from xml.etree import ElementTree
 
 import pytest
 
+from pytest_resilibench.integration.heap import FULL_COLLECTION_AFTER
 from tests.plugin.conftest import comparable, load
 
 SMALL = ["--resili-sample=1", "-p", "no:cacheprovider"]
@@ -361,7 +362,7 @@ def test_resilibench(resili_episode):
     frozen = gc.get_freeze_count()
     gc.collect()  # a full collection: what survives it is frozen too
     with open(os.environ["FROZEN_OUT"], "a") as fh:
-        fh.write(json.dumps([frozen, gc.get_freeze_count()]) + "\\n")
+        fh.write(json.dumps([frozen, gc.get_freeze_count(), gc.get_threshold()]) + "\\n")
 """
 
 
@@ -383,15 +384,18 @@ def test_the_run_freezes_what_lives_through_it_and_thaws_after(
         collect(iterations)
 
     monkeypatch.setattr(unraisable, "gc_collect_harder", counted)
-    before = gc.get_freeze_count()
+    before, thresholds = gc.get_freeze_count(), gc.get_threshold()
     result = pytester.runpytest(*SMALL, "--resili-model=builtin:follower",
                                 "--resili-variants=optimal", "-k", "simple_task and easy")
     assert result.ret == 0
     seen = [json.loads(line) for line in out.read_text().splitlines()]
     assert len(seen) == 1 and before < seen[0][0] < seen[0][1]
+    # While items run, full collections wait for FULL_COLLECTION_AFTER young ones.
+    assert seen[0][2] == [*thresholds[:2], max(thresholds[2], FULL_COLLECTION_AFTER)]
     # pytest collects in the unraisable plugin's unconfigure and in its cleanup: both frozen
     assert len(final_collections) == 2 and min(final_collections) > before
     assert gc.get_freeze_count() == before
+    assert gc.get_threshold() == thresholds
 
 
 EXIT_PROBE = """
