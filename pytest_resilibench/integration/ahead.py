@@ -53,7 +53,6 @@ from typing import IO, Any, cast
 
 from pytest_resilibench.core.record import EpisodeRecord
 from pytest_resilibench.integration.cases import Case
-from pytest_resilibench.integration.heap import defer_full_collections
 
 __all__ = ["MIN_CASES", "ForkedEpisodes", "can_fork", "idle_cores"]
 
@@ -292,8 +291,7 @@ def _serve(compute: Compute, cases: Sequence[Case], write_fd: int, mark: int,
         # copying) it (a plugin run also freezes what survives each full collection: the
         # callback of heap.py, inherited). Ctrl-C is the parent's to handle; it kills the
         # helpers on close.
-        gc.freeze()
-        defer_full_collections()  # as the item loop does (heap.py); the helper ends by os._exit
+        gc.freeze()  # (full collections are deferred too: heap.py, inherited)
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         out = _Outbox(write_fd)
         # One run of one loop for all of them: a run costs more than a scripted episode's
