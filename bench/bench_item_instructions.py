@@ -28,38 +28,11 @@ import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+# The same trivial tests and the same episodes as the wall-time bench (run as a script, this
+# folder is on sys.path).
+from bench_plugin import EPISODES_ALONE, TRIVIAL
+
 ROOT = Path(__file__).resolve().parents[1]
-TRIVIAL = '''
-import pytest
-
-@pytest.mark.parametrize("i", range({n}))
-def test_trivial(i):
-    assert i >= 0
-'''
-EPISODES = '''
-import asyncio, sys
-from pytest_resilibench.core.registry import default_registry
-from pytest_resilibench.core.tasks import load_tasks
-from pytest_resilibench.integration.cases import build_cases
-from pytest_resilibench.integration.options import RunConfig
-from pytest_resilibench.runtime.agents import make_agent
-from pytest_resilibench.runtime.episode import run_episode
-
-model, sample = sys.argv[1], int(sys.argv[2])
-config = RunConfig(models=(model,), sample=sample)
-registry, agent = default_registry(), make_agent(model)
-cases = build_cases(config, list(load_tasks()))
-
-async def main():
-    for case in cases:
-        await run_episode(case.task, case.variant, agent, seed=config.seed, repeat=case.repeat,
-                          base_success=case.base_success, max_turns=config.max_turns,
-                          tool_mode=config.tool_mode, registry=registry, model_name=case.model,
-                          faults=config.faults)
-
-asyncio.run(main())
-print(f"episodes {len(cases)}")
-'''
 # pytest's cache of assertion-rewritten modules applies, as in bench_plugin.py.
 _ENV = {**{k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"},
         "PYTHONHASHSEED": "0"}
@@ -96,7 +69,7 @@ def main() -> None:
             runs["suite", size] = (["-m", "pytest", "suites", f"--resili-model={opts.model}",
                                     f"--resili-sample={size}", "-q", "-p", "no:cacheprovider"],
                                    ROOT)
-            runs["episodes", size] = (["-c", EPISODES, opts.model, str(size)], ROOT)
+            runs["episodes", size] = (["-c", EPISODES_ALONE, opts.model, str(size)], ROOT)
         for args, cwd in runs.values():  # warm: the rewritten modules' cache, the .pyc files
             subprocess.run([sys.executable, *args], cwd=cwd, env=_ENV, capture_output=True,
                            check=False)
