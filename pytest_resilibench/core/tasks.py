@@ -16,7 +16,7 @@ from __future__ import annotations
 import gzip
 import json
 import zlib
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib import resources
@@ -192,25 +192,27 @@ def _rows_one_by_one(path: Path, data: bytes) -> list[dict[str, Any]]:
     return rows
 
 
-def _task_of(row: dict[str, Any], where: Callable[[], str], known_tools: frozenset[str],
-             solved: Mapping[str, Any] | None, workflows: Path) -> Task:
-    """The task of a row, with its reference workflow from `solved` (its row of
-    `workflows`), built once."""
+def _task_of(row: dict[str, Any], number: int, directory: Path, known_tools: frozenset[str],
+             solved: Mapping[str, Any] | None) -> Task:
+    """The task of row `number` of the tasks file, with its reference workflow from `solved`
+    (its row of the workflows file), built once."""
     optimal = bounds = None
     if solved is not None:
         try:
             optimal = Workflow.from_json(solved["optimal"])
             bounds = dict(solved.get("bounds", {}))
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
-            raise FixtureError(f"{workflows}: the workflow of {row.get('id')} is malformed "
-                               f"({type(exc).__name__}: {exc})") from None
+            raise FixtureError(f"{directory / WORKFLOWS_FILE}: the workflow of {row.get('id')} "
+                               f"is malformed ({type(exc).__name__}: {exc})") from None
     try:
         task = Task.from_json(row, optimal=optimal, bounds=bounds)
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
-        raise FixtureError(f"{where()}: not a task ({type(exc).__name__}: {exc})") from None
+        raise FixtureError(f"{directory / TASKS_FILE}, line {number}: not a task "
+                           f"({type(exc).__name__}: {exc})") from None
     unknown = sorted(set(task.required_tools) - known_tools)
     if unknown:
-        raise FixtureError(f"{where()}: task {task.id} requires unknown tools {unknown}")
+        raise FixtureError(f"{directory / TASKS_FILE}, line {number}: task {task.id} requires "
+                           f"unknown tools {unknown}")
     return task
 
 
@@ -244,11 +246,8 @@ def load_tasks(directory: Path = FIXTURES_DIR, *, require_workflows: bool = True
                                " solve the tasks again")
     tasks: dict[str, Task] = {}
     for number, row in enumerate(rows, 1):
-        def where(number: int = number) -> str:  # made only for an error's message
-            return f"{directory / TASKS_FILE}, line {number}"
-
-        task = _task_of(row, where, known, None if solved is None else solved[row.get("id")],
-                        directory / WORKFLOWS_FILE)
+        task = _task_of(row, number, directory, known,
+                        None if solved is None else solved[row.get("id")])
         if task.id in tasks:
             raise FixtureError(f"{directory / TASKS_FILE}: task id {task.id} appears twice")
         tasks[task.id] = task

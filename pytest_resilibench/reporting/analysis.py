@@ -275,8 +275,7 @@ def _full(ep: Episode) -> bool:
 
 
 def _mean(values: Iterable[float]) -> float | None:
-    data = [float(v) for v in values]
-    return float(np.mean(data)) if data else None
+    return _column_mean([float(v) for v in values])
 
 
 def _tokens(ep: Episode) -> float:
@@ -345,7 +344,7 @@ def _rates(episodes: Sequence[Episode], confidence: float,
 
 
 def _column_mean(values: Sequence[float]) -> float | None:
-    """`np.mean` of floats already converted (the same pairwise sum as `_mean`'s)."""
+    """`np.mean` of floats already converted (`_mean` converts first)."""
     return float(np.mean(values)) if values else None
 
 
