@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
+from pytest_resilibench.base.jsontext import json_text
 from pytest_resilibench.base.names import (
     COMPLETION_SIGNAL,
     FLAWS,
@@ -208,12 +209,9 @@ def _one_line(text: str) -> str:
     return " ".join(text.split())
 
 
-# json.dumps(value, sort_keys=True, ensure_ascii=False) without building an encoder per call.
-_ENCODER = json.JSONEncoder(sort_keys=True, ensure_ascii=False)
-
-
-def _json(value: Any) -> str:
-    return _ENCODER.encode(value)
+# json.dumps(value, sort_keys=True, ensure_ascii=False), from an encoder built once
+# (base/jsontext.py).
+_json = json_text(sort_keys=True, ensure_ascii=False)
 
 
 def render_plan(workflow: Workflow) -> str:

@@ -333,14 +333,18 @@ def deviation(
     plan's order contradicted the reference's and the agent's first successes followed the
     reference instead.
     """
-    ref_args = {str(s["tool"]): dict(s.get("arguments") or {}) for s in reference}
+    # Read only, as the plan's and the reference's arguments: no copies.
+    ref_args = {str(s["tool"]): s.get("arguments") or {} for s in reference}
     ref_tools = [str(s["tool"]) for s in reference]
+    calls_of: dict[Any, list[Call]] = {}  # a step is followed only by calls of its tool
+    for call in calls:
+        calls_of.setdefault(call.get("tool"), []).append(call)
     wrong: list[int] = []
     not_followed: list[int] = []
     seen: set[str] = set()
     for i, step in enumerate(plan):
         tool = str(step.get("tool"))
-        arguments = dict(step.get("arguments") or {})
+        arguments = step.get("arguments") or {}
         expected = ref_args.get(tool)
         is_wrong = (
             expected is None
@@ -350,7 +354,7 @@ def deviation(
         seen.add(tool)
         if is_wrong:
             wrong.append(i)
-        if not any(_follows(c, tool, arguments) for c in calls):
+        if not any(_follows(c, tool, arguments) for c in calls_of.get(tool, ())):
             not_followed.append(i)
     plan_tools = {str(s.get("tool")) for s in plan}
     done = first_success_order(calls, ref_tools)

@@ -15,6 +15,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pytest_resilibench.base.jsontext import json_text
 from pytest_resilibench.core.record import EpisodeRecord
 from pytest_resilibench.core.registry import ToolRegistry, default_registry
 from pytest_resilibench.integration.cases import Case, build_cases
@@ -33,6 +34,9 @@ if TYPE_CHECKING:
     from pytest_resilibench.servers.mcp_environment import SharedMcpServer
 
 __all__ = ["ResiliSession"]
+
+# json.dumps(record): an episode's report text (base/jsontext.py: an encoder built once).
+_report_json = json_text()
 
 
 class ResiliSession:
@@ -397,7 +401,7 @@ class ResiliSession:
 
     def _report_text(self, record: EpisodeRecord) -> str:
         payload = record.to_json() if self._config.trajectories else record.summary_json()
-        return json.dumps(payload)
+        return _report_json(payload)
 
     def worker_output(self) -> dict[str, Any]:
         """An xdist worker's account for the controller (`worker_finished`)."""

@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import json
 import time
 import traceback
 import weakref
@@ -45,6 +44,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mappin
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
+from pytest_resilibench.base.jsontext import json_text
 from pytest_resilibench.base.names import DEFAULT_CONCURRENCY, TOOL_MODES, StopReason, ToolMode
 from pytest_resilibench.base.plainkey import plain_key
 from pytest_resilibench.base.redact import redact
@@ -75,6 +75,7 @@ from pytest_resilibench.runtime.protocol import (
     ModelRequest,
     agent_shape,
     format_observation,
+    observation_json,
 )
 
 if TYPE_CHECKING:
@@ -97,9 +98,8 @@ REPEAT_LIMIT = 3
 MAX_CONSECUTIVE_ERRORS = 4
 # Error codes of results that no retry with the same call can change.
 _FORMAT_ERROR = "FORMAT_ERROR"
-# Encoders built once (json.dumps with options builds one per call); same output as
-# json.dumps(value, sort_keys=True, default=str).
-_CALL_KEY_JSON = json.JSONEncoder(sort_keys=True, default=str)
+# json.dumps(value, sort_keys=True, default=str), from an encoder built once (base/jsontext.py).
+_call_key_json = json_text(sort_keys=True, default=str)
 
 
 class _Turns:
@@ -149,7 +149,7 @@ def _call_key(name: str, arguments: Any) -> str:
     if known is not None:
         return known
     try:
-        key = name + _CALL_KEY_JSON.encode(arguments)
+        key = name + _call_key_json(arguments)
     except (TypeError, ValueError):
         key = name + repr(arguments)
     if memo is not None:
@@ -173,11 +173,11 @@ def _observation_messages(
     if not (native and reply.tool_calls):
         return [{"role": "user", "content": format_observation(payload)}]
     out = [{"role": "tool", "tool_call_id": reply.tool_calls[0].id,
-            "content": json.dumps(payload)}]
+            "content": observation_json(payload)}]
     for call in reply.tool_calls[1:]:
         skipped = {"status": "error", "error_code": "NOT_EXECUTED",
                    "message": "only one tool call per turn: this call was not executed"}
-        out.append({"role": "tool", "tool_call_id": call.id, "content": json.dumps(skipped)})
+        out.append({"role": "tool", "tool_call_id": call.id, "content": observation_json(skipped)})
     return out
 
 

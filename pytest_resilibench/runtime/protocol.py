@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeAlias, runtime_checkable
 
+from pytest_resilibench.base.jsontext import json_text
 from pytest_resilibench.base.names import MODEL_LIMITS, ModelLimit
 
 if TYPE_CHECKING:
@@ -21,7 +22,7 @@ if TYPE_CHECKING:
 
 __all__ = ["Agent", "AnyAgent", "InfrastructureError", "LoopAgent", "MalformedReply",
            "ModelLimitError", "ModelReply", "ModelRequest", "ToolCall", "agent_shape",
-           "error_cause", "format_observation", "read_observation"]
+           "error_cause", "format_observation", "observation_json", "read_observation"]
 
 
 class InfrastructureError(Exception):
@@ -154,11 +155,13 @@ def agent_shape(agent: object) -> Literal["turn", "loop"]:
 # What the environment's answer to a call looks like to the model: in text mode a user message
 # `<tool_response>{json}</tool_response>`, natively a `role: tool` message of the JSON alone.
 _OPEN, _CLOSE = "<tool_response>", "</tool_response>"
+# json.dumps(payload): default separators, ", " and ": " (built once: base/jsontext.py).
+observation_json = json_text()
 
 
 def format_observation(payload: Mapping[str, Any]) -> str:
     """The text-mode observation message."""
-    return f"{_OPEN}{json.dumps(payload)}{_CLOSE}"  # default separators: ", " and ": "
+    return f"{_OPEN}{observation_json(payload)}{_CLOSE}"
 
 
 def read_observation(message: Mapping[str, Any]) -> dict[str, Any] | None:

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from functools import cache, lru_cache
 from typing import Any, TypeVar
 
+from pytest_resilibench.base.jsontext import json_text
 from pytest_resilibench.base.names import COMPLETION_SIGNAL, FLOW_PARAMS
 from pytest_resilibench.base.plainkey import plain_key
 from pytest_resilibench.base.rng import DrawStream
@@ -48,7 +49,7 @@ _T = TypeVar("_T")
 # The follower and the adaptive agent give up on a step after this many failures in a row
 # and move on (a model would, too, rather than burn the whole budget on one tool).
 _MAX_TRIES = 6
-_SORTED_JSON = json.JSONEncoder(sort_keys=True)  # json.dumps(..., sort_keys=True), built once
+_sorted_json = json_text(sort_keys=True)  # json.dumps(..., sort_keys=True) (base/jsontext.py)
 
 
 # Views and observations are made every turn and never changed once made: plain slotted
@@ -181,8 +182,8 @@ def _encoded(tool: str, arguments: Mapping[str, Any]) -> tuple[str, str, str]:
     texts = _ENCODED.get(key) if key is not None else None
     if texts is not None:
         return texts
-    body = _SORTED_JSON.encode({"name": tool, "arguments": dict(arguments)})
-    texts = (f"<tool_call>{body}</tool_call>", body, _SORTED_JSON.encode(dict(arguments)))
+    body = _sorted_json({"name": tool, "arguments": dict(arguments)})
+    texts = (f"<tool_call>{body}</tool_call>", body, _sorted_json(dict(arguments)))
     if key is not None:
         if len(_ENCODED) >= _MEMO_SIZE:
             _ENCODED.clear()
