@@ -25,7 +25,7 @@ def json_text(
     """A function that writes `json.dumps(value, sort_keys=..., ensure_ascii=..., default=...)`
     (default separators) of a value without cycles."""
     standard = json.JSONEncoder(sort_keys=sort_keys, ensure_ascii=ensure_ascii, default=default)
-    make = _stdlib.c_make_encoder
+    make = getattr(_stdlib, "c_make_encoder", None)  # CPython's, absent from the stubs
     if make is None:  # no C accelerator (another interpreter): the standard path
         return standard.encode
     strings = _stdlib.encode_basestring_ascii if ensure_ascii else _stdlib.encode_basestring

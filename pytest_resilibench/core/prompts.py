@@ -250,15 +250,37 @@ def parse_plan(text: str) -> Workflow | None:
             if line.startswith("Advice: "):
                 advice = line.removeprefix("Advice: ")
             break
-        try:
-            arguments = json.loads(match["args"])
-        except json.JSONDecodeError:
-            break
-        if not isinstance(arguments, dict):
+        arguments = _step_arguments(match["args"])
+        if arguments is None:
             break
         steps.append(PlanStep(tool=match["tool"], purpose=match["purpose"],
                               arguments=arguments, on_failure=match["on_failure"]))
     return Workflow(steps=tuple(steps), advice=advice)
+
+
+# A step's arguments by their text: plans repeat the same few (`{"format": "json"}`, `{}`),
+# read back from every prompt that shows a plan. Bounded; a miss parses.
+_ARGUMENTS: dict[str, dict[str, Any]] = {}
+_ARGUMENTS_SIZE = 4096
+_SCALARS = (str, int, float, bool, type(None))
+
+
+def _step_arguments(text: str) -> dict[str, Any] | None:
+    """The JSON object a step line shows (a dict of its own), or None when it is not one."""
+    known = _ARGUMENTS.get(text)
+    if known is not None:
+        return dict(known)  # flat: a shallow copy is a copy
+    try:
+        arguments = json.loads(text)
+    except json.JSONDecodeError:
+        return None
+    if not isinstance(arguments, dict):
+        return None
+    if all(type(v) in _SCALARS for v in arguments.values()):
+        if len(_ARGUMENTS) >= _ARGUMENTS_SIZE:
+            _ARGUMENTS.clear()
+        _ARGUMENTS[text] = dict(arguments)
+    return arguments
 
 
 def parse_task_inputs(text: str) -> dict[str, Any]:

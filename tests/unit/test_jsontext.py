@@ -6,7 +6,6 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pytest_resilibench.base import jsontext
 from pytest_resilibench.base.jsontext import json_text
 
 _KEYS = st.one_of(st.text(max_size=4), st.integers(-2, 2), st.booleans(), st.none(),
@@ -17,7 +16,7 @@ _VALUES = st.recursive(
     lambda inner: st.one_of(st.lists(inner, max_size=3), st.tuples(inner, inner),
                             st.dictionaries(_KEYS, inner, max_size=3)),
     max_leaves=12)
-_OPTIONS = [{}, {"sort_keys": True}, {"ensure_ascii": False},
+_OPTIONS: list[dict[str, Any]] = [{}, {"sort_keys": True}, {"ensure_ascii": False},
             {"sort_keys": True, "ensure_ascii": False}, {"sort_keys": True, "default": str}]
 
 
@@ -40,6 +39,6 @@ def test_default_and_refusals_as_json_dumps() -> None:
 
 
 def test_without_the_c_accelerator(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(jsontext._stdlib, "c_make_encoder", None)
+    monkeypatch.setattr(json.encoder, "c_make_encoder", None)
     value = {"b": [1, 2.5, float("inf")], "a": "é"}
     assert json_text(sort_keys=True)(value) == json.dumps(value, sort_keys=True)

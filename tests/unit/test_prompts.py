@@ -199,6 +199,17 @@ def test_parse_plan_inverts_render_plan(workflow: Workflow) -> None:
     assert parse_plan(f"Task: x\nInputs: {{}}\n\n{render_plan(workflow)}\n\nThink.") == workflow
 
 
+def test_each_parse_has_arguments_of_its_own() -> None:
+    step = PlanStep("file_operations_reader", "read", {"path": "/data/a.csv"}, "retry once")
+    text = render_plan(Workflow((step,)))
+    first, second = parse_plan(text), parse_plan(text)
+    assert first is not None and second is not None
+    first.steps[0].arguments["path"] = "/elsewhere"  # type: ignore[index]
+    third = parse_plan(text)
+    assert third is not None
+    assert second.steps[0].arguments == third.steps[0].arguments == {"path": "/data/a.csv"}
+
+
 @settings(max_examples=100, deadline=None)
 @given(st.dictionaries(st.text(max_size=10), JSON, max_size=6))
 def test_parse_task_inputs_inverts_the_inputs_line(inputs: dict[str, Any]) -> None:

@@ -43,8 +43,10 @@ __all__ = ["BUILTIN_AGENTS", "BuiltinAgent", "make_builtin"]
 
 _MEMO_SIZE = 8192
 # Memos of what one episode re-reads every turn (its task text, its observations) need only
-# hold the episodes in flight; a miss merely recomputes.
-_EPISODE_MEMO_SIZE = 4096
+# hold the episodes in flight (16 by default, a batch of 32 at most inline); a miss merely
+# recomputes. Small, so that what they hold stays in the processor's caches: with 4096 an
+# episode took ~4% longer (bench/bench_episode.py, docs/REPRODUCTION.md).
+_EPISODE_MEMO_SIZE = 256
 _T = TypeVar("_T")
 # The follower and the adaptive agent give up on a step after this many failures in a row
 # and move on (a model would, too, rather than burn the whole budget on one tool).
