@@ -61,9 +61,11 @@ class FrozenHeap:
             _exit_hook = True
 
     def freeze(self) -> None:
-        """Take everything alive now out of the collector's generations (garbage first: a
-        frozen cycle would never be freed), and what survives each later full collection."""
-        gc.collect()
+        """Take everything alive now out of the collector's generations (the young garbage
+        first: a frozen cycle would never be freed), and what survives each later full
+        collection. Young generations only: cycles die young, and a full collection here
+        walked a 50,400-item worker's whole heap (~890,000 objects, 0.25-0.3 s) to free 65."""
+        gc.collect(1)
         gc.freeze()
         if not self._frozen:
             gc.callbacks.append(_refreeze)
