@@ -342,19 +342,23 @@ def deviation(
     wrong: list[int] = []
     not_followed: list[int] = []
     seen: set[str] = set()
-    for i, step in enumerate(plan):
+    for i, step in enumerate(plan):  # loops, not any() over generators: run every episode
         tool = str(step.get("tool"))
         arguments = step.get("arguments") or {}
         expected = ref_args.get(tool)
-        is_wrong = (
-            expected is None
-            or tool in seen
-            or any(k in expected and expected[k] != v for k, v in arguments.items())
-        )
+        is_wrong = expected is None or tool in seen
+        if expected is not None and not is_wrong:
+            for k, v in arguments.items():
+                if k in expected and expected[k] != v:
+                    is_wrong = True
+                    break
         seen.add(tool)
         if is_wrong:
             wrong.append(i)
-        if not any(_follows(c, tool, arguments) for c in calls_of.get(tool, ())):
+        for call in calls_of.get(tool, ()):
+            if _follows(call, tool, arguments):
+                break
+        else:
             not_followed.append(i)
     plan_tools = {str(s.get("tool")) for s in plan}
     done = first_success_order(calls, ref_tools)
