@@ -363,17 +363,31 @@ def _pp_pair(ci: tuple[float, float] | None) -> list[float | None] | None:
     return None if ci is None else [_pp(ci[0]), _pp(ci[1])]
 
 
+# A scored episode's unit and whether it was a full success: what paired drops compare.
+_Paired = tuple[tuple[Any, ...], bool]
+
+
+def _paired_of(episodes: Iterable[Episode]) -> dict[int, _Paired]:
+    """Each scored episode's `_Paired`, by `id()`, read once for all of a summary's drops
+    (each reads the same optimal episodes again)."""
+    return {id(ep): (unit_key(ep), _full(ep)) for ep in episodes if _is_scored(ep)}
+
+
 def _paired_drop(
-    optimal: Sequence[Episode], flawed: Sequence[Episode], *, confidence: float, seed: int
+    optimal: Sequence[Episode], flawed: Sequence[Episode], *, confidence: float, seed: int,
+    paired: Mapping[int, _Paired] | None = None,
 ) -> Drop | None:
     """Optimal minus flawed full-success rate over the units that ran both (errors out).
     One flawed episode per unit: exact McNemar. Several (all flaws, or all severities, of a
-    unit): each unit counts once, with its mean flawed success (sign test)."""
-    best = {unit_key(ep): _full(ep) for ep in optimal if _is_scored(ep)}
+    unit): each unit counts once, with its mean flawed success (sign test). `paired`:
+    `_paired_of` episodes that include these."""
+    if paired is None:
+        paired = _paired_of([*optimal, *flawed])
+    best = dict(p for ep in optimal if (p := paired.get(id(ep))) is not None)
     by_unit: dict[tuple[Any, ...], list[bool]] = defaultdict(list)
     for ep in flawed:
-        if _is_scored(ep) and (unit := unit_key(ep)) in best:
-            by_unit[unit].append(_full(ep))
+        if (p := paired.get(id(ep))) is not None and p[0] in best:
+            by_unit[p[0]].append(p[1])
     if not by_unit:
         return None
     units = sorted(by_unit, key=repr)
@@ -477,6 +491,7 @@ def summary(
     models = sorted({str(ep.get("model")) for ep in eps})
 
     figures = _figures_of(eps)
+    paired = _paired_of(eps)
 
     def rows(*fields: str, subset: Sequence[Episode] = eps,
              order: Callable[[tuple[Any, ...]], Any] = repr) -> list[Row]:
@@ -494,14 +509,14 @@ def summary(
     drops_by_model: list[ModelDrop] = []
     for model in models:
         d = _paired_drop(optimal_by_model.get((model,), []), flawed_by_model.get((model,), []),
-                         confidence=confidence, seed=seed)
+                         confidence=confidence, seed=seed, paired=paired)
         if d is not None:
             drops_by_model.append({"model": model, **d})
     drops_by_flaw: list[FlawDrop] = []
     for (model, flaw) in sorted(flawed_by_flaw, key=lambda k: (str(k[0]), variant_order(
             f"flawed-{k[1]}"))):
         d = _paired_drop(optimal_by_model.get((model,), []), flawed_by_flaw[(model, flaw)],
-                         confidence=confidence, seed=seed)
+                         confidence=confidence, seed=seed, paired=paired)
         if d is not None:
             drops_by_flaw.append({"model": model, "flaw": flaw, **d})
 
