@@ -73,7 +73,8 @@ class ResiliSession:
         self._agent_hook = agent_hook
         self._workers = workers
         self._runner: EpisodeRunner | None = None
-        self._store = EpisodeStore()
+        # The whole records are read back only to write the JSON report.
+        self._store = EpisodeStore(records=config.report is not None)
         self._received_by_worker: Counter[str] = Counter()
         self._lost: list[str] = []
         self._gate_results: list[GateResult] = []

@@ -3,7 +3,8 @@
 A parsed episode record is ~10 KB of Python objects; 50,400 of them would outweigh pytest's own
 items five times over. The summary and the gate need only the scalar fields (`SLIM_FIELDS`),
 so only those stay in memory (strings interned: a run repeats the same few models, variants
-and task types); the JSON report streams the whole records back from the spool.
+and task types); the JSON report streams the whole records back from the spool. A run that
+writes no report keeps no spool (`records=False`).
 
 Where nothing needs an episode's row at once (no sequential gate, no resumed run), its text is
 parsed later, with the next ones, `PARSE_BATCH` at a time: the process gathering the reports
@@ -38,13 +39,14 @@ _SHARED = frozenset({"model", "variant", "flaw", "severity", "task_id", "task_ty
 
 
 class EpisodeStore:
-    def __init__(self) -> None:
+    def __init__(self, *, records: bool = True) -> None:
+        """`records`: keep the whole records (`full_lines`), as a JSON report needs."""
         # Lives as long as the run; closed by `close()` (a with-block cannot span hooks).
         # Binary, append-only while episodes arrive: offsets are counted here, as a text
         # file's seek and tell on every add cost more than the write (they flush and reset
         # the codec).
-        self._spool: IO[bytes] = tempfile.TemporaryFile(  # noqa: SIM115
-            "w+b", prefix="resili-episodes-")
+        self._spool: IO[bytes] | None = tempfile.TemporaryFile(  # noqa: SIM115
+            "w+b", prefix="resili-episodes-") if records else None
         self._end = 0
         self._reading = False  # the position is somewhere else: seek the end before a write
         self._offsets: dict[str, int] = {}
@@ -82,15 +84,8 @@ class EpisodeStore:
 
     def _add(self, payload: str) -> dict[str, Any]:
         episode = json.loads(payload)
-        if "\n" in payload:  # one record, one line (JSON text has newlines only between tokens)
-            payload = payload.replace("\n", " ")
-        line = payload.encode() + b"\n"
-        if self._reading:
-            self._spool.seek(self._end)
-            self._reading = False
-        self._offsets[episode["id"]] = self._end
-        self._spool.write(line)
-        self._end += len(line)
+        if self._spool is not None:
+            self._keep(episode["id"], payload)
         row: dict[str, Any] = {}
         for key in SLIM_FIELDS:
             if key in episode:
@@ -99,12 +94,27 @@ class EpisodeStore:
         self._rows.append(row)
         return row
 
+    def _keep(self, episode_id: str, payload: str) -> None:
+        """Append the record's text to the spool, one line."""
+        assert self._spool is not None
+        if "\n" in payload:  # one record, one line (JSON text has newlines only between tokens)
+            payload = payload.replace("\n", " ")
+        line = payload.encode() + b"\n"
+        if self._reading:
+            self._spool.seek(self._end)
+            self._reading = False
+        self._offsets[episode_id] = self._end
+        self._spool.write(line)
+        self._end += len(line)
+
     def sort(self) -> None:
         """Id order: arrival order depends on the workers; everything downstream must not."""
         self.rows.sort(key=lambda row: row["id"])
 
     def full_lines(self) -> Iterator[str]:
         """The whole records as JSON lines, in the order of `rows`."""
+        if self._spool is None:
+            raise RuntimeError("this store keeps no records (made with records=False)")
         self._spool.flush()
         self._reading = True
         for row in self.rows:
@@ -112,4 +122,5 @@ class EpisodeStore:
             yield self._spool.readline().rstrip(b"\n").decode()
 
     def close(self) -> None:
-        self._spool.close()
+        if self._spool is not None:
+            self._spool.close()

@@ -74,3 +74,19 @@ def test_texts_added_later_are_parsed_in_batches_and_none_is_lost() -> None:
             "late", "x", "now"]
     finally:
         store.close()
+
+
+def test_a_store_without_records_keeps_the_rows_alone() -> None:
+    """A run that writes no JSON report keeps no spool: the rows as ever, no records."""
+    import pytest
+
+    store = EpisodeStore(records=False)
+    try:
+        for i in ("b", "a"):
+            store.add_later(json.dumps(episode(i)))
+        store.sort()
+        assert [row["id"] for row in store.rows] == ["a", "b"] and len(store) == 2
+        with pytest.raises(RuntimeError, match="keeps no records"):
+            next(store.full_lines())
+    finally:
+        store.close()

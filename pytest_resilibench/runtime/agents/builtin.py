@@ -44,8 +44,8 @@ __all__ = ["BUILTIN_AGENTS", "BuiltinAgent", "make_builtin"]
 _MEMO_SIZE = 8192
 # Memos of what one episode re-reads every turn (its task text, its observations) need only
 # hold the episodes in flight (16 by default, a batch of 32 at most inline); a miss merely
-# recomputes. Small, so that what they hold stays in the processor's caches: with 4096 an
-# episode took ~4% longer (bench/bench_episode.py, docs/REPRODUCTION.md).
+# recomputes. Small, so that what they hold stays in the processor's caches: with 4096 the
+# suite's episodes took 2-7% longer (alternating runs, docs/REPRODUCTION.md).
 _EPISODE_MEMO_SIZE = 256
 _T = TypeVar("_T")
 # The follower and the adaptive agent give up on a step after this many failures in a row
@@ -299,7 +299,7 @@ def _plan_steps(text: str) -> tuple[_Step, ...] | None:
     plan = parse_plan(text)
     if plan is None or not plan.steps:
         return None
-    return tuple(_Step(s.tool, dict(s.arguments)) for s in plan.steps)
+    return tuple(_Step(s.tool, s.arguments) for s in plan.steps)  # the parse's own dicts
 
 
 @lru_cache(maxsize=_EPISODE_MEMO_SIZE)
