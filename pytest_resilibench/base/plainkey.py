@@ -13,9 +13,16 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["plain_key"]
+__all__ = ["is_flat", "plain_key"]
 
 _PLAIN = frozenset({str, int, bool, type(None)})
+_SCALARS = frozenset({str, int, float, bool, type(None)})
+
+
+def is_flat(value: Any) -> bool:
+    """Whether `value` is a dict of scalar values: a shallow copy of it is a whole copy (what
+    a memo of parsed arguments hands each caller)."""
+    return type(value) is dict and all(type(v) in _SCALARS for v in value.values())
 
 
 def plain_key(head: str, arguments: Mapping[Any, Any]) -> tuple[Any, ...] | None:

@@ -31,6 +31,7 @@ from pytest_resilibench.base.names import (
     TOOL_MODES,
     VARIANT_KINDS,
 )
+from pytest_resilibench.base.plainkey import is_flat
 from pytest_resilibench.core.flaws import inject_flaw
 from pytest_resilibench.core.plan_text import shown_plan
 from pytest_resilibench.core.registry import ToolRegistry, default_registry
@@ -262,7 +263,6 @@ def parse_plan(text: str) -> Workflow | None:
 # read back from every prompt that shows a plan. Bounded; a miss parses.
 _ARGUMENTS: dict[str, dict[str, Any]] = {}
 _ARGUMENTS_SIZE = 4096
-_SCALARS = (str, int, float, bool, type(None))
 
 
 def _step_arguments(text: str) -> dict[str, Any] | None:
@@ -276,7 +276,7 @@ def _step_arguments(text: str) -> dict[str, Any] | None:
         return None
     if not isinstance(arguments, dict):
         return None
-    if all(type(v) in _SCALARS for v in arguments.values()):
+    if is_flat(arguments):
         if len(_ARGUMENTS) >= _ARGUMENTS_SIZE:
             _ARGUMENTS.clear()
         _ARGUMENTS[text] = dict(arguments)

@@ -316,6 +316,14 @@ def _follows(call: Call, tool: str, arguments: Mapping[str, Any]) -> bool:
     return isinstance(args, Mapping) and all(args.get(k) == v for k, v in arguments.items())
 
 
+def _contradicts(arguments: Mapping[str, Any], expected: Mapping[str, Any]) -> bool:
+    """Whether an argument both name has another value in `expected`."""
+    for k, v in arguments.items():  # noqa: SIM110 (every plan step: a generator costs more)
+        if k in expected and expected[k] != v:
+            return True
+    return False
+
+
 def deviation(
     calls: Sequence[Call],
     plan: Sequence[Mapping[str, Any]],
@@ -346,12 +354,7 @@ def deviation(
         tool = str(step.get("tool"))
         arguments = step.get("arguments") or {}
         expected = ref_args.get(tool)
-        is_wrong = expected is None or tool in seen
-        if expected is not None and not is_wrong:
-            for k, v in arguments.items():
-                if k in expected and expected[k] != v:
-                    is_wrong = True
-                    break
+        is_wrong = expected is None or tool in seen or _contradicts(arguments, expected)
         seen.add(tool)
         if is_wrong:
             wrong.append(i)

@@ -374,15 +374,13 @@ def _paired_of(episodes: Iterable[Episode]) -> dict[int, _Paired]:
 
 
 def _paired_drop(
-    optimal: Sequence[Episode], flawed: Sequence[Episode], *, confidence: float, seed: int,
-    paired: Mapping[int, _Paired] | None = None,
+    optimal: Sequence[Episode], flawed: Sequence[Episode], paired: Mapping[int, _Paired], *,
+    confidence: float, seed: int,
 ) -> Drop | None:
     """Optimal minus flawed full-success rate over the units that ran both (errors out).
     One flawed episode per unit: exact McNemar. Several (all flaws, or all severities, of a
     unit): each unit counts once, with its mean flawed success (sign test). `paired`:
     `_paired_of` episodes that include these."""
-    if paired is None:
-        paired = _paired_of([*optimal, *flawed])
     best = dict(p for ep in optimal if (p := paired.get(id(ep))) is not None)
     by_unit: dict[tuple[Any, ...], list[bool]] = defaultdict(list)
     for ep in flawed:
@@ -509,14 +507,14 @@ def summary(
     drops_by_model: list[ModelDrop] = []
     for model in models:
         d = _paired_drop(optimal_by_model.get((model,), []), flawed_by_model.get((model,), []),
-                         confidence=confidence, seed=seed, paired=paired)
+                         paired, confidence=confidence, seed=seed)
         if d is not None:
             drops_by_model.append({"model": model, **d})
     drops_by_flaw: list[FlawDrop] = []
     for (model, flaw) in sorted(flawed_by_flaw, key=lambda k: (str(k[0]), variant_order(
             f"flawed-{k[1]}"))):
         d = _paired_drop(optimal_by_model.get((model,), []), flawed_by_flaw[(model, flaw)],
-                         confidence=confidence, seed=seed, paired=paired)
+                         paired, confidence=confidence, seed=seed)
         if d is not None:
             drops_by_flaw.append({"model": model, "flaw": flaw, **d})
 

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pytest_resilibench.base.names import COMPLETION_SIGNAL
+from pytest_resilibench.base.plainkey import is_flat
 from pytest_resilibench.runtime.protocol import ToolCall
 
 __all__ = [
@@ -89,7 +90,6 @@ class ParsedReply:
 # environment and the record keep them.
 _ONE_CALL: dict[str, ParsedCall] = {}
 _MEMO_SIZE = 4096
-_SCALARS = (str, int, float, bool, type(None))
 
 
 def parse_text(text: Any) -> ParsedReply:
@@ -101,8 +101,7 @@ def parse_text(text: Any) -> ParsedReply:
     parsed = _parse_text(text)
     if len(parsed.calls) == 1 and type(text) is str:
         call = parsed.calls[0]
-        if type(call.arguments) is dict and all(
-                type(v) in _SCALARS for v in call.arguments.values()):
+        if is_flat(call.arguments):
             if len(_ONE_CALL) >= _MEMO_SIZE:
                 _ONE_CALL.clear()
             _ONE_CALL[text] = ParsedCall(call.name, dict(call.arguments), call.id, call.ignored)

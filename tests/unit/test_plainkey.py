@@ -4,7 +4,7 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pytest_resilibench.base.plainkey import plain_key
+from pytest_resilibench.base.plainkey import is_flat, plain_key
 
 _VALUES = st.one_of(st.none(), st.booleans(), st.integers(-3, 3), st.sampled_from(["", "a", "1"]),
                     st.floats(allow_nan=False), st.lists(st.integers(0, 2), max_size=2))
@@ -39,3 +39,9 @@ def test_what_has_no_key() -> None:
     for arguments in ({"a": 0.5}, {"a": [1]}, {"a": {"b": 1}}, {1: "a"}):
         assert plain_key("t", arguments) is None
     assert plain_key("t", {}) == ("t",)
+
+
+def test_flat_means_scalar_values_in_a_dict() -> None:
+    assert is_flat({}) and is_flat({"a": 1, "b": 0.5, "c": None, "d": "x", "e": True})
+    for value in ({"a": [1]}, {"a": {"b": 1}}, [("a", 1)], "a"):
+        assert not is_flat(value)
