@@ -5,18 +5,24 @@ episodes of items it does not have yet. `RoundRobinScheduling` (installed throug
 `pytest_xdist_make_scheduler` hook, only in a run that asks for the benchmark) sends worker
 `gwK` of N the benchmark items K, K+N, K+2N, ... (counted among the benchmark items) all at
 start, in ascending order; the worker computes the same share with `worker_share` and runs
-their episodes ahead. The run's other tests (a repository's own, collected alongside) are
-handed out by xdist's load scheduling as usual, in chunks as workers drain.
+their episodes ahead.
+
+From then on it is xdist's `WorkStealingScheduling`. The shares are even in items, not in
+time: one worker can finish a second or two before another (a shared machine gives one process
+less of its cores), so a worker whose queue runs out takes half of what is left of the busiest
+one (xdist's `steal` command, which a worker grants only for items it has not started). The
+victim gives up the end of its queue, far from the batch it computes ahead (`batches.py`); the
+thief runs those items' episodes on demand. The run's other tests (a repository's own,
+collected alongside) go to workers as they run out, the same way.
 
 Which worker runs an episode never changes its result (every draw is keyed by the case), so
-a crashed worker's items, re-sent elsewhere, still give the same report.
+a stolen item, or a crashed worker's items re-sent elsewhere, still give the same report.
 
 A crashed worker: xdist's `DSession` removes it (`remove_node` puts its unfinished items back
 in `pending`, the item it was running is reported as crashed) and starts a replacement, whose
-collection calls `schedule()` again; from then on the scheduler is xdist's `LoadScheduling`
-(`check_schedule` hands the pending items out in chunks). Items a worker did not announce run
-their episode on demand, so a replacement (its id lies outside the first partition) announces
-nothing.
+collection calls `schedule()` again, which hands the pending items to workers that run out.
+Items a worker did not announce run their episode on demand, so a replacement (its id lies
+outside the first partition) announces nothing.
 """
 
 from __future__ import annotations
@@ -56,14 +62,13 @@ def make_round_robin_scheduling(config: Any, log: Any,
                                 is_benchmark: Callable[[str], bool]) -> Any:
     """Build the scheduler; xdist is imported here only (the plugin must work without it).
     `is_benchmark(nodeid)` tells the benchmark items from the run's other tests."""
-    from xdist.scheduler import LoadScheduling
+    from xdist.scheduler import WorkStealingScheduling
 
-    class RoundRobinScheduling(LoadScheduling):  # type: ignore[misc]  # xdist ships no types
+    class RoundRobinScheduling(WorkStealingScheduling):  # type: ignore[misc]  # no types
         def schedule(self) -> None:
             assert self.collection_is_completed
             if self.collection is not None:  # type: ignore[has-type]  # nodes added later
-                for node in self.nodes:
-                    self.check_schedule(node)
+                self.check_schedule()
                 return
             if not self._check_nodes_have_same_collection():
                 self.log("**Different tests collected, aborting run**")
@@ -76,10 +81,6 @@ def make_round_robin_scheduling(config: Any, log: Any,
                 super().schedule()  # nothing of ours, or unexpected ids: xdist's own way
                 return
             self.collection = collection
-            # xdist's own schedule() sets this; check_schedule needs it once a crashed
-            # worker's items are handed out again.
-            if self.maxschedchunk is None:  # type: ignore[has-type]
-                self.maxschedchunk = len(collection)
             taken = set(ours)
             self.pending[:] = [i for i in range(len(collection)) if i not in taken]
             for index, node in sorted((i, n) for i, n in nodes.items() if i is not None):
@@ -87,7 +88,6 @@ def make_round_robin_scheduling(config: Any, log: Any,
                 if share:
                     self.node2pending[node].extend(share)
                     node.send_runtest_some(share)
-            for node in self.nodes:  # the other tests in chunks, or shut down when none
-                self.check_schedule(node)
+            self.check_schedule()  # the other tests to idle workers, then stealing
 
     return RoundRobinScheduling(config, log)

@@ -11,6 +11,7 @@ between runs of the same data.
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal, TypedDict
@@ -149,9 +150,8 @@ def paired_bootstrap_ci(
 def _discordance(a: Sequence[bool], b: Sequence[bool]) -> tuple[int, int, int]:
     if len(a) != len(b):
         raise ValueError(f"paired samples differ in length: {len(a)} vs {len(b)}")
-    a_only = sum(1 for x, y in zip(a, b, strict=True) if x and not y)
-    b_only = sum(1 for x, y in zip(a, b, strict=True) if y and not x)
-    return len(a), a_only, b_only
+    pairs = Counter(zip(map(bool, a), map(bool, b), strict=True))
+    return len(a), pairs[True, False], pairs[False, True]
 
 
 @dataclass(frozen=True)

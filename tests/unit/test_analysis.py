@@ -273,3 +273,40 @@ def test_a_units_share_is_the_float_numpys_mean_gives(successes: list[bool]) -> 
     """`_paired_drop` takes a unit's flawed success share as a count over a count, for what
     `np.mean` gives: sums of 0 and 1 are exact in any order of summation."""
     assert sum(successes) / len(successes) == float(np.mean(successes))
+
+
+_figures = st.fixed_dictionaries({
+    "outcome": st.sampled_from(["full", "partial", "failed", "error"]),
+    "turns": st.integers(0, 10), "tool_calls": st.integers(0, 30),
+    "coverage": st.floats(0, 1), "order_adherence": st.floats(0, 1),
+    "errors_met": st.integers(0, 5), "errors_recovered": st.integers(0, 5),
+    "tokens": st.one_of(st.none(), st.integers(0, 10**6),
+                        st.builds(lambda t: {"total": t}, st.integers(0, 10**6))),
+})
+
+
+@given(st.lists(_figures, max_size=40), st.data())
+def test_a_group_s_rates_from_the_run_s_figure_table_are_its_own(
+        rows: list[dict[str, Any]], data: st.DataObject) -> None:
+    """The summary reads every group's figures off one table of the whole run's: the same
+    counts and the very floats of `np.mean` over the group's own lists (the old way)."""
+    eps = [episode(**row) for row in rows]
+    group = data.draw(st.lists(st.sampled_from(eps), unique_by=id) if eps else st.just([]))
+    table = analysis._figure_table(eps)
+    got = analysis._rates(group, 0.95, table)
+    assert got == analysis._rates(group, 0.95)  # a table of the group alone
+    scored = [ep for ep in group if ep["outcome"] != "error"]
+
+    def mean(field: str) -> float | None:
+        values = [float(analysis._tokens(ep) if field == "tokens" else ep[field] or 0)
+                  for ep in scored]
+        return float(np.mean(values)) if values else None
+
+    assert (got["n"], got["errors"]) == (len(scored), len(group) - len(scored))
+    assert [got[o] for o in ("full", "partial", "failed")] == [
+        sum(ep["outcome"] == o for ep in scored) for o in ("full", "partial", "failed")]
+    for field in ("turns", "tool_calls", "coverage", "order_adherence", "tokens"):
+        assert got[field] == mean(field)  # exactly: the same summation
+    met = sum(ep["errors_met"] for ep in scored)
+    assert got["recovery_rate"] == (sum(ep["errors_recovered"] for ep in scored) / met
+                                    if met else None)
