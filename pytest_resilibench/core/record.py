@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import pickle
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
+from functools import lru_cache
 from typing import TYPE_CHECKING, Any, Literal
 
 from pytest_resilibench.base.names import OUTCOMES, Outcome, StopReason, ToolMode
@@ -40,6 +41,7 @@ def episode_id(
     return "-".join(parts)
 
 
+@lru_cache(maxsize=256)  # a run's 50,400 ids name the same few models
 def _safe_id(text: str) -> str:
     """`text` with every run of characters an id should not hold (for pytest's `-k` and file
     names) made one underscore."""
@@ -147,6 +149,15 @@ class EpisodeRecord:
         """The record without the trajectory (what reports keep by default); shallow too."""
         return _drop_unset({"schema": EPISODE_SCHEMA, **{
             name: getattr(self, name) for name in _SUMMARY_FIELDS}})
+
+    def fields_json(self, names: Sequence[str]) -> dict[str, Any]:
+        """Only the named fields (unset optional ones left out, as `summary_json` leaves
+        them out); shallow too."""
+        data = {name: getattr(self, name) for name in names}
+        for name in _OPTIONAL:
+            if name in data and data[name] is None:
+                del data[name]
+        return data
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> EpisodeRecord:

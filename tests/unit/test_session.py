@@ -47,3 +47,27 @@ def test_a_sequential_gate_needs_a_readable_baseline(tmp_path: Path) -> None:
     fixed = session(tmp_path, baseline=good)
     fixed.prepare_gate()
     assert fixed.sequential is None and fixed.baseline == state.baseline
+
+
+def test_without_a_json_report_an_item_carries_just_the_row_the_gathering_keeps(
+        tmp_path: Path) -> None:
+    """No report to write: the episode's text holds only `SLIM_FIELDS`, and the controller's
+    store makes of it the very row it made of the whole summary."""
+    from pytest_resilibench.integration.store import SLIM_FIELDS, EpisodeStore
+
+    slim = session(tmp_path, variants=("optimal", "flawed"), flaws=("missing_step",))
+    full = session(tmp_path, variants=("optimal", "flawed"), flaws=("missing_step",),
+                   report=tmp_path / "run.json")
+    try:
+        for case in slim.cases[::5]:
+            record = slim.result(case)
+            text = slim.episode_json(record)
+            assert set(json.loads(text)) <= set(SLIM_FIELDS)
+            whole = full.episode_json(full.result(case))
+            assert set(json.loads(whole)) > set(json.loads(text))
+            kept = EpisodeStore()
+            assert EpisodeStore(records=False).add(text) == kept.add(whole)
+            kept.close()
+    finally:
+        slim.close()
+        full.close()
