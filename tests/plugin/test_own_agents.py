@@ -4,6 +4,7 @@ the test directory (both shapes: the docs/examples agents), and the
 
 from __future__ import annotations
 
+import re
 import textwrap
 from pathlib import Path
 
@@ -102,6 +103,9 @@ def pytest_resilibench_make_agent(config, spec):
 '''
 
 
+SPECS = {"team_planner": "team:planner", "builtin_follower": "builtin:follower"}  # id -> spec
+
+
 def test_a_conftest_hook_builds_agents_for_any_spec_in_every_worker(
     outside: pytest.Pytester,
 ) -> None:
@@ -112,15 +116,21 @@ def test_a_conftest_hook_builds_agents_for_any_spec_in_every_worker(
         log.unlink(missing_ok=True)
         path = outside.path / f"n{workers}.json"
         result = outside.runpytest_subprocess(
-            *SMALL, "--resili-model=team:planner,builtin:follower", "-n", workers,
+            *SMALL, "--resili-model=team:planner,builtin:follower", "-n", workers, "-v",
             f"--resili-report={path}")
         assert result.ret == 0, result.stdout.str()[-2000:]
         reports[workers] = load(path)
         built = set(log.read_text().splitlines())
-        processes = {"main"} if workers == "0" else {"main", "gw0", "gw1"}
-        # the controller checks each spec; each process that runs episodes builds its own
-        assert built == {f"{p} {s}" for p in processes for s in ("team:planner",
-                                                                  "builtin:follower")}
+        # The controller checks each spec; each process that runs episodes builds its own
+        # agent for each spec it ran (under xdist, which worker runs an item is xdist's work
+        # stealing's choice: read it off `-v`'s "[gw0] [ 3%] FULL ...[<case id>]" lines).
+        ran = {("main", spec) for spec in SPECS.values()} if workers == "0" else {
+            (match[1], SPECS[match[2]]) for match in re.finditer(
+                r"\[(gw\d+)\].*test_resilibench\[(team_planner|builtin_follower)-",
+                result.stdout.str())}
+        assert {worker for worker, _ in ran} <= {"main", "gw0", "gw1"}
+        assert {spec for _, spec in ran} == set(SPECS.values())
+        assert built == {f"main {s}" for s in SPECS.values()} | {f"{w} {s}" for w, s in ran}
     assert comparable(reports["0"]) == comparable(reports["2"])
     verdicts = by_model(reports["0"])
     assert verdicts["team:planner"] == verdicts["builtin:follower"]
