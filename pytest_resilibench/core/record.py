@@ -153,11 +153,7 @@ class EpisodeRecord:
     def fields_json(self, names: Sequence[str]) -> dict[str, Any]:
         """Only the named fields (unset optional ones left out, as `summary_json` leaves
         them out); shallow too."""
-        data = {name: getattr(self, name) for name in names}
-        for name in _OPTIONAL:
-            if name in data and data[name] is None:
-                del data[name]
-        return data
+        return _drop_unset({name: getattr(self, name) for name in names})
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> EpisodeRecord:
@@ -176,7 +172,7 @@ _OPTIONAL = ("faults", "events")
 
 def _drop_unset(data: dict[str, Any]) -> dict[str, Any]:
     for name in _OPTIONAL:
-        if data[name] is None:
+        if name in data and data[name] is None:
             del data[name]
     return data
 
