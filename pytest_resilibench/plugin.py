@@ -111,7 +111,8 @@ def _activate(config: pytest.Config) -> ResiliSession:
     if workerinput is None:  # the controller checks once for everyone
         try:
             check_extras(session.config)
-            session.task_set  # noqa: B018  # the fixtures, verified: a damaged file stops here
+            if not (running and _is_distributed(config)):  # else once the workers start
+                session.task_set  # noqa: B018  # the fixtures, verified: a damaged file stops
             session.check_models(probe=running)
             session.prepare_gate()
             if running:
@@ -213,6 +214,8 @@ class _Benchmark:
             return (yield)
         finally:
             self.session.stop()
+            if running:  # what the loop made too (an xdist controller's 150,000 reports):
+                self.heap.freeze()  # pytest's collections at unconfigure would walk it all
 
     @pytest.fixture(name="resili_episode")
     def resili_episode(self, resili_case: Any) -> Any:
@@ -548,6 +551,19 @@ class _XdistController:
         self.session = session
         self.gatherer = gatherer
         self.stopper = stopper
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_sessionstart(self, session: pytest.Session) -> None:
+        """The fixtures, loaded and verified (a damaged file stops the run here, as a usage
+        error) after xdist's `DSession` has started the workers (registered after this, it
+        runs first): the 0.5 s it takes no longer delays their start."""
+        if _is_distributed(session.config):
+            try:
+                self.session.task_set  # noqa: B018
+            except ValueError as exc:
+                from pytest_resilibench.base.redact import redact
+
+                raise pytest.UsageError(redact(str(exc))) from None
 
     def pytest_configure_node(self, node: Any) -> None:
         """Tell each worker whether it gets its items round-robin (`scheduling.py`) and where a

@@ -7,11 +7,13 @@ helpers of `ahead.py` too, where an item waiting on a helper's pause of ~0.2 s s
 twice after it (pytest's unraisable-exception plugin collects in its `pytest_unconfigure` and
 again in its cleanup) and once more while the interpreter shuts down (~7 s of a 50,400-item
 run: bench/bench_plugin.py). So the run freezes that heap (`gc.freeze`: out of every later
-collection) for the loop, freezes what survives each full collection in it, and thaws all
-after pytest's last collection, so that a process that goes on (pytester runs in-process)
-gets it back; at exit the process freezes everything again, so that shutting down walks
-nothing. Nothing at exit needs the collector: Python does not promise to finalize the objects
-still alive then (the language reference, "Data model", `object.__del__`).
+collection) for the loop, freezes what survives each full collection in it and what the
+loop made once it ends (an xdist controller's 150,000 reports: 0.4 s of a collection at
+unconfigure, after the summary), and thaws all after pytest's last collection, so that a
+process that goes on (pytester runs in-process) gets it back; at exit the process freezes
+everything again, so that shutting down walks nothing. Nothing at exit needs the collector:
+Python does not promise to finalize the objects still alive then (the language reference,
+"Data model", `object.__del__`).
 
 Full collections themselves are deferred from the moment the benchmark activates until the
 run ends (`defer_full_collections`): each walks every object that survived the young

@@ -192,6 +192,8 @@ class ResiliSession:
         from pytest_resilibench.integration import resume
 
         config = self._config
+        if config.report is None and not isinstance(config.resume, Path):
+            return  # no log to keep, none to read
         key = resume.resume_key(self._report_config(), trajectories=config.trajectories)
         log = resume.log_path(config.report) if config.report is not None else None
         sources: list[resume.ResumeSource] = []

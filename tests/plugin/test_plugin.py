@@ -377,10 +377,12 @@ def test_the_run_freezes_what_lives_through_it_and_thaws_after(
     monkeypatch.setenv("FROZEN_OUT", str(out))
     pytester.makepyfile(test_freeze_count_during_run=GC_PROBE)
     final_collections: list[int] = []
+    reports_walked: list[int] = []  # the run's reports the final collections would walk
     collect = unraisable.gc_collect_harder
 
     def counted(iterations: int) -> None:
         final_collections.append(gc.get_freeze_count())
+        reports_walked.append(sum(isinstance(o, pytest.TestReport) for o in gc.get_objects()))
         collect(iterations)
 
     monkeypatch.setattr(unraisable, "gc_collect_harder", counted)
@@ -394,6 +396,8 @@ def test_the_run_freezes_what_lives_through_it_and_thaws_after(
     assert seen[0][2] == [*thresholds[:2], max(thresholds[2], FULL_COLLECTION_AFTER)]
     # pytest collects in the unraisable plugin's unconfigure and in its cleanup: both frozen
     assert len(final_collections) == 2 and min(final_collections) > before
+    # ... and what the loop made after it, its reports included (frozen when the loop ends)
+    assert reports_walked == [0, 0]
     assert gc.get_freeze_count() == before
     assert gc.get_threshold() == thresholds
 
