@@ -510,11 +510,12 @@ def _severity_x(ep: Episode) -> float | None:
     return float(_SEVERITY_LEVEL[severity]) if severity in _SEVERITY_LEVEL else None
 
 
-def _pass_k(episodes: Sequence[Episode]) -> list[PassK]:
-    """pass^k for k = 1..repeats per model × variant, a task-condition being
-    (task, flaw, severity, seed, base success) and its repeats the draws."""
+def _pass_k(by_model_variant: Mapping[tuple[Any, ...], Sequence[Episode]]) -> list[PassK]:
+    """pass^k for k = 1..repeats per model × variant (the episodes `_group`ed so), a
+    task-condition being (task, flaw, severity, seed, base success) and its repeats the
+    draws."""
     rows: list[PassK] = []
-    for (model, variant), eps in _group(episodes, "model", "variant").items():
+    for (model, variant), eps in by_model_variant.items():
         conditions = [((ep.get("task_id"), ep.get("severity"), ep.get("seed"),
                         ep.get("base_success")), ep) for ep in eps if _is_scored(ep)]
         if len({condition for condition, _ in conditions}) == len(conditions):
@@ -532,20 +533,24 @@ def summary(
     episodes: Iterable[Episode], *, confidence: float = 0.95, seed: int = 0
 ) -> Summary:
     """Everything the reports print, as JSON-able builtins (rates are fractions, drops pp)."""
-    eps = [ep for ep in episodes if isinstance(ep, Mapping)]
+    eps = [ep for ep in episodes if type(ep) is dict or isinstance(ep, Mapping)]
     models = sorted({str(ep.get("model")) for ep in eps})
 
     table = _figure_table(eps)
     paired = _paired_of(eps)
+    by_model_variant = _group(eps, "model", "variant")  # also for pass^k and identical rows
 
     def rows(*fields: str, subset: Sequence[Episode] = eps,
-             order: Callable[[tuple[Any, ...]], Any] = repr) -> list[Row]:
-        groups = _group(subset, *fields)
+             order: Callable[[tuple[Any, ...]], Any] = repr,
+             groups: dict[tuple[Any, ...], list[Episode]] | None = None) -> list[Row]:
+        if groups is None:
+            groups = _group(subset, *fields)
         return [cast(Row, {**dict(zip(fields, key, strict=True)),
                            **_rates(groups[key], confidence, table)})
                 for key in sorted(groups, key=order)]
 
-    by_mv = rows("model", "variant", order=lambda k: (str(k[0]), variant_order(str(k[1]))))
+    by_mv = rows("model", "variant", order=lambda k: (str(k[0]), variant_order(str(k[1]))),
+                 groups=by_model_variant)
     flawed = [ep for ep in eps if str(ep.get("variant", "")).startswith("flawed")]
     optimal_by_model = _group((ep for ep in eps if ep.get("variant") == "optimal"), "model")
     flawed_by_model = _group(flawed, "model")
@@ -578,13 +583,13 @@ def summary(
                              "best_model": best_model, "best_full_rate": best_rate})
 
     errors: dict[str, int] = defaultdict(int)
-    for ep in eps:
-        if not _is_scored(ep):
+    for ep, scored in zip(eps, table.scored.tolist(), strict=True):
+        if not scored:
             errors[str(ep.get("model"))] += 1
     result: Summary = {
         "schema": SUMMARY_SCHEMA,
         "confidence": confidence,
-        "counts": {"episodes": len(eps), "scored": sum(1 for ep in eps if _is_scored(ep)),
+        "counts": {"episodes": len(eps), "scored": int(table.scored.sum()),
                    "errors": sum(errors.values()), "models": models, "variants": variants,
                    "outcomes": vocabulary.tally(ep.get("outcome") for ep in eps)},
         "errors_by_model": dict(sorted(errors.items())),
@@ -601,8 +606,8 @@ def summary(
         "by_flaw": rows("model", "flaw", "severity", subset=flawed, order=lambda k: (
             str(k[0]), variant_order(f"flawed-{k[1]}"), _rank(k[2], SEVERITIES))),
         "drops": {"by_model": drops_by_model, "by_flaw": drops_by_flaw},
-        "identical_variants": _identical_variants(eps),
-        "pass_k": _pass_k(eps),
+        "identical_variants": _identical_variants(by_model_variant),
+        "pass_k": _pass_k(by_model_variant),
         "surfaces": {
             "base_success": _surface(eps, "base_success", _float_or_none("base_success"),
                                      confidence),
@@ -619,14 +624,17 @@ def summary(
     return result
 
 
-def _identical_variants(eps: Sequence[Episode]) -> list[IdenticalVariants]:
-    """Per model, whether its baseline and cot episodes are the same episodes (same calls,
-    turns and outcome on every unit). The built-in agents never read the CoT instruction, so
-    for them the two rows are identical by construction, and a reader must be told."""
+def _identical_variants(
+    by_model_variant: Mapping[tuple[Any, ...], Sequence[Episode]],
+) -> list[IdenticalVariants]:
+    """Per model, whether its baseline and cot episodes (`_group`ed by model and variant) are
+    the same episodes (same calls, turns and outcome on every unit). The built-in agents never
+    read the CoT instruction, so for them the two rows are identical by construction, and a
+    reader must be told."""
     out: list[IdenticalVariants] = []
-    for (model,), mine in sorted(_group(eps, "model").items(), key=lambda kv: str(kv[0])):
-        by_variant = _group(mine, "variant")
-        base, cot = by_variant.get(("baseline",)), by_variant.get(("cot",))
+    for model in sorted({model for model, _ in by_model_variant}, key=str):
+        base = by_model_variant.get((model, "baseline"))
+        cot = by_model_variant.get((model, "cot"))
         if not base or not cot:
             continue
 
@@ -655,12 +663,10 @@ def _usage(eps: Sequence[Episode], models: Sequence[str]) -> list[Usage]:
         by_model[str(ep.get("model"))].append(ep)
     for model in models:
         mine = by_model[model]
-        tokens = dict.fromkeys(_TOKEN_KINDS, 0)
-        for ep in mine:
-            counts = ep.get("tokens")
-            if type(counts) is dict or isinstance(counts, Mapping):  # the first: no ABC check
-                for kind in _TOKEN_KINDS:
-                    tokens[kind] += int(counts.get(kind) or 0)
+        counted = [counts for ep in mine if type(counts := ep.get("tokens")) is dict
+                   or isinstance(counts, Mapping)]  # the first: no ABC check
+        tokens = {kind: sum([int(counts.get(kind) or 0) for counts in counted])
+                  for kind in _TOKEN_KINDS}
         costs = [float(c) for ep in mine if (c := ep.get("cost_usd")) is not None]
         rows.append({"model": model, "episodes": len(mine), "tokens": tokens,
                      "cost_usd": round(sum(costs), 6) if costs else None})
