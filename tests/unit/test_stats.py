@@ -8,6 +8,7 @@ import random
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from scipy.stats import binomtest, norm
 
 from pytest_resilibench.reporting import stats
 
@@ -157,3 +158,24 @@ def test_newcombe_interval_holds_its_estimate(both: int, a_only: int, b_only: in
     assert -1 <= low <= high <= 1
     if n:
         assert low - 1e-12 <= (a_only - b_only) / n <= high + 1e-12
+
+
+@settings(max_examples=300)
+@given(st.integers(1, 2000), st.data(), st.sampled_from([0.8, 0.9, 0.95, 0.99]))
+def test_wilson_is_scipy_s_interval_float_for_float(n: int, data: st.DataObject,
+                                                     confidence: float) -> None:
+    k = data.draw(st.integers(0, n))
+    ci = binomtest(k, n).proportion_ci(confidence_level=confidence, method="wilson")
+    assert stats.wilson(k, n, confidence=confidence) == (float(ci.low), float(ci.high))
+
+
+@settings(max_examples=300)
+@given(st.integers(0, 3000), st.integers(0, 3000))
+def test_exact_mcnemar_is_scipy_s_two_sided_binomial_test(a_only: int, b_only: int) -> None:
+    expected = 1.0 if a_only + b_only == 0 else binomtest(a_only, a_only + b_only, 0.5).pvalue
+    assert stats.mcnemar_exact(a_only, b_only) == pytest.approx(expected, rel=1e-9, abs=0)
+
+
+def test_normal_quantiles_are_scipy_s() -> None:
+    for p in (0.8, 0.9, 0.95, 0.975, 0.995):
+        assert stats._z(p) == float(norm.ppf(p))
