@@ -32,10 +32,11 @@ SLIM_FIELDS = (
     "faults", "events",  # realistic fault profile only (absent from paper records)
 )
 
+_SLIM = frozenset(SLIM_FIELDS)
 # The fields whose few values every row repeats: interned, so that the rows share them (an id
 # is one row's own; interning it would only cost time).
-_SHARED = frozenset({"model", "variant", "flaw", "severity", "task_id", "task_type",
-                     "difficulty", "tool_mode", "outcome", "stop_reason", "faults"})
+_SHARED = ("model", "variant", "flaw", "severity", "task_id", "task_type", "difficulty",
+           "tool_mode", "outcome", "stop_reason", "faults")
 
 
 class EpisodeStore:
@@ -86,11 +87,14 @@ class EpisodeStore:
         episode = json.loads(payload)
         if self._spool is not None:
             self._keep(episode["id"], payload)
-        row: dict[str, Any] = {}
-        for key in SLIM_FIELDS:
-            if key in episode:
-                value = episode[key]
-                row[key] = sys.intern(value) if key in _SHARED and type(value) is str else value
+        # A text of the slim fields alone (what workers send without a JSON report) is its
+        # own row; a whole record gives up the rest.
+        row: dict[str, Any] = episode if _SLIM.issuperset(episode) else {
+            key: episode[key] for key in SLIM_FIELDS if key in episode}
+        for key in _SHARED:
+            value = row.get(key)
+            if type(value) is str:
+                row[key] = sys.intern(value)
         self._rows.append(row)
         return row
 

@@ -39,6 +39,23 @@ def test_repeated_strings_are_shared() -> None:
         store.close()
 
 
+def test_a_slim_text_is_its_own_row_in_the_same_order_with_strings_shared() -> None:
+    """What workers send without a JSON report (the slim fields alone) makes the row a whole
+    record makes."""
+    whole, slim = EpisodeStore(), EpisodeStore(records=False)
+    try:
+        for i in ("a", "b"):
+            full = episode(i)
+            whole.add(json.dumps(full))
+            slim.add(json.dumps({k: full[k] for k in SLIM_FIELDS if k in full}))
+        assert slim.rows == whole.rows
+        assert [list(row) for row in slim.rows] == [list(row) for row in whole.rows]
+        assert slim.rows[0]["model"] is slim.rows[1]["model"] is whole.rows[0]["model"]
+    finally:
+        whole.close()
+        slim.close()
+
+
 def test_adding_after_reading_appends_and_keeps_unicode_and_newlines() -> None:
     store = EpisodeStore()
     try:
