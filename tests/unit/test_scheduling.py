@@ -8,10 +8,13 @@ from typing import Any
 
 from pytest_resilibench.integration.scheduling import ROUND_ROBIN_FLAG as FLAG
 from pytest_resilibench.integration.scheduling import (
+    SHARE_RUN,
     make_round_robin_scheduling,
     worker_index,
     worker_share,
 )
+
+R = SHARE_RUN
 
 
 def test_worker_index() -> None:
@@ -20,11 +23,13 @@ def test_worker_index() -> None:
     assert worker_index("main") is None
 
 
-def test_shares_partition_the_items_in_order() -> None:
-    items = list(range(10))
+def test_shares_deal_runs_of_consecutive_items_in_order() -> None:
+    items = list(range(7 * R + 5))
     shares = [worker_share(items, {"workerid": f"gw{k}", "workercount": 3, FLAG: True})
               for k in range(3)]
-    assert shares == [[0, 3, 6, 9], [1, 4, 7], [2, 5, 8]]
+    runs = [items[i:i + R] for i in range(0, len(items), R)]  # 8 runs, the last of 5
+    assert shares == [runs[0] + runs[3] + runs[6], runs[1] + runs[4] + runs[7],
+                      runs[2] + runs[5]]
     assert sorted(i for share in shares for i in share) == items
 
 
@@ -85,28 +90,30 @@ def _grant(scheduler: Any, node: _Node) -> None:
 
 
 def test_the_first_distribution_is_the_workers_round_robin_shares() -> None:
-    nodeids = [f"bench[{i}]" for i in range(10)] + ["own_a", "own_b"]
+    nodeids = ["own_a"] + [f"bench[{i}]" for i in range(3 * R)] + ["own_b"]
     scheduler, (gw0, gw1) = _scheduler(nodeids, 2)
-    ours = list(range(10))
+    ours = list(range(1, 3 * R + 1))  # indices in the collection
     assert gw0.queue == worker_share(ours, {"workerid": "gw0", "workercount": 2, FLAG: True})
     assert gw1.queue == worker_share(ours, {"workerid": "gw1", "workercount": 2, FLAG: True})
-    assert scheduler.pending == [10, 11]  # the repository's own tests wait for a free worker
+    assert gw0.queue == ours[:R] + ours[2 * R:] and gw1.queue == ours[R:2 * R]
+    assert scheduler.pending == [0, 3 * R + 1]  # the repository's own tests wait for a worker
 
 
 def test_a_worker_that_runs_out_steals_the_end_of_the_busiest_queue() -> None:
-    scheduler, (gw0, gw1) = _scheduler([f"bench[{i}]" for i in range(40)], 2)
+    scheduler, (gw0, gw1) = _scheduler([f"bench[{i}]" for i in range(2 * R)], 2)
     done: list[int] = []
     _run(scheduler, gw1, 3, done)
-    _run(scheduler, gw0, 19, done)  # one item left: gw0 is idle, gw1 has 17 to go
-    assert gw1.stolen == [25, 27, 29, 31, 33, 35, 37, 39]  # the later half of gw1's queue
+    _run(scheduler, gw0, R - 1, done)  # one item left: gw0 is idle, gw1 has R - 3 to go
+    later_half = list(range(2 * R - (R - 3) // 2, 2 * R))
+    assert gw1.stolen == later_half  # the later half of gw1's queue
     assert gw0.stolen is None and not gw0.shutting_down
     _grant(scheduler, gw1)
-    assert gw0.queue == [38, 25, 27, 29, 31, 33, 35, 37, 39]
+    assert gw0.queue == [R - 1, *later_half]
     while gw0.queue or gw1.queue:  # gw0 three times as fast, every request granted
         _run(scheduler, gw0, min(3, len(gw0.queue)), done)
         _run(scheduler, gw1, min(1, len(gw1.queue)), done)
         for node in (gw0, gw1):
             if node.stolen is not None:
                 _grant(scheduler, node)
-    assert sorted(done) == list(range(40))  # each item ran once
+    assert sorted(done) == list(range(2 * R))  # each item ran once
     assert scheduler.tests_finished and gw0.shutting_down and gw1.shutting_down
