@@ -3,10 +3,10 @@
 Loaded through the `pytest11` entry point and kept cheap to import (no model SDK, no torch).
 
 Flow: options → `ResiliSession` (in `config.stash`) → `pytest_generate_tests` makes one item per
-case of the suite functions that take `resili_case` (without xdist, forked helpers start on
-them there: ahead.py) → at the start of the test loop this process starts the episodes of its
-own items (all, or its xdist share) → each item's `resili_episode`
-fixture waits for its record → the report carries the outcome and the episode as JSON → the
+case of the suite functions that take `resili_case` or `resili_episode` (without xdist, forked
+helpers start on them there: ahead.py) → at the start of the test loop this process starts the
+episodes of its own items (all, or its xdist share) → each item's `resili_episode` fixture
+waits for its record → the report carries the outcome and the episode as JSON → the
 controller gathers them in `pytest_runtest_logreport` (the same path with and without xdist),
 writes the JSON report, applies the gate and prints the tables.
 """
@@ -150,12 +150,17 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    if "resili_case" in metafunc.fixturenames:
-        # A suite function asks for the benchmark by taking a case (`pytest -n 0` of a suite
-        # file with no option: nothing asked before collection).
+    takes_case = "resili_case" in metafunc.fixturenames
+    if takes_case or "resili_episode" in metafunc.fixturenames:
+        # A suite function asks for the benchmark by taking a case or an episode (`pytest -n 0`
+        # of a suite file with no option: nothing asked before collection).
         session = _activate(metafunc.config)
         cases = session.cases
-        metafunc.parametrize("resili_case", cases, ids=[case.id for case in cases])
+        ids = [case.id for case in cases]
+        if takes_case:
+            metafunc.parametrize("resili_case", cases, ids=ids)
+        else:  # the episode's fixture gets the case as its param: one fixture an item, not two
+            metafunc.parametrize("resili_episode", cases, ids=ids, indirect=True)
         if _runs_all_here(metafunc.config, session):
             # The items will most likely be these cases in this order: forked helpers
             # (ahead.py) may compute while pytest collects; the test loop checks.
@@ -218,16 +223,20 @@ class _Benchmark:
                 self.heap.freeze()  # pytest's collections at unconfigure would walk it all
 
     @pytest.fixture(name="resili_episode")
-    def resili_episode(self, resili_case: Any) -> Any:
-        """The `EpisodeRecord` of this item's case (its episode may have run ahead).
+    def resili_episode(self, request: pytest.FixtureRequest) -> Any:
+        """The `EpisodeRecord` of this item's case (its episode may have run ahead): the case
+        is the fixture's own param (`pytest_generate_tests`), or the `resili_case` of a
+        function that takes that too.
 
-        A method of this plugin object rather than a module-level fixture: that one would need
-        pytest's `request` to find the session, and pytest (8, 9) builds a fresh definition of
-        `request`, signature inspection included, each time a fixture that takes it is looked
-        up: five times an item (~7% of a bare pytest item's instructions). pytest binds
-        fixtures of plugin instances to the instance (`FixtureManager.parsefactories`)."""
+        Its param rather than a dependency on a `resili_case` param: one fixture an item
+        instead of two (pytest's machinery for one, ~45 us an item, 2% of a 50,400-item
+        run's CPU). A method of this plugin object, so that the session is at hand; pytest
+        binds fixtures of plugin instances to the instance (`FixtureManager.parsefactories`)."""
         __tracebackhide__ = True
-        record = self.session.result(resili_case)
+        case = getattr(request, "param", None)
+        if case is None:
+            case = request.getfixturevalue("resili_case")
+        record = self.session.result(case)
         status = _status(record)
         if status in _FAILURES:
             raise _FAILURES[status](record.infra_error or record.stop_reason, record)
@@ -408,8 +417,13 @@ def _short(reason: str, limit: int = 160) -> str:
 
 
 def _case_of(item: pytest.Item) -> Any:
+    """A benchmark item's case: its `resili_case` param, or its episode fixture's."""
     callspec = getattr(item, "callspec", None)
-    return callspec.params.get("resili_case") if callspec is not None else None
+    if callspec is None:
+        return None
+    params = callspec.params
+    case = params.get("resili_case")
+    return case if case is not None else params.get("resili_episode")
 
 
 def _case_id(nodeid: str) -> str | None:

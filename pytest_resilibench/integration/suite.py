@@ -1,8 +1,9 @@
 """The ResiliBench suite: one item per model x variant x task x repeat.
 
 The plugin collects this module by itself when the benchmark is asked for (`--resili-model`, any
-other `--resili-*` option or `resili_*` ini key) and no collected test takes `resili_case`, so a
-repository needs no test file of its own; this repository's `suites/` re-exports it.
+other `--resili-*` option or `resili_*` ini key) and no collected test takes `resili_case` or
+`resili_episode`, so a repository needs no test file of its own; this repository's `suites/`
+re-exports it.
 
 Each item's status is its episode's outcome: FULL, PARTIAL or FAILED-EPISODE (a benchmark result,
 not a broken test); INFRA-ERROR when the model could not be reached. The body re-checks the record's

@@ -9,6 +9,7 @@ from xml.etree import ElementTree
 
 import pytest
 
+from pytest_resilibench.integration.cases import Case
 from pytest_resilibench.integration.heap import FULL_COLLECTION_AFTER
 from tests.plugin.conftest import comparable, load
 
@@ -27,6 +28,35 @@ def test_items_per_model_variant_task_with_readable_ids(suite: pytest.Pytester) 
         r"(simple_task|basic_task|data_pipeline|api_integration|multi_stage_pipeline)-"
         r"(easy|medium|hard)-t\d{4}-r0\]$")
     assert all(pattern.search(line) for line in ids), ids[:3]
+
+
+def test_the_suites_items_set_up_one_fixture_whose_param_is_the_case(
+        suite: pytest.Pytester) -> None:
+    # The package's suite takes `resili_episode` alone: the case is that fixture's own param,
+    # so pytest sets up one fixture an item, not a `resili_case` param and an episode on it.
+    items, _ = suite.inline_genitems(*SMALL, "--resili-model=builtin:follower",
+                                     "--resili-variants=optimal")
+    assert len(items) == 15
+    for item in items:
+        assert isinstance(item, pytest.Function)
+        assert "resili_case" not in item.fixturenames
+        case = item.callspec.params["resili_episode"]
+        assert isinstance(case, Case) and item.name == f"test_resilibench[{case.id}]"
+
+
+def test_a_suite_function_may_take_the_case_and_its_episode(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_own_suite="""
+        def test_own(resili_case, resili_episode):
+            assert resili_episode.id == resili_case.id
+            assert resili_episode.task_id == resili_case.task.id
+    """)
+    result = pytester.runpytest(*SMALL, "--resili-model=builtin:follower",
+                                "--resili-variants=optimal,baseline", "-q")
+    assert result.ret == 0, result.outlines[-20:]
+    # One item per case, its status the episode's outcome; the package's suite not added.
+    counts = re.findall(r"(\d+) (?:full|partial|episodes failed)", result.outlines[-1])
+    assert sum(map(int, counts)) == 30, result.outlines[-1]
+    assert "resilibench::" not in result.stdout.str()
 
 
 def test_k_selects_a_slice(suite: pytest.Pytester) -> None:

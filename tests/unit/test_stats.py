@@ -149,6 +149,23 @@ def test_paired_mde_solves_connors_formula_and_beats_unpaired() -> None:
     assert stats.mde_paired(2, discordance=0.1) == 0.1  # capped at the discordance
 
 
+@pytest.mark.parametrize("alpha, power", [(0.05, 0.8), (0.01, 0.9), (0.1, 0.5), (0.05, 0.3)])
+def test_paired_mde_closed_form_is_the_root_a_solver_finds(alpha: float, power: float) -> None:
+    # The closed form against scipy's Brent root finder on Connor's equation itself.
+    from scipy import optimize
+
+    za, zb = stats._z(1 - alpha / 2), stats._z(power)
+    for n in (1, 3, 10, 200, 5040, 50400):
+        for psi in (0.001, 0.05, 0.2, 0.5, 1.0):
+            def gap(delta: float, n: int = n, psi: float = psi) -> float:
+                return (za * math.sqrt(psi) + zb * math.sqrt(max(0.0, psi - delta**2))) ** 2 \
+                    / delta**2 - n
+
+            found = stats.mde_paired(n, discordance=psi, alpha=alpha, power=power)
+            expected = psi if gap(psi) > 0 else optimize.brentq(gap, 1e-9, psi, xtol=1e-15)
+            assert found == pytest.approx(expected, rel=1e-9)
+
+
 @settings(max_examples=60, deadline=None)
 @given(st.integers(0, 40), st.integers(0, 40), st.integers(0, 40), st.integers(0, 40))
 def test_newcombe_interval_holds_its_estimate(both: int, a_only: int, b_only: int,
