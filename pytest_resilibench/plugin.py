@@ -211,9 +211,9 @@ class _Benchmark:
             mine = worker_share(ours, workerinput) if workerinput else ours
             self.session.start([_case_of(item) for item in mine])
         if running and workerinput is None:
-            # The summary's imports (numpy, scipy.special: ~0.7 s) now, not after the last item: an
-            # xdist controller waits for its workers meanwhile, and without xdist the helpers
-            # just forked (ahead.py) compute episodes while this process imports.
+            # The summary's imports (numpy, scipy.special: ~0.4 s) now, not after the last
+            # item: an xdist controller waits for its workers meanwhile, and without xdist the
+            # helpers just forked (ahead.py) compute episodes while this process imports.
             self.session.import_summary()
         try:
             return (yield)
