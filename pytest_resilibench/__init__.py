@@ -3,6 +3,10 @@
 The plugin (`plugin.py`) is loaded by pytest through the `pytest11` entry point; the library
 modules beside it hold the logic. Heavy or optional dependencies (openai, torch, mcp) are
 imported only where they are used.
+
+PYTEST_DONT_REWRITE: the package holds no test asserts; pytest is told not to parse it
+(`integration/preload.py` says why), and this marker keeps a second pytest run in one process
+(pytester) from warning that the package was imported before it could be rewritten.
 """
 
 from __future__ import annotations

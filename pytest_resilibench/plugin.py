@@ -67,8 +67,12 @@ def _status(record: Any) -> str:
 
 def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
     from pytest_resilibench import hookspec
+    from pytest_resilibench.integration.preload import keep_out_of_assertion_rewriting
 
     pluginmanager.add_hookspecs(hookspec)
+    # The first hook pytest calls on a plugin, as it registers: what is imported later is
+    # not parsed by pytest's assertion rewriter (preload.py).
+    keep_out_of_assertion_rewriting(pluginmanager)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -204,17 +208,18 @@ class _Benchmark:
         if running:  # the heap lives through the loop: out of the collector's way (heap.py)
             self.heap.freeze()
         workerinput = getattr(session.config, "workerinput", None)
+        if running and workerinput is None:
+            # The summary's imports (numpy, scipy.special: ~0.4 s) now, not after the last
+            # item: an xdist controller waits for its workers meanwhile, and without xdist the
+            # helpers forked during collection (ahead.py) compute episodes while this process
+            # imports. Before `start`: no import once the episode thread runs (preload.py).
+            self.session.import_summary()
         if running and session.items:
             from pytest_resilibench.integration.scheduling import worker_share
 
             ours = [item for item in session.items if _case_of(item) is not None]
             mine = worker_share(ours, workerinput) if workerinput else ours
             self.session.start([_case_of(item) for item in mine])
-        if running and workerinput is None:
-            # The summary's imports (numpy, scipy.special: ~0.4 s) now, not after the last
-            # item: an xdist controller waits for its workers meanwhile, and without xdist the
-            # helpers just forked (ahead.py) compute episodes while this process imports.
-            self.session.import_summary()
         try:
             return (yield)
         finally:

@@ -10,6 +10,13 @@ on their order. Importing these modules here, before any snapshot, keeps one cop
 from __future__ import annotations
 
 import importlib
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
 
 for _name in (
     "anyio", "httpcore", "httpx", "httpcore2", "httpx2", "openai", "uvicorn", "starlette",
@@ -26,3 +33,31 @@ for _name in (
     "pytest_resilibench.servers.testserver",
 ):
     importlib.import_module(_name)
+
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="session")
+def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """This checkout built as a wheel, once per test process. Built from a copy: setuptools
+    builds in the source tree (build/, *.egg-info), and two xdist workers may build at once
+    (pytest 9.2 broke xdist 3.8's `--dist loadgroup`, so groups do not keep them apart)."""
+    out = tmp_path_factory.mktemp("wheel")
+    source = out / "source"
+    shutil.copytree(ROOT, source, ignore=shutil.ignore_patterns(
+        ".git", ".venv", "build", "dist", "*.egg-info", "__pycache__", ".*_cache", "out"))
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(out),
+                    str(source)], check=True, capture_output=True)
+    (built,) = out.glob("pytest_resilibench-*.whl")
+    return built
+
+
+@pytest.fixture(scope="session")
+def wheel_site(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The wheel unpacked as a site folder, as pip installs it (its dist-info included, so
+    pytest finds the plugin's entry point): put it first on PYTHONPATH, and a run imports
+    the installed package, not this checkout."""
+    site = tmp_path_factory.mktemp("site")
+    zipfile.ZipFile(wheel).extractall(site)
+    return site

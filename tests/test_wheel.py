@@ -11,20 +11,7 @@ import sys
 import zipfile
 from pathlib import Path
 
-import pytest
-
 from pytest_resilibench.core.tasks import FIXTURES_DIR
-
-ROOT = Path(__file__).resolve().parents[1]
-
-
-@pytest.fixture(scope="module")
-def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("wheel")
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(out),
-                    str(ROOT)], check=True, capture_output=True)
-    (built,) = out.glob("pytest_resilibench-*.whl")
-    return built
 
 
 def test_the_wheel_holds_one_package_with_its_fixtures(wheel: Path) -> None:
@@ -40,10 +27,9 @@ def test_the_wheel_holds_one_package_with_its_fixtures(wheel: Path) -> None:
         assert f"pytest_resilibench/{module}" in names
 
 
-def test_the_wheel_runs_the_benchmark_from_an_empty_directory(wheel: Path,
+def test_the_wheel_runs_the_benchmark_from_an_empty_directory(wheel_site: Path,
                                                              tmp_path: Path) -> None:
-    site = tmp_path / "site"
-    zipfile.ZipFile(wheel).extractall(site)
+    site = wheel_site
     empty = tmp_path / "empty"
     empty.mkdir()
     env = {**os.environ, "PYTHONPATH": str(site)}

@@ -31,6 +31,7 @@ from pytest_resilibench.integration.ahead import MIN_CASES, ForkedEpisodes, can_
 from pytest_resilibench.integration.batches import Batches
 from pytest_resilibench.integration.cases import Case
 from pytest_resilibench.integration.options import RunConfig
+from pytest_resilibench.integration.preload import import_before_threads
 from pytest_resilibench.runtime.environment import Environment
 from pytest_resilibench.runtime.protocol import AnyAgent
 
@@ -111,6 +112,8 @@ class EpisodeRunner:
                     self._futures[case.id] = concurrent.futures.Future()
                     fresh.append(case)
         if fresh:
+            for model in dict.fromkeys(case.model for case in fresh):
+                self._agent(model)  # made on pytest's thread: its imports too (preload.py)
             self._feeder = asyncio.run_coroutine_threadsafe(self._feed(fresh), self._loop)
 
     def result(self, case: Case) -> EpisodeRecord:
@@ -126,6 +129,7 @@ class EpisodeRunner:
         if future is None or started_by == "item":
             with self._lock:
                 self._futures.pop(case.id, None)
+            self._agent(case.model)  # made here, on pytest's thread (preload.py)
             return asyncio.run_coroutine_threadsafe(self._in_slot(case), self._loop).result()
         try:
             return future.result()
@@ -210,6 +214,8 @@ class EpisodeRunner:
     def _loop(self) -> asyncio.AbstractEventLoop:
         """The background loop, started on first use in its own (daemon) thread."""
         if self._background is None:
+            # Whatever the thread may import, imported now, on pytest's thread (preload.py).
+            import_before_threads()
             self._background = asyncio.new_event_loop()
             self._thread = threading.Thread(target=self._background.run_forever,
                                             name="resili-episodes", daemon=True)
