@@ -7,7 +7,8 @@ per thread (python/cpython#106905). Two threads inside `ast.parse` at once can e
 distribution's top-level packages for rewriting, `_pytest/config/__init__.py`
 `_mark_plugins_for_rewrite`). So a run whose episode thread imported a module of this package
 while pytest's thread imported another died with INTERNALERROR in most real-model and `py:`
-agent launches (docs/ARCHITECTURE.md, "Threads"). Two fixes, each sufficient for this package:
+agent launches (docs/ARCHITECTURE.md, Plugin, "Threads"). Two fixes, each enough for this
+package's own modules:
 
 1. `keep_out_of_assertion_rewriting`: the package holds no test asserts, so pytest never needs
    to parse it; it comes off the rewriter's list as the plugin registers (`PYTEST_DONT_REWRITE`
@@ -17,8 +18,8 @@ agent launches (docs/ARCHITECTURE.md, "Threads"). Two fixes, each sufficient for
    starts; the runner also makes its agents (a user's factory, a provider) on this thread
    (`runner.py`). A thread then imports nothing of ours while pytest's thread may.
 
-`tests/integration/test_preload.py` runs real launches with an audit of imports and parses
-made off the main thread; `bench/bench_no_crash.py` launches many fresh processes.
+`tests/plugin/test_no_crash.py` launches the installed wheel under an audit of the parses and
+imports made off the main thread; `bench/bench_no_crash.py` counts crashes over many launches.
 """
 
 from __future__ import annotations
@@ -38,6 +39,10 @@ _SUBPACKAGES = ("base", "core", "runtime", "integration", "reporting")
 # Third-party modules that those import lazily (core/registry.py, agents/prompt_reader.py):
 # importing jsonschema runs `inspect.signature`, which `ast.parse`s.
 _LAZY_DEPENDENCIES = ("jsonschema", "rank_bm25")
+# Packages whose public names load on first use (PEP 562) and that pytest parses, being
+# plugins themselves: anyio, which httpx, openai, starlette and mcp call from our threads
+# (the MCP client's `anyio.open_process` loaded `anyio._core._subprocesses` there).
+_LAZY_NAMES = ("anyio",)
 # Imported by the agents that use them, which the runner makes on this thread: openai alone
 # costs ~0.5 s, which a run of `py:` or built-in agents need not pay.
 _PROVIDERS = ("runtime.agents.openai_provider", "runtime.agents.responses")
@@ -70,6 +75,10 @@ def import_before_threads() -> None:
     _import_subpackages(_SUBPACKAGES)
     for name in _LAZY_DEPENDENCIES:
         importlib.import_module(name)
+    for name in _LAZY_NAMES:
+        module = importlib.import_module(name)
+        for attribute in dir(module):  # its `__dir__` lists the lazy names
+            getattr(module, attribute)  # loads the module behind one now
     used = sorted({name.split(".")[2] for name in list(sys.modules)
                    if name.startswith(f"{PACKAGE}.servers.") and name.count(".") >= 2})
     for sub in used:  # `servers.live`, `servers.loopback`, ...: each one in use, whole

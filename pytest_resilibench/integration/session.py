@@ -153,7 +153,17 @@ class ResiliSession:
         """Start the episodes of the cases this process will run, in their order (a resumed
         case replays its recorded episode instead)."""
         if cases := self._to_run(cases):
+            self._import_environment()
             self._ensure_runner().start(cases)
+
+    def _import_environment(self) -> None:
+        """The modules of the run's environment, imported on pytest's thread: the episode
+        thread makes its environments, and must import nothing (preload.py)."""
+        if self._config.env == "mcp":
+            import pytest_resilibench.servers.mcp_environment
+        elif self._config.env == "live":
+            import pytest_resilibench.servers.live.environment
+            import pytest_resilibench.servers.live.server  # noqa: F401
 
     def _to_run(self, cases: Sequence[Case]) -> list[Case]:
         return [case for case in cases if case.id not in self._resumed]

@@ -1,6 +1,7 @@
 """Runs that never crash: the real-model path (chat completions and the Responses API, against
 the strict loopback server) and `py:` agents of both shapes (the README's examples), each
-launched as a fresh pytest process from the installed wheel, at `-n 0` and `-n 2`.
+launched as a fresh pytest process from the installed wheel, at `-n 0` and `-n 2`; and the MCP
+and live environments, whose clients and servers run beside the episodes.
 
 CPython 3.11 and 3.12 could end such runs in INTERNALERROR when two threads were inside
 `ast.parse` at once (integration/preload.py). A race shows in some launches only, so besides
@@ -40,6 +41,13 @@ AGENTS = {
     "turn": ["--resili-model=py:turn_agent:make_agent"],
     "loop": ["--resili-model=py:planner_agent:make_agent"],
 }
+# The environments whose servers and clients run on the episode thread too.
+ENVIRONMENTS = {
+    "mcp": ["--resili-env=mcp", "--resili-model=builtin:adaptive"],
+    "live": ["--resili-env=live", "--resili-model=builtin:adaptive"],
+}
+LAUNCHES = [(agent, workers) for agent in sorted(AGENTS) for workers in ("0", "2")] + [
+    (environment, "0") for environment in sorted(ENVIRONMENTS)]
 
 
 @pytest.fixture(scope="module")
@@ -49,8 +57,7 @@ def o3_server() -> Iterator[OpenAITestServer]:
         yield server
 
 
-@pytest.mark.parametrize("workers", ["0", "2"])
-@pytest.mark.parametrize("agent", sorted(AGENTS))
+@pytest.mark.parametrize(("agent", "workers"), LAUNCHES)
 def test_a_fresh_launch_from_the_wheel_parses_and_imports_nothing_off_the_main_thread(
         wheel_site: Path, o3_server: OpenAITestServer, tmp_path: Path, agent: str,
         workers: str) -> None:
@@ -58,13 +65,13 @@ def test_a_fresh_launch_from_the_wheel_parses_and_imports_nothing_off_the_main_t
     env = {**os.environ, "OPENAI_API_KEY": KEY, "THREAD_AUDIT_OUT": str(audit),
            "PYTHONPATH": os.pathsep.join(map(str, (wheel_site, HERE, EXAMPLES)))}
     run = subprocess.run(
-        [sys.executable, "-m", "pytest", *SMALL, *AGENTS[agent], "-n", workers,
+        [sys.executable, "-m", "pytest", *SMALL, *{**AGENTS, **ENVIRONMENTS}[agent], "-n", workers,
          f"--resili-base-url={o3_server.base_url}", f"--resili-report={report}"],
         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
     out = run.stdout + run.stderr
     assert "INTERNALERROR" not in out and run.returncode == 0, out[-3000:]
     data = json.loads(report.read_text())
-    assert data["received"] == data["expected"] == 30
+    assert data["received"] == data["expected"] == (16 if agent == "live" else 30)
     assert not any(ep["outcome"] == "error" for ep in data["episodes"])
     lines = audit.read_text(encoding="utf-8").splitlines()
     off_main = [line for line in lines if line.split()[1] != "MainThread"]
