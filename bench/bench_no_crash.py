@@ -48,7 +48,7 @@ def build_wheel(out: Path) -> Path:
 
 def environment(python: str, wheel: Path) -> Path | None:
     """A venv of `python` with `wheel` installed (None where that Python is missing)."""
-    interpreter = shutil.which(f"python{python}")
+    interpreter = _interpreter(python)
     if interpreter is None:
         return None
     digest = hashlib.sha256(wheel.read_bytes()).hexdigest()[:12]
@@ -61,6 +61,18 @@ def environment(python: str, wheel: Path) -> Path | None:
                        check=True, capture_output=True)
         stamp.touch()
     return venv
+
+
+def _interpreter(python: str) -> str | None:
+    """A working `python3.X`: on PATH, or one pyenv installed (its shims fail for a version
+    that is installed but not selected)."""
+    candidates = [shutil.which(f"python{python}"), *sorted(map(str, (
+        Path(os.environ.get("PYENV_ROOT", Path.home() / ".pyenv")) / "versions").glob(
+        f"{python}.*/bin/python{python}")))]
+    for candidate in filter(None, candidates):
+        if subprocess.run([candidate, "--version"], capture_output=True).returncode == 0:
+            return candidate
+    return None
 
 
 def serve(venv: Path) -> tuple[subprocess.Popen[str], str]:
