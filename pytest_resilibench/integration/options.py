@@ -421,9 +421,12 @@ def read_config(config: pytest.Config) -> RunConfig:
     except ValueError as exc:
         where = "--resili-live-base-url" if given else "ini option resili_live_base_url"
         raise pytest.UsageError(f"{where}: {exc}") from None
+    from pytest_resilibench.base.redact import register_secrets_in, register_url_credentials
+
     if values["model-args"]:
-        from pytest_resilibench.base.redact import register_secrets_in
         register_secrets_in(values["model-args"])  # a key sent in a header reaches no report
+    for url in (values["base-url"], *live.values()):
+        register_url_credentials(url)  # user info, and the Basic header httpx makes of it
     if values["faults"] != "paper" and values["env"] == "live":
         raise pytest.UsageError("--resili-faults=realistic needs --resili-env=sim or mcp (the "
                                 "realistic events live in the simulator)")

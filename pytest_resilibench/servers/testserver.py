@@ -16,6 +16,12 @@ what a model family refuses are 400s with the API's own messages; `api_key` make
 key a 401. `/v1/responses` serves the Responses API: reasoning models return an encrypted
 reasoning item per turn, and the server counts those sent back (`ServerStats`). Usage carries
 `prompt_tokens_details.cached_tokens` and `completion_tokens_details.reasoning_tokens`.
+
+`echo_request=True` makes every error body quote the request, as real servers often do (a 401
+naming the `Authorization` header it got, a proxy's 502 naming the URL): the message ends with
+the request's method, URL and `Authorization` header verbatim (a URL's user info reaches the
+server as that header, `Basic base64(user:pass)`), so tests can check that no secret an error
+echoes gets written anywhere.
 """
 
 from __future__ import annotations
@@ -171,6 +177,16 @@ def _error(status: int, message: str, kind: str, *, code: str | None = None,
     return JSONResponse(body, status_code=status, headers=dict(headers or {}))
 
 
+def _echoing(response: JSONResponse, request: Request) -> JSONResponse:
+    """`response` (an error) with the request quoted at the end of its message."""
+    body = json.loads(bytes(response.body))
+    auth = request.headers.get("authorization", "")
+    body["error"]["message"] += f" (got {request.method} {request.url} with Authorization: {auth})"
+    headers = {k: v for k, v in response.headers.items()
+               if k.lower() not in ("content-length", "content-type")}
+    return JSONResponse(body, status_code=response.status_code, headers=headers)
+
+
 class OpenAITestServer:
     """A loopback OpenAI-compatible server in a background thread.
 
@@ -178,7 +194,8 @@ class OpenAITestServer:
     then point a client at ``server.base_url``. `policies` is one policy serving every model
     name, or a mapping from model names to policies; models not in it are resolved by
     `resolve_model` (by default the built-in agents, ``builtin:NAME``). `strict` refuses what
-    OpenAI refuses; `api_key`, when given, is the only key accepted.
+    OpenAI refuses; `api_key`, when given, is the only key accepted; `echo_request` quotes the
+    request's method, URL and `Authorization` header in every error body.
     """
 
     def __init__(
@@ -193,6 +210,7 @@ class OpenAITestServer:
         resolve_model: Callable[[str], Policy] | None = None,
         strict: bool = False,
         api_key: str | None = None,
+        echo_request: bool = False,
     ) -> None:
         if latency_ms < 0:
             raise ValueError(f"latency_ms must be >= 0, got {latency_ms}")
@@ -202,6 +220,7 @@ class OpenAITestServer:
         self.host = host
         self.strict = strict
         self.api_key = api_key
+        self.echo_request = echo_request
         self.stats = ServerStats()
         self._issued: dict[str, str] = {}  # reasoning item id -> its encrypted content
         self._reasoning_of: dict[str, str] = {}  # output item id -> its reasoning item id
@@ -281,9 +300,13 @@ class OpenAITestServer:
         stats.in_flight += 1
         stats.peak_in_flight = max(stats.peak_in_flight, stats.in_flight)
         try:
-            return await self._answer(request, api)
+            response = await self._answer(request, api)
         finally:
             stats.in_flight -= 1
+        if self.echo_request and isinstance(response, JSONResponse) \
+                and response.status_code >= 400:
+            response = _echoing(response, request)
+        return response
 
     def _refuse(self, refusal: rules.Refusal) -> Response:
         self.stats.refused[refusal.code] += 1

@@ -373,6 +373,27 @@ def test_strict_refuses_unknown_fields_and_wrong_keys(strict: OpenAITestServer) 
     assert strict.stats.refused == {"unknown_parameter": 2, "invalid_api_key": 1}
 
 
+def test_echo_request_quotes_the_request_in_every_error_body() -> None:
+    faults = FaultConfig(rate=1.0, kinds=("429",), retry_after_s=0.25)
+    with OpenAITestServer(text_policy, echo_request=True, faults=faults) as running, \
+            pytest.raises(openai.RateLimitError) as info:
+        client(running).chat.completions.create(model="m", messages=MESSAGES)
+    assert info.value.body["message"].endswith(  # type: ignore[index]
+        f"(injected) (got POST {running.base_url}/chat/completions with Authorization: "
+        f"Bearer test)")
+    assert info.value.response.headers["retry-after"] == "0.25"
+    with OpenAITestServer(text_policy, echo_request=True, strict=True,
+                          api_key="sk-right-0000") as running:
+        wrong = openai.OpenAI(api_key="sk-wrong-0000", base_url=running.base_url,
+                              max_retries=0)
+        with pytest.raises(openai.AuthenticationError, match="Authorization: Bearer sk-wrong"):
+            wrong.chat.completions.create(model="gpt-4o", messages=MESSAGES)
+        right = openai.OpenAI(api_key="sk-right-0000", base_url=running.base_url,
+                              max_retries=0)
+        reply = right.chat.completions.create(model="gpt-4o", messages=MESSAGES)
+        assert reply.choices[0].message.content == "TASK_COMPLETED"  # replies are untouched
+
+
 def test_later_turns_find_their_prefix_cached() -> None:
     long = [{"role": "system", "content": "x" * 8000}, {"role": "user", "content": "go"}]
     reply = completion_json(ModelReply(content="ok"), model="gpt-4o", request_id="r",

@@ -5,6 +5,18 @@ key is a hash of their canonical JSON, never the API key. Each answered call is 
 once, so a re-run replays without the network, and an interrupted run re-run with the same
 cache asks again only what was not yet answered. Only successful replies are stored.
 
+No secret is written, and none is in the key: a secret authorises a call, it does not decide
+its reply. The base URL loses its user info, query and fragment (`public_url`); the parameters
+are stored and hashed as `redact_json` masks them (`base/redact.py`): every string under a
+key-like name (`api_key`, `prompt_cache_key` ...) and every header value (`extra_headers`,
+`default_headers`) becomes `***`, and whatever `redact` masks (bearer and Basic credentials,
+`sk-` keys, the keys this process registered) too. So the same call made with another key or
+header secret hits the same entry, and a call without secrets keeps the key it always had
+(masking leaves its parameters equal). A key of an older cache whose parameters held a secret
+no longer matches: that call is asked again. Messages are stored as hashes only; a reply's
+strings pass through `redact` (field names decide nothing there): a reply that quotes a
+secret replays with `***` in its place, so the turns that follow it are asked again.
+
 sqlite3 in WAL mode lets several xdist workers read and write one file at once; each process
 opens its own connection (re-opened after a fork). A miss can be explained: `explain_miss`
 names the components that differ from the closest stored call of the same model, task and
@@ -24,6 +36,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
+from pytest_resilibench.base.redact import redact_json
 from pytest_resilibench.runtime.protocol import ModelReply, ToolCall
 
 __all__ = ["CACHE_SCHEMA", "CallKey", "ModelCallCache", "reply_from_json", "reply_to_json"]
@@ -65,19 +78,28 @@ class CallKey:
     repeat: int
     task_id: str = ""
     _hashes: dict[str, str] = field(init=False, repr=False, compare=False)
+    _public_params: str = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
+        # Secrets masked before hashing: they decide no reply (the module's docstring).
+        params = redact_json(dict(self.params))
         hashes = {
             "base_url": _digest(public_url(self.base_url)),
             "messages": _digest(list(self.messages)),
             "tools": _digest(self.tools),
-            "params": _digest(dict(self.params)),
+            "params": _digest(params),
         }
         object.__setattr__(self, "_hashes", hashes)
+        object.__setattr__(self, "_public_params", _canonical(params).decode())
 
     @property
     def component_hashes(self) -> dict[str, str]:
         return dict(self._hashes)
+
+    @property
+    def public_params(self) -> str:
+        """The parameters' canonical JSON with every secret masked: what the cache stores."""
+        return self._public_params
 
     @property
     def message_hashes(self) -> list[str]:
@@ -194,8 +216,8 @@ class ModelCallCache:
         hashes = key.component_hashes
         row = (key.digest, key.model, key.task_id, key.repeat, public_url(key.base_url),
                hashes["base_url"], hashes["messages"], hashes["tools"], hashes["params"],
-               _canonical(dict(key.params)).decode(), json.dumps(key.message_hashes),
-               _canonical(reply_to_json(reply)).decode())
+               key.public_params, json.dumps(key.message_hashes),
+               _canonical(redact_json(reply_to_json(reply), by_name=False)).decode())
         with self._lock:
             self._db().execute(
                 "INSERT OR IGNORE INTO calls VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", row)
@@ -239,8 +261,8 @@ class ModelCallCache:
             if component == "messages":
                 reasons.append(_messages_reason(mine, json.loads(best[6])))
             elif component == "params":
-                reasons.append(f"params differ: stored {best[5]}, "
-                               f"asked {_canonical(dict(key.params)).decode()}")
+                reasons.append(f"params differ: stored {_public(best[5])}, "
+                               f"asked {key.public_params}")
             elif component == "base_url":
                 reasons.append(f"base_url differs: stored {best[0]!r}, "
                                f"asked {public_url(key.base_url)!r}")
@@ -278,6 +300,14 @@ class ModelCallCache:
 
     def __repr__(self) -> str:
         return f"ModelCallCache({str(self.path)!r})"
+
+
+def _public(stored: str) -> str:
+    """Stored parameters as shown: masked again, for a row an older version wrote unmasked."""
+    try:
+        return _canonical(redact_json(json.loads(stored))).decode()
+    except ValueError:
+        return "(unreadable)"
 
 
 def _common_prefix(a: Sequence[str], b: Sequence[str]) -> int:

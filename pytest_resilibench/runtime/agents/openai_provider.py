@@ -41,7 +41,7 @@ import openai
 
 from pytest_resilibench.base import rng
 from pytest_resilibench.base.names import APIS, REPEAT_HEADER, TASK_HEADER, ModelLimit
-from pytest_resilibench.base.redact import register_secret
+from pytest_resilibench.base.redact import redact, register_secret, register_url_credentials
 from pytest_resilibench.runtime.agents.cache import CallKey, ModelCallCache, public_url
 from pytest_resilibench.runtime.agents.pricing import Price, cost_usd
 from pytest_resilibench.runtime.agents.profiles import AUTO, family_of, request_params
@@ -184,12 +184,14 @@ class OpenAIAgent:
         self._semaphore = asyncio.Semaphore(max_concurrency)
         key = api_key or os.environ.get("OPENAI_API_KEY") or _placeholder_for(base_url)
         register_secret(key)  # a server that echoes it in an error cannot get it written
+        register_url_credentials(base_url)  # httpx sends user info as a Basic header
         self.timeout_s = timeout_s
         self._client = openai.AsyncOpenAI(api_key=key, base_url=base_url, timeout=timeout_s,
                                           max_retries=0)
 
     def __repr__(self) -> str:
-        return f"OpenAIAgent({self.model!r}, base_url={self.base_url!r})"
+        shown = redact(self.base_url) if self.base_url else None  # no user info
+        return f"OpenAIAgent({self.model!r}, base_url={shown!r})"
 
     def call_key(self, request: ModelRequest) -> CallKey:
         # The API joins the key only when it is not chat, so older caches keep their keys.

@@ -1,9 +1,11 @@
 """The model-call cache: keys, explainable misses, replay without the network, interrupted runs,
-several processes writing at once, and no API key on disk."""
+several processes writing at once, and no secret on disk: not the API key, nor a secret in
+the request's parameters or the base URL (none of them in the key either)."""
 
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import subprocess
 import sys
@@ -266,3 +268,94 @@ def test_an_edited_row_is_a_miss_not_a_crash(cache: ModelCallCache) -> None:
     assert cache.get(key()) is None and cache.misses == 1
     cache._db().execute("UPDATE calls SET reply = ?", ("{truncated",))
     assert cache.get(key()) is None
+
+
+# --- secrets: no part of the key, never stored ----------------------------------------------
+
+# Computed before secrets were masked in keys: a cache written then still replays.
+PINNED = {
+    "876f8d35bf491d0e8ffe62bee4df3791cb0e3aa68a4e419ea4258b948e6760ab": {"temperature": 0.0},
+    "946049eaf4efa5543833faee2e8276bad0f173b92d7097683a487922269af460": {
+        "reasoning_effort": "low", "max_completion_tokens": 4000, "seed": 3, "api": "responses",
+        "metadata": {"run": "nightly"}, "stop": ["</tool_call>"]},
+    "e58942f5e4fa34f42e6006aa70ece797da67ad34a5a80cc7d8267d86ba0a449e": {
+        "max_completion_tokens": 16, "probe": True},
+}
+
+
+@pytest.mark.parametrize(("digest", "params"), PINNED.items())
+def test_keys_of_calls_without_secrets_are_unchanged(digest: str, params: dict[str, Any]) -> None:
+    assert key(params=params).digest == digest
+
+
+def with_secrets(n: int) -> dict[str, Any]:
+    return {"temperature": 0.0, "api_key": f"sk-param-key-{n}-abcdefghij",
+            "extra_headers": {"Authorization": f"Bearer hdr-token-{n}-0000",
+                              "api-key": f"hdr-key-{n}-1111"},
+            "default_headers": {"X-Gateway-Secret": f"gw-secret-{n}-2222"},
+            "metadata": {"Session-Token": f"sess-{n}-3333"}}
+
+
+def secrets_of(n: int) -> list[str]:
+    return [f"sk-param-key-{n}-abcdefghij", f"hdr-token-{n}-0000", f"hdr-key-{n}-1111",
+            f"gw-secret-{n}-2222", f"sess-{n}-3333"]
+
+
+def test_secrets_are_no_part_of_the_key_and_never_stored(tmp_path: Path) -> None:
+    path = tmp_path / "calls.sqlite"
+    cache = ModelCallCache(path)
+    cache.put(key(params=with_secrets(1)), REPLY)
+    assert cache.get(key(params=with_secrets(2))) == REPLY  # another key, the same entry
+    assert key(params=with_secrets(1)).digest == key(params=with_secrets(2)).digest
+    assert key(params=with_secrets(1)).digest != key().digest  # the fields themselves count
+    (stored,) = cache._db().execute("SELECT params FROM calls").fetchone()
+    assert json.loads(stored) == {
+        "temperature": 0.0, "api_key": "***",
+        "extra_headers": {"Authorization": "***", "api-key": "***"},
+        "default_headers": {"X-Gateway-Secret": "***"}, "metadata": {"Session-Token": "***"}}
+    for _ in ("open", "closed"):  # with the WAL and shared-memory files, then checkpointed
+        for file in tmp_path.iterdir():
+            data = file.read_bytes()
+            assert not [s for s in secrets_of(1) if s.encode() in data], file
+        cache.close()
+
+
+def test_a_reply_quoting_a_registered_secret_is_stored_masked(cache: ModelCallCache) -> None:
+    from pytest_resilibench.base.redact import register_secret
+
+    register_secret("echoed-secret-5150")
+    reply = ModelReply(content="your key echoed-secret-5150 works",
+                       raw={"debug": {"authorization": "Bearer echoed-secret-5150"}})
+    cache.put(key(), reply)
+    assert cache.get(key()) == ModelReply(content="your key *** works",
+                                          raw={"debug": {"authorization": "Bearer ***"}})
+
+
+def test_explain_miss_prints_no_secret(cache: ModelCallCache) -> None:
+    cache.put(key(params=with_secrets(1)), REPLY)
+    asked = {**with_secrets(3), "temperature": 0.7}
+    message = cache.explain_miss(key(params=asked))
+    assert "params differ" in message and '"temperature":0.7' in message
+    assert '"api_key":"***"' in message
+    assert not [s for n in (1, 3) for s in secrets_of(n) if s in message]
+    # A row an older version stored unmasked is shown masked.
+    cache._db().execute("UPDATE calls SET params = ?", (json.dumps(with_secrets(1)),))
+    message = cache.explain_miss(key(params=asked))
+    assert "params differ" in message and not [s for s in secrets_of(1) if s in message]
+
+
+def test_url_credentials_never_reach_the_cache(tmp_path: Path) -> None:
+    path = tmp_path / "calls.sqlite"
+    cache = ModelCallCache(path)
+    with OpenAITestServer(scripted) as server:
+        with_user = server.base_url.replace("://", "://cacheuser:cache-pass-6060@")
+        asyncio.run(ask_all(agent_for(with_user, cache), batch(3)))
+        plain = agent_for(server.base_url, cache, max_retries=0)
+        asyncio.run(ask_all(plain, batch(3)))  # the same calls without credentials: hits
+    assert server.stats.requests == 3 and plain.stats.cache_hits == 3
+    basic = base64.b64encode(b"cacheuser:cache-pass-6060")
+    for _ in ("open", "closed"):
+        for file in tmp_path.iterdir():
+            data = file.read_bytes()
+            assert b"cache-pass-6060" not in data and basic not in data, file
+        cache.close()

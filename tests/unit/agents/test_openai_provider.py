@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import threading
 from collections.abc import Awaitable, Callable
@@ -264,6 +265,22 @@ def test_the_key_never_leaks() -> None:
     for text in (str(info.value), repr(info.value), repr(agent), json.dumps(agent.stats.to_json()),
                  repr(vars(agent).get("params"))):
         assert SECRET not in text
+
+
+def test_url_user_info_never_leaks_though_the_server_echoes_its_basic_header() -> None:
+    """httpx sends `http://user:pass@host` as `Authorization: Basic base64(user:pass)`, which
+    this server quotes in its error bodies: the agent registers every form of it."""
+    password = "url-pass-4242"
+    basic = base64.b64encode(f"agent:{password}".encode()).decode()
+    faults = FaultConfig(rate=1.0, kinds=("500",))
+    with OpenAITestServer(scripted, faults=faults, echo_request=True) as server:
+        agent = OpenAIAgent("scripted", base_url=server.base_url.replace(
+            "://", f"://agent:{password}@"), api_key=SECRET, max_retries=0)
+        with pytest.raises(InfrastructureError) as info:
+            run(ask_all(agent, requests(1)))
+    assert "with Authorization: Basic ***" in str(info.value)
+    for text in (str(info.value), repr(agent), json.dumps(agent.stats.to_json())):
+        assert password not in text and basic not in text
 
 
 def test_key_sources(monkeypatch: pytest.MonkeyPatch) -> None:
