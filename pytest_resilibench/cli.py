@@ -131,8 +131,35 @@ def _add_solve(sub: _Subparsers) -> None:
     p.set_defaults(handler=_cmd_solve)
 
 
+def _add_listen_options(p: argparse.ArgumentParser, *, applies: str = "") -> None:
+    """--host, --api-key and --insecure: where a server listens and who may use it."""
+    p.add_argument("--host", default="127.0.0.1",
+                   help=f"bind address{applies} (default 127.0.0.1); any but a loopback one "
+                        "(127.0.0.0/8, ::1, localhost) needs --api-key or --insecure")
+    p.add_argument("--api-key", default=None,
+                   help=f"accept only requests bearing this key{applies} (others get 401)")
+    p.add_argument("--insecure", action="store_true",
+                   help="serve on a non-loopback --host without --api-key: anyone who can "
+                        "reach it may use it")
+
+
+def _refuse_unguarded(args: argparse.Namespace) -> None:
+    """Before anything is bound: a server others can reach needs a key, or --insecure."""
+    from pytest_resilibench.servers.loopback import is_loopback
+
+    if not (args.api_key or args.insecure or is_loopback(args.host)):
+        raise ValueError(f"refusing to serve on {args.host} without --api-key, since anyone "
+                         "who can reach it could use it (pass --api-key KEY, or --insecure "
+                         "to serve it anyway)")
+
+
 def _cmd_serve_mcp(args: argparse.Namespace) -> int:
     from pytest_resilibench.base.extras import require
+
+    if args.transport == "stdio" and (args.host != "127.0.0.1" or args.api_key is not None
+                                      or args.insecure):
+        raise ValueError("--host, --api-key and --insecure are for --transport http")
+    _refuse_unguarded(args)
 
     require("mcp", "mcp", "`resilibench serve-mcp`")
     from pytest_resilibench.core.tasks import find_task
@@ -147,7 +174,7 @@ def _cmd_serve_mcp(args: argparse.Namespace) -> int:
     if args.transport == "stdio":
         mcp_server.serve_stdio(server)
     else:
-        mcp_server.serve_http(server, port=args.port)
+        mcp_server.serve_http(server, port=args.port, host=args.host, api_key=args.api_key)
     return 0
 
 
@@ -168,21 +195,25 @@ def _add_serve_mcp(sub: _Subparsers) -> None:
                    help="fault profile of the --task episode (docs/FAULTS.md)")
     p.add_argument("--transport", choices=("stdio", "http"), default="stdio")
     p.add_argument("--port", type=_PORT, default=8000,
-                   help="HTTP port on 127.0.0.1 (0: a free one; the URL goes to stderr)")
+                   help="HTTP port (0: a free one; the URL goes to stderr)")
+    _add_listen_options(p, applies=" (http transport)")
     p.add_argument("--fixtures", default=str(FIXTURES_DIR), help="task fixtures directory")
     p.set_defaults(handler=_cmd_serve_mcp)
 
 
 def _cmd_serve_live(args: argparse.Namespace) -> int:
+    _refuse_unguarded(args)
     from pytest_resilibench.servers.live.server import serve_live
 
-    serve_live(seed=args.seed, port=args.port, hang_s=args.hang_s)
+    serve_live(seed=args.seed, port=args.port, hang_s=args.hang_s, host=args.host,
+               api_key=args.api_key)
     return 0
 
 
 def _add_serve_live(sub: _Subparsers) -> None:
     p = sub.add_parser("serve-live", help="serve the 23 live HTTP API services on 127.0.0.1")
-    p.add_argument("--port", type=_PORT, default=8765, help="port on 127.0.0.1 (0: a free one)")
+    p.add_argument("--port", type=_PORT, default=8765, help="port (0: a free one)")
+    _add_listen_options(p)
     p.add_argument("--seed", type=_SEED, default=0, help="seed of the services' misbehaviour")
     p.add_argument("--hang-s", type=_SECONDS, default=3.0,
                    help="how long a service hangs when it times out (seconds)")
@@ -305,6 +336,7 @@ def _add_prompt(sub: _Subparsers) -> None:
 
 
 def _cmd_serve_openai(args: argparse.Namespace) -> int:
+    _refuse_unguarded(args)
     from pytest_resilibench.servers.testserver import FAULT_KINDS, FaultConfig, OpenAITestServer
 
     kinds = tuple(k.strip() for k in args.faults.split(",") if k.strip())
@@ -340,8 +372,8 @@ def _add_serve_openai(sub: _Subparsers) -> None:
     p = sub.add_parser("serve-openai",
                        help="serve the built-in agents over an OpenAI-compatible HTTP API "
                             "on loopback, with injected latency and faults")
-    p.add_argument("--host", default="127.0.0.1", help="bind address (default loopback)")
     p.add_argument("--port", type=_PORT, default=0, help="port (0: any free one, printed)")
+    _add_listen_options(p)
     p.add_argument("--latency-ms", type=_SECONDS, default=0.0, help="delay of every reply")
     p.add_argument("--fault-rate", type=_float_in(0.0, 1.0), default=0.0,
                    help="share of requests answered with a fault, in [0, 1]")
@@ -357,7 +389,6 @@ def _add_serve_openai(sub: _Subparsers) -> None:
     p.add_argument("--strict", action="store_true",
                    help="refuse what OpenAI refuses (unknown fields, what the model family "
                         "does not take), as the real API does")
-    p.add_argument("--api-key", default=None, help="accept only this key (others get 401)")
     p.set_defaults(handler=_cmd_serve_openai)
 
 

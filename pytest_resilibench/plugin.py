@@ -53,13 +53,22 @@ class HarnessFailure(_EpisodeFailure):
     """The harness itself broke in this episode (a bug to report)."""
 
 
+class AgentFailure(_EpisodeFailure):
+    """The agent's own code raised in this episode (the agent's failure: a failed episode in
+    every rate, and a failed item)."""
+
+
 # An item's status: the record's outcome, with `error` told apart by its cause (a model that
-# could not be reached, or a bug of the harness); the two are the failures the fixture raises.
+# could not be reached, or a bug of the harness), and an agent error apart from the other
+# failed episodes; these three are the failures the fixture raises.
 _FAILURES: dict[str, type[_EpisodeFailure]] = {"infra_error": InfrastructureFailure,
-                                               "harness_error": HarnessFailure}
+                                               "harness_error": HarnessFailure,
+                                               "agent_error": AgentFailure}
 
 
 def _status(record: Any) -> str:
+    if record.stop_reason == "agent_error":
+        return "agent_error"
     if record.outcome != "error":
         return str(record.outcome)
     return "harness_error" if record.stop_reason == "harness_error" else "infra_error"
@@ -141,6 +150,8 @@ def _activate(config: pytest.Config) -> ResiliSession:
                                       "resilibench-stop-watcher")
     gatherer = _Gatherer(config, session, stopper)
     config.pluginmanager.register(gatherer, "resilibench-gatherer")
+    if workerinput is None:
+        config.pluginmanager.register(_Ending(session), "resilibench-ending")
     if config.pluginmanager.hasplugin("xdist") and workerinput is None:
         config.pluginmanager.register(_XdistController(session, gatherer, stopper),
                                       "resilibench-xdist")
@@ -244,7 +255,8 @@ class _Benchmark:
         record = self.session.result(case)
         status = _status(record)
         if status in _FAILURES:
-            raise _FAILURES[status](record.infra_error or record.stop_reason, record)
+            raise _FAILURES[status](
+                record.agent_error or record.infra_error or record.stop_reason, record)
         return record
 
     @pytest.fixture
@@ -310,8 +322,9 @@ def pytest_runtest_makereport(
         session = item.config.stash[SESSION_KEY]
         outcome = _status(record)
         report.resili_outcome = outcome  # type: ignore[attr-defined]
-        if outcome == "infra_error":  # `-v` shows why
-            report.resili_reason = record.infra_error  # type: ignore[attr-defined]
+        if outcome in ("infra_error", "agent_error"):  # `-v` shows why
+            report.resili_reason = (  # type: ignore[attr-defined]
+                record.infra_error if outcome == "infra_error" else record.agent_error)
         report.resili_episode = session.episode_json(record)  # type: ignore[attr-defined]
     return report
 
@@ -340,13 +353,15 @@ def pytest_report_teststatus(
         return None
     from pytest_resilibench.reporting.vocabulary import STATUSES
 
-    if outcome == "infra_error":
+    if outcome in ("infra_error", "agent_error"):
         reason = getattr(report, "resili_reason", None)
         if reason and config.get_verbosity() > 0:
             category, letter, (word, markup) = STATUSES[outcome]
             from pytest_resilibench.runtime.protocol import error_cause
 
-            return category, letter, (f"{word} ({_short(error_cause(reason))})", markup)
+            if outcome == "infra_error":
+                reason = error_cause(reason)
+            return category, letter, (f"{word} ({_short(reason)})", markup)
         return STATUSES[outcome]
     if outcome in STATUSES and report.when == "call" and report.passed:
         return STATUSES[outcome]
@@ -362,6 +377,21 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     if hasattr(config, "workerinput"):  # the controller checks that nothing was lost
         config.workeroutput.update(state.worker_output())  # type: ignore[attr-defined]
         return
+    from pytest_resilibench.base.interrupts import sigint_deferred
+
+    with sigint_deferred():  # Ctrl-C waits for the report (`_Ending` then ends the run)
+        _end_run(session, state)
+
+
+_ENDED = pytest.StashKey[bool]()
+
+
+def _end_run(session: pytest.Session, state: ResiliSession) -> None:
+    """The controller's end, once: summary, gate, JSON report, verdicts."""
+    config = session.config
+    if config.stash.get(_ENDED, False):
+        return
+    config.stash[_ENDED] = True
     if not state.episodes:
         state.drop_empty_log()
         return
@@ -370,7 +400,8 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         state.write_report()
     for report in _verdict_reports(state):  # JUnit XML and the final line show the verdict
         config.hook.pytest_runtest_logreport(report=report)
-    if (state.gate_failed or state.lost) and session.exitstatus == pytest.ExitCode.OK:
+    if (state.gate_failed or state.lost or _no_result(state)) and (
+            session.exitstatus == pytest.ExitCode.OK):
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
@@ -411,10 +442,22 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
                       f"report {state.config.report} --html)")
     for message in state.lost:
         tr.write_line(message, red=True, bold=True)
+    no_result = _no_result(state)
+    if no_result:
+        tr.write_line(no_result, red=True, bold=True)
     for result in state.gate_results:
         color = {"pass": "green", "inconclusive": "yellow"}.get(result.kind, "red")
         tr.write_line(f"resilibench gate: {result.line}", **{color: True, "bold": True})
     order_stats(tr)
+
+
+def _no_result(state: ResiliSession) -> str | None:
+    """The line saying the run has no result (every episode an infra error), else None."""
+    if state.summary is None:
+        return None
+    from pytest_resilibench.reporting.analysis import no_result
+
+    return no_result(state.summary)
 
 
 def _short(reason: str, limit: int = 160) -> str:
@@ -446,6 +489,55 @@ def _runs_all_here(config: pytest.Config, state: ResiliSession) -> bool:
 def _is_distributed(config: pytest.Config) -> bool:
     """xdist's own test (its `DSession` registers after this plugin's configure)."""
     return config.getoption("dist", "no") != "no" and not config.option.collectonly
+
+
+class _Ending:
+    """On the controller: Ctrl-C while the run ends (xdist tearing its workers down, another
+    plugin's end, the tables, unconfigure) ends it as interrupted with one line saying what
+    became of the report, not a traceback. The report is written first (`_end_run`, Ctrl-C
+    held off meanwhile), or here when the interrupt came before it."""
+
+    def __init__(self, state: ResiliSession) -> None:
+        self.state = state
+        self.session: pytest.Session | None = None  # once it ends: its exit status is ours
+
+    @pytest.hookimpl(wrapper=True, tryfirst=True)
+    def pytest_sessionfinish(self, session: pytest.Session) -> Generator[None, object, object]:
+        self.session = session
+        try:
+            return (yield)
+        except KeyboardInterrupt:
+            pass
+        from pytest_resilibench.base.interrupts import sigint_deferred
+
+        # When the interrupt came before the report: write it now (interrupted already).
+        with contextlib.suppress(KeyboardInterrupt), sigint_deferred():
+            _end_run(session, self.state)
+        self._interrupted(session.config)
+        return None
+
+    @pytest.hookimpl(wrapper=True, tryfirst=True)
+    def pytest_unconfigure(self, config: pytest.Config) -> Generator[None, object, object]:
+        try:
+            return (yield)
+        except KeyboardInterrupt:
+            pass
+        self.state.close()
+        self._interrupted(config)
+        return None
+
+    def _interrupted(self, config: pytest.Config) -> None:
+        if self.session is not None:
+            self.session.exitstatus = pytest.ExitCode.INTERRUPTED
+        line = self.state.interrupted_line()
+        reporter = config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is not None:
+            reporter.write("\n")  # after the progress line
+            reporter.write_line(line, red=True, bold=True)
+        else:
+            import sys
+
+            print(line, file=sys.stderr)
 
 
 class _Gatherer:

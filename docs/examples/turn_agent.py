@@ -11,7 +11,8 @@ To benchmark your own model this way, turn `request.messages` (OpenAI chat messa
 `request.tools` (OpenAI function schemas, or None in text mode) into a call to it, and its
 answer into a `ModelReply`: native `tool_calls`, or text (a `<tool_call>` tag, or
 TASK_COMPLETED when it is done). An unreachable backend is `InfrastructureError`: the episode
-is then kept out of the success rates.
+is then kept out of the success rates. Any other exception is an agent error: a failed episode,
+shown with the line of your code it came through, and the item fails.
 """
 
 from __future__ import annotations

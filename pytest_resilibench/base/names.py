@@ -63,7 +63,8 @@ TOOL_MODES: tuple[ToolMode, ...] = ("text", "native")
 COMPLETION_SIGNAL = "TASK_COMPLETED"
 
 # An episode's outcome (record.py, scoring.py). `error` is an infrastructure failure: the
-# model could not be reached, so the episode is kept out of every rate and every gate.
+# model could not be reached (or the harness broke), so the episode is kept out of every rate
+# and every gate. An agent error (stop reason `agent_error`) is `failed`: the agent's failure.
 Outcome = Literal["full", "partial", "failed", "error"]
 OUTCOMES: tuple[Outcome, ...] = ("full", "partial", "failed", "error")
 SCORED: tuple[Outcome, ...] = ("full", "partial", "failed")
@@ -76,12 +77,13 @@ def is_scored(outcome: object) -> bool:
 
 
 # Why an episode ended (record.py; runtime/episode.py says when each applies). The model's own
-# limits (protocol.ModelLimitError) end a scored episode; `infra_error` and `harness_error`
-# end one whose outcome is `error`.
+# limits (protocol.ModelLimitError) end a scored episode, and so does `agent_error` (a user's
+# agent's own code raised: outcome `failed`); `infra_error` and `harness_error` end one whose
+# outcome is `error`.
 ModelLimit = Literal["context_overflow", "refusal", "length"]
 MODEL_LIMITS: tuple[ModelLimit, ...] = ("context_overflow", "refusal", "length")
 StopReason = Literal["completed", "max_turns", "repeated_call", "consecutive_errors",
-                     "run_returned", "infra_error", "harness_error", ModelLimit]
+                     "run_returned", "agent_error", "infra_error", "harness_error", ModelLimit]
 
 
 # Run options' choices (options.py); each module that acts on one checks it against these.

@@ -4,7 +4,9 @@ JSON-able builtins, so it can cross xdist, the cache and the reports unchanged.
 `messages` is the whole conversation as sent to the model (OpenAI chat messages) and `calls`
 every executed tool call (`CallResult.to_json()` plus the `turn` it was made in). Outcome
 `error` means the infrastructure failed (the model could not be reached, or the harness
-itself broke): such episodes are kept out of the success rates and reported apart.
+itself broke): such episodes are kept out of the success rates and reported apart. An
+exception of a user's agent's own code is the agent's failure: outcome `failed`, stop reason
+`agent_error`, and `agent_error` says what and where (runtime/agent_error.py).
 """
 
 from __future__ import annotations
@@ -88,6 +90,9 @@ class EpisodeRecord:
     wall_time_s: float = 0.0
     stop_reason: StopReason | Literal[""] = ""  # "" while the episode runs
     infra_error: str | None = None
+    # Stop reason `agent_error` only: `ValueError: ... at agent.py:12 in complete` (redacted).
+    # Left out of the JSON when None, as `faults` and `events`.
+    agent_error: str | None = None
     messages: list[dict[str, Any]] = field(default_factory=list)
     calls: list[dict[str, Any]] = field(default_factory=list)
     # Realistic fault profile only (docs/FAULTS.md): the profile's name and, per event kind
@@ -167,7 +172,7 @@ class EpisodeRecord:
 _NAMES = tuple(f.name for f in fields(EpisodeRecord))  # once, not for every record
 _PACKED = "_packed_trajectory"  # `EpisodeRecord.from_pack`: the trajectory, not unpacked yet
 _SUMMARY_FIELDS = tuple(name for name in _NAMES if name not in SUMMARY_EXCLUDES)
-_OPTIONAL = ("faults", "events")
+_OPTIONAL = ("agent_error", "faults", "events")
 
 
 def _drop_unset(data: dict[str, Any]) -> dict[str, Any]:
@@ -193,6 +198,7 @@ _FIELD_TYPES: dict[str, tuple[tuple[type, ...], bool]] = {  # name -> (types, No
     "errors_met": (_INT, True), "errors_recovered": (_INT, True),
     "protocol_errors": (_INT, True), "cost_usd": (_NUM, True), "sim_time_s": (_NUM, True),
     "wall_time_s": (_NUM, True), "stop_reason": (_STR, True), "infra_error": (_STR, True),
+    "agent_error": (_STR, True),
     "faults": (_STR, True), "conditions": ((dict,), True), "deviation": ((dict,), True),
     "tokens": ((dict,), True), "events": ((dict,), True), "messages": ((list,), True),
     "calls": ((list,), True),

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import functools
 import importlib
-import pkgutil
 import sys
 
 __all__ = ["import_before_threads", "keep_out_of_assertion_rewriting"]
@@ -92,6 +91,8 @@ def _import_subpackages(names: tuple[str, ...]) -> None:
 
 
 def _import_package(name: str) -> None:
+    import pkgutil  # here: every pytest run of every project imports this module
+
     module = importlib.import_module(name)
     path = getattr(module, "__path__", None)
     if path is None:

@@ -13,6 +13,7 @@ so the resumed report equals an uninterrupted run's but for the timing fields.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import time
@@ -123,12 +124,18 @@ def read_source(path: Path, *, check: bool = True) -> ResumeSource:
 
 
 class EpisodeLog:
-    """The append-only log of one run's arrived episodes (controller only)."""
+    """The append-only log of one run's arrived episodes (controller only).
+
+    A write that fails once the run goes (a full disk: ENOSPC, EIO) raises nothing: the log
+    stops there, `error` says why and `episodes` how many it took; the run's spool still holds
+    every episode, and the report (or its copy elsewhere) is what keeps them then."""
 
     def __init__(self, path: Path, key: Mapping[str, Any], *, keep: bool) -> None:
         """Open `path`: kept and appended to with `keep` (its header matched), else begun
         afresh. Raises OSError when the file cannot be written: checked at start-up."""
         self.path = path
+        self.error: str | None = None
+        self.episodes = 0  # appended by this run
         path.parent.mkdir(parents=True, exist_ok=True)
         flags = os.O_WRONLY | os.O_CREAT | (0 if keep else os.O_TRUNC)
         self._fd = os.open(path, flags, 0o644)
@@ -159,18 +166,36 @@ class EpisodeLog:
             data = data[os.write(self._fd, data):]
 
     def append(self, payload: str) -> None:
-        self._write(payload)
-        now = time.monotonic()
-        if now - self._synced >= FSYNC_INTERVAL_S:
-            os.fsync(self._fd)
-            self._synced = now
+        if self._fd < 0:  # failed before (or closed): the spool keeps the episode
+            return
+        try:
+            self._write(payload)
+            now = time.monotonic()
+            if now - self._synced >= FSYNC_INTERVAL_S:
+                os.fsync(self._fd)
+                self._synced = now
+        except OSError as exc:
+            self._fail(exc)
+            return
+        self.episodes += 1
+
+    def _fail(self, exc: OSError) -> None:
+        self.error = exc.strerror or str(exc)
+        with contextlib.suppress(OSError):
+            os.close(self._fd)
+        self._fd = -1
 
     def close(self, *, remove: bool = False) -> None:
-        """Sync and close; `remove` once a complete report holds every episode."""
-        if self._fd < 0:
-            return
-        os.fsync(self._fd)
-        os.close(self._fd)
-        self._fd = -1
+        """Sync and close (a failed sync sets `error`); `remove` once a complete report holds
+        every episode."""
+        if self._fd >= 0:
+            try:
+                os.fsync(self._fd)
+            except OSError as exc:
+                self._fail(exc)
+            else:
+                os.close(self._fd)
+                self._fd = -1
         if remove:
-            self.path.unlink(missing_ok=True)
+            with contextlib.suppress(OSError):
+                self.path.unlink(missing_ok=True)

@@ -8,6 +8,8 @@ reports, the summary, the JSON report and the gate.
 from __future__ import annotations
 
 import json
+import os
+import tempfile
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
@@ -15,6 +17,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pytest_resilibench.base.interrupts import sigint_deferred
 from pytest_resilibench.base.jsontext import json_text
 from pytest_resilibench.core.record import EpisodeRecord
 from pytest_resilibench.core.registry import ToolRegistry, default_registry
@@ -25,6 +28,7 @@ from pytest_resilibench.integration.store import SLIM_FIELDS, EpisodeStore
 from pytest_resilibench.runtime.protocol import AnyAgent
 
 if TYPE_CHECKING:
+    from pytest_resilibench.base.pidlock import PidLock
     from pytest_resilibench.core.tasks import TaskSet
     from pytest_resilibench.integration.gate import GateResult
     from pytest_resilibench.integration.resume import EpisodeLog
@@ -37,6 +41,25 @@ __all__ = ["ResiliSession"]
 
 # json.dumps(record): an episode's report text (base/jsontext.py: an encoder built once).
 _report_json = json_text()
+
+
+def _lock_report(report: Path) -> PidLock | None:
+    """The lock beside the report (`REPORT.lock`), held while this run writes it
+    (`pidlock.py`); another run's is a ValueError that names it."""
+    from pytest_resilibench.base.pidlock import LockHeld, PidLock
+
+    path = report.with_name(report.name + ".lock")
+    try:
+        report.parent.mkdir(parents=True, exist_ok=True)
+        return PidLock.take(path)
+    except LockHeld as held:
+        who = f"pid {held.pid}" if held.pid else "its pid unknown"
+        raise ValueError(f"--resili-report: another run ({who}) is writing {report} (it holds "
+                         f"{path}): wait for it to end, or give this run another "
+                         "--resili-report") from None
+    except OSError as exc:
+        raise ValueError(f"--resili-report: cannot write beside {report} "
+                         f"({exc.strerror or exc})") from None
 
 
 class ResiliSession:
@@ -92,6 +115,9 @@ class ResiliSession:
         self._resume_sources: list[str] = []
         self._resume_notes: list[str] = []
         self._log: EpisodeLog | None = None
+        self._lock: PidLock | None = None  # beside the report, while this run writes it
+        self._written = False  # the report, at the end
+        self._unwritten_line: str | None = None  # or why not, and where its episodes are
         self._replayed = 0
 
     @property
@@ -192,18 +218,34 @@ class ResiliSession:
         self._store.close()
         if self._log is not None:
             self._log.close()
+        if self._lock is not None:
+            self._lock.release()
+            self._lock = None
 
     # --- resuming (resume.py) --------------------------------------------------------------------
     def prepare_resume(self) -> None:
         """Controller, at start-up: find the episodes an unfinished run left (the report's
         episode log, or `--resili-resume=RUN.json`), check that they were made with the options
         that decide an episode, and open this run's log (which proves the report's directory
-        writable before any episode runs)."""
-        from pytest_resilibench.integration import resume
-
+        writable before any episode runs). First of all it takes the lock beside the report:
+        a second run given the same report stops here, before it reads the first's log."""
         config = self._config
         if config.report is None and not isinstance(config.resume, Path):
             return  # no log to keep, none to read
+        if config.report is not None:
+            self._lock = _lock_report(config.report)
+        try:
+            self._open_resume()
+        except BaseException:
+            if self._lock is not None:
+                self._lock.release()
+                self._lock = None
+            raise
+
+    def _open_resume(self) -> None:
+        from pytest_resilibench.integration import resume
+
+        config = self._config
         key = resume.resume_key(self._report_config(), trajectories=config.trajectories)
         log = resume.log_path(config.report) if config.report is not None else None
         sources: list[resume.ResumeSource] = []
@@ -522,13 +564,17 @@ class ResiliSession:
                 "fixture_hash": fixture_hash(self.task_set.manifest)}
 
     def write_report(self) -> None:
-        """The JSON report, atomically; a failure to write it is one line in `lost`."""
-        from pytest_resilibench.reporting.report import envelope, write_report
+        """The JSON report, atomically, with Ctrl-C held off until it is written (a second one
+        interrupts at once). A fault costs no episode and ends in one line in `lost`: a report
+        that could not be written names where its episodes are (the episode log when it took
+        them all, else a copy in the system temp dir), a log that failed while the report
+        could be written says so."""
+        from pytest_resilibench.reporting.report import envelope
 
         assert self._config.report is not None and self._summary is not None
         head = envelope(
             config=self._report_config(), summary=self._summary, rootdir=self._rootdir,
-            extra={"gate": [r.line for r in self._gate_results], "lost": self._lost},
+            extra={"gate": [r.line for r in self._gate_results], "lost": list(self._lost)},
         )
         head["complete"] = not self._lost
         head["expected"] = len(self._planned) - len(self._left_out)
@@ -537,16 +583,75 @@ class ResiliSession:
         head["prompt_cache"] = self._prompt_prefix()
         if self._sequential is not None:  # pairs used against planned, and the evidence
             head["sequential"] = self._sequential.to_json(episodes_run=len(self.episodes))
+        with sigint_deferred():
+            self._write_report(head)
+
+    def _write_report(self, head: dict[str, Any]) -> None:
+        from pytest_resilibench.reporting.report import write_report
+
+        report = self._config.report
+        assert report is not None
+        log = self._log
         try:
-            write_report(self._config.report, head, self._store.full_lines())
-        except OSError as exc:  # the episodes are safe in the log: say where, no traceback
-            kept = f"; the episodes are kept in {self._log.path}" if self._log else ""
-            self._lost.append(f"resilibench: could not write {self._config.report} "
-                             f"({exc.strerror or exc}){kept}")
+            write_report(report, head, self._store.full_lines())
+        except (OSError, ValueError) as exc:  # ValueError: a file where its folder was
+            self._unwritten_line = self._unwritten(report, head, exc)
+            self._lost.append(self._unwritten_line)
             return
-        if self._log is not None:  # removed once a complete report holds all the log did
-            received = {row["id"] for row in self.episodes}
-            self._log.close(remove=head["complete"] and received.issuperset(self._resumed))
+        self._written = True
+        if log is None:
+            return
+        failed = log.error  # the report holds every episode: say what the log missed
+        # Removed once a complete report holds all the log did.
+        received = {row["id"] for row in self.episodes}
+        log.close(remove=head["complete"] and received.issuperset(self._resumed))
+        if failed is None:
+            return
+        said = f"resilibench: the episode log {log.path} failed after {log.episodes} " \
+               f"episodes ({failed}); the report {report} holds"
+        if head["complete"]:
+            self._lost.append(f"{said} all {len(self.episodes)}: free space there before the "
+                              "next run (an interrupted one could not resume)")
+        else:  # the log lacks some the report holds: resume from the report
+            self._lost.append(f"{said} the {len(self.episodes)} that arrived: free space "
+                              f"there, then run again with --resili-resume={report}")
+
+    def _unwritten(self, report: Path, head: dict[str, Any], exc: Exception) -> str:
+        """The line for a report that could not be written, after keeping its episodes."""
+        why = (exc.strerror or str(exc)) if isinstance(exc, OSError) else str(exc)
+        said = f"resilibench: could not write {report} ({why}); its {len(self.episodes)} " \
+               "episodes are kept in"
+        log = self._log
+        if log is not None:
+            log.close()  # synced: now it holds them, or says why not
+            if log.error is None:
+                return f"{said} {log.path}: free space there, then run the same command " \
+                       "again (it replays them and writes the report)"
+        try:
+            copy = self._write_copy(report, head)
+        except (OSError, ValueError) as also:
+            why_copy = (also.strerror or str(also)) if isinstance(also, OSError) else str(also)
+            where = f" nor in {tempfile.gettempdir()} ({why_copy})"
+            kept = f"; the log {log.path} holds those that arrived before it failed " \
+                   f"({log.error})" if log is not None else ": they are lost"
+            return f"resilibench: could not write {report} ({why}){where}{kept}: free space, " \
+                   "then run the same command again"
+        return f"{said} {copy}: free space, then copy it to {report}, or run again with " \
+               f"--resili-resume={copy}"
+
+    def _write_copy(self, report: Path, head: dict[str, Any]) -> Path:
+        """The report, written in the system temp dir instead (`TMPDIR`)."""
+        from pytest_resilibench.reporting.report import write_report
+
+        fd, name = tempfile.mkstemp(prefix=f"resilibench-{report.stem}-", suffix=".json")
+        os.close(fd)
+        copy = Path(name)
+        try:
+            write_report(copy, head, self._store.full_lines())
+        except BaseException:
+            copy.unlink(missing_ok=True)
+            raise
+        return copy
 
     def _prompt_prefix(self) -> dict[str, Any]:
         """What providers' prompt caches can reuse across the run's requests
@@ -581,9 +686,29 @@ class ResiliSession:
 
     @property
     def lost(self) -> list[str]:
-        """One line per way the report is incomplete (episodes that never arrived, a report
-        that could not be written): any of them fails the run."""
+        """One line per way the report is incomplete (episodes that never arrived) or the run
+        nearly lost episodes (a report that could not be written, an episode log that failed):
+        any of them fails the run."""
         return list(self._lost)
+
+    def interrupted_line(self) -> str:
+        """The one line of a run interrupted while it ended: what became of its report."""
+        said = "resilibench: interrupted while the run was ending"
+        report = self._config.report
+        if report is None or self._summary is None:  # no report asked for, or no episode
+            return said
+        if self._unwritten_line is not None:  # it says where the episodes are
+            return f"{said}; {self._unwritten_line.removeprefix('resilibench: ')}"
+        if not self._written:  # interrupted twice while it was written
+            log = self._log
+            kept = f"; its episodes are kept in {log.path}: run the same command again" \
+                if log is not None and log.error is None else ""
+            return f"{said}; the report {report} was not written{kept}"
+        received = len(self.episodes)
+        if received == len(self._planned) - len(self._left_out):
+            return f"{said}; the report {report} holds all {received} episodes"
+        return f"{said}; the report {report} holds {received} of the " \
+               f"{len(self._planned) - len(self._left_out)} planned episodes"
 
     def resume_lines(self) -> list[str]:
         """What resuming did, for the terminal: where the replays came from, how many."""

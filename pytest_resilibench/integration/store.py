@@ -29,6 +29,7 @@ SLIM_FIELDS = (
     "repeat", "seed", "base_success", "tool_mode", "outcome", "coverage", "order_adherence",
     "turns", "tool_calls", "errors_met", "errors_recovered", "tokens", "cost_usd", "infra_error",
     "stop_reason",
+    "agent_error",  # stop reason `agent_error` only
     "faults", "events",  # realistic fault profile only (absent from paper records)
 )
 

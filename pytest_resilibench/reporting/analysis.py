@@ -2,7 +2,9 @@
 dicts) to a JSON-able summary, and from that summary to tables in the paper's layout.
 
 Episodes whose outcome is `error` (infrastructure failed) are counted apart and kept out of
-every denominator. Optimal and flawed episodes of one unit — the same (task, repeat, seed,
+every denominator. Agent errors (stop reason `agent_error`: the agent's own code raised) are
+failed episodes in every rate, and counted apart too (`counts.outcomes`, `agent_errors`).
+Optimal and flawed episodes of one unit — the same (task, repeat, seed,
 base success), hence the same tool luck — are compared pair by pair (`stats.py`).
 """
 
@@ -43,6 +45,7 @@ __all__ = [
     "headline",
     "known_first",
     "load_report",
+    "no_result",
     "paired_legend",
     "render_compare",
     "render_markdown",
@@ -196,6 +199,14 @@ class InfraCause(TypedDict):
     count: int
 
 
+class AgentErrorCause(TypedDict):
+    """A model's agent errors of one kind: the exception and the agent's line."""
+
+    model: str
+    error: str
+    count: int
+
+
 class Summary(TypedDict):
     """What `summary` returns and the report stores under "summary" (schema
     `resilibench.summary/1`); analysis, report_html, gate and cli read it."""
@@ -221,6 +232,8 @@ class Summary(TypedDict):
     faults: NotRequired[list[str]]
     by_event: NotRequired[list[Row]]
     providers: NotRequired[dict[str, dict[str, Any]]]
+    # Only when some episode was an agent error (the agent's own code raised).
+    agent_errors: NotRequired[list[AgentErrorCause]]
 
 
 class ComparedVerdict(stats.VerdictJSON):
@@ -591,7 +604,8 @@ def summary(
         "confidence": confidence,
         "counts": {"episodes": len(eps), "scored": int(table.scored.sum()),
                    "errors": sum(errors.values()), "models": models, "variants": variants,
-                   "outcomes": vocabulary.tally(ep.get("outcome") for ep in eps)},
+                   "outcomes": vocabulary.tally(vocabulary.status_key(
+                       ep.get("outcome"), ep.get("stop_reason")) for ep in eps)},
         "errors_by_model": dict(sorted(errors.items())),
         "infra_causes": _infra_causes(eps),
         "usage": _usage(eps, models),
@@ -618,6 +632,9 @@ def summary(
             if len({ep.get("severity") for ep in flawed}) > 1 else [],
         },
     }
+    agent_errors = _agent_errors(eps)
+    if agent_errors:
+        result["agent_errors"] = agent_errors
     sections = _fault_sections(eps, confidence)
     if sections:
         result["faults"], result["by_event"] = sections["faults"], sections["by_event"]
@@ -680,6 +697,34 @@ def _infra_causes(eps: Sequence[Episode]) -> list[InfraCause]:
         for ep in eps if ep.get("outcome") == "error")
     return [{"model": model, "cause": cause, "count": n}
             for (model, cause), n in sorted(counts.items(), key=lambda kv: (kv[0][0], -kv[1]))]
+
+
+def _agent_errors(eps: Sequence[Episode]) -> list[AgentErrorCause]:
+    """Agent errors per model grouped by what was raised where, most frequent first."""
+    counts: Counter[tuple[str, str]] = Counter(
+        (str(ep.get("model")), str(ep.get("agent_error") or "agent_error"))
+        for ep in eps if ep.get("stop_reason") == "agent_error")
+    return [{"model": model, "error": error, "count": n}
+            for (model, error), n in sorted(counts.items(), key=lambda kv: (kv[0][0], -kv[1]))]
+
+
+def no_result(s: Summary) -> str | None:
+    """The line that says a run has no result, when every one of its episodes was an infra
+    error (none reached the model), with their causes; else None."""
+    counts = s.get("counts", {})
+    n = int(counts.get("episodes", 0))
+    if not n or int((counts.get("outcomes") or {}).get("infra_error", 0)) != n:
+        return None
+    causes: Counter[str] = Counter()
+    for row in s.get("infra_causes") or ():
+        causes[row["cause"]] += row["count"]
+    which = "the one episode" if n == 1 else f"every one of the {n} episodes"
+    line = f"resilibench: {which} was an infra error"
+    if causes:
+        ((cause, count),) = causes.most_common(1)
+        line += (f" (cause: {cause})" if len(causes) == 1 else
+                 f" (most common cause, {count} of {n}: {cause})")
+    return line + ": no result"
 
 
 _EVENT_ORDER = ("outage", "auth_expired", "rate_limited", "silent", "tainted", "none")
@@ -869,6 +914,7 @@ def tables(s: Summary) -> list[Table]:
               "–" if r["tool_calls"] is None else f"{r['tool_calls']:.1f}",
               _pct(r["recovery_rate"], 0), r["errors"]] for r in by_mv],
             "score: full = 1, partial = 0.5; infra errors are outside every rate"
+            + ("; agent errors count as failed" if s.get("agent_errors") else "")
             + (f". {identical}" if identical else ""),
             [_rate_links({"model": r["model"], "variant": r["variant"]}, None, None, None,
                          "full", "partial", "failed", None, None, None, None, "infra_error")
@@ -973,6 +1019,15 @@ def tables(s: Summary) -> list[Table]:
               p.get("not_sent", 0), p.get("cache_hits", 0)] for m, p in providers.items()],
             "sent: HTTP requests, retries included",
             [[{"model": m}] * 10 for m in providers]))
+    agent_errors = s.get("agent_errors")
+    if agent_errors:
+        out.append(Table("Agent errors (failed episodes in every rate)",
+                         ["model", "agent errors", "raised"],
+                         [[r["model"], r["count"], r["error"]] for r in agent_errors],
+                         "the agent's own code raised: the exception, and the agent's last line "
+                         "it went through",
+                         [[{"model": r["model"], "stop_reason": "agent_error"}] * 3
+                          for r in agent_errors]))
     causes = s.get("infra_causes")
     errors = s.get("errors_by_model", {})
     if causes:
@@ -1060,9 +1115,15 @@ def load_report(path: str | Path) -> dict[str, Any]:
                for f in REQUIRED_FIELDS if f not in e}
     if missing:
         raise ValueError(f"{path}: episodes lack required fields {sorted(missing)}")
+    seen: dict[str, int] = {}  # an episode's id -> its index
     for i, episode in enumerate(episodes):
         if (problem := episode_problem(episode)) is not None:
             raise ValueError(f"{path}: episode {i}: {problem}")
+        # An id twice (a merge, a hand edit) would count its episode twice in every rate.
+        episode_id = episode.get("id")
+        if episode_id is not None and seen.setdefault(episode_id, i) != i:
+            raise ValueError(f"{path}: episode id {episode_id!r} appears twice (episodes "
+                             f"{seen[episode_id]} and {i}): a report holds each episode once")
     for name in ("config", "environment", "summary"):
         if not isinstance(data.setdefault(name, {}), dict):
             raise ValueError(f"{path}: {name!r} must be an object")

@@ -41,12 +41,12 @@
     task_type: (ep) => str(ep.task_type), difficulty: (ep) => str(ep.difficulty),
     outcome: (ep) => ep._outcome, vs_optimal: (ep) => ep._vs,
     base_success: (ep) => str(ep.base_success), repeat: (ep) => str(ep.repeat),
-    task_id: (ep) => str(ep.task_id),
+    task_id: (ep) => str(ep.task_id), stop_reason: (ep) => str(ep.stop_reason),
   };
   const SELECTS = ["model", "variant", "flaw", "severity", "task_type", "difficulty", "outcome",
                    "vs_optimal", "base_success", "repeat"];
   const LABELS = {task_type: "type", vs_optimal: "vs optimal", base_success: "base",
-                  task_id: "task", kind: "kind"};
+                  task_id: "task", kind: "kind", stop_reason: "stop reason"};
 
   const COLUMNS = [
     ["episode", (ep) => ep.id, "text"], ["model", (ep) => ep.model, "text"],

@@ -65,6 +65,7 @@ def episode_schema() -> dict[str, Any]:
             "wall_time_s": {"type": "number", "minimum": 0},
             "stop_reason": {"type": "string"},
             "infra_error": _TEXT_OR_NULL,
+            "agent_error": {"type": "string"},
             "messages": {"type": "array", "items": {"type": "object",
                                                     "required": ["role"]}},
             "calls": {"type": "array", "items": {"type": "object"}},

@@ -1,9 +1,13 @@
 """The words for an episode's outcome, in one place: the terminal's letters and words, the
 tables, the markdown, the HTML and the JSON summary all take them from here, so a reader meets
-one vocabulary (full / partial / failed / infra error) in one fixed order everywhere.
+one vocabulary (full / partial / failed / agent error / infra error) in one fixed order
+everywhere.
 
-Outcome keys are the records' (`full`, `partial`, `failed`) plus `infra_error` for an episode
-whose model could not be reached (a record's `error` outcome, kept out of every rate).
+Outcome keys are the records' (`full`, `partial`, `failed`) plus `agent_error` for an episode
+whose agent's own code raised (a record with stop reason `agent_error`: outcome `failed`, so
+it counts as failed in every rate, but it is counted apart and its item fails) and
+`infra_error` for an episode whose model could not be reached (a record's `error` outcome,
+kept out of every rate).
 """
 
 from __future__ import annotations
@@ -26,21 +30,28 @@ __all__ = [
     "order_stats",
     "plural",
     "run_category",
+    "status_key",
     "tally",
 ]
 
-COUNT_ORDER = (*SCORED, "infra_error")
+COUNT_ORDER = (*SCORED, "agent_error", "infra_error")
+# Counted in every summary, but shown in a line of counts only when there are some: a built-in
+# agent never raises, and most runs have none.
+_SHOWN_WHEN_ANY = frozenset({"agent_error"})
 
-WORDS = {"full": "full", "partial": "partial", "failed": "failed", "infra_error": "infra error"}
+WORDS = {"full": "full", "partial": "partial", "failed": "failed", "agent_error": "agent error",
+         "infra_error": "infra error"}
 # Progress letters: pytest's own `.`, `F`, `E` stay pytest's; a failed episode is a benchmark
 # result, not a failed test, hence the lower-case `f`.
-LETTERS = {"full": ".", "partial": "p", "failed": "f", "infra_error": "I"}
+LETTERS = {"full": ".", "partial": "p", "failed": "f", "agent_error": "A", "infra_error": "I"}
 VERBOSE_WORDS = {"full": "FULL", "partial": "PARTIAL", "failed": "FAILED-EPISODE",
-                 "infra_error": "INFRA-ERROR"}
+                 "agent_error": "AGENT-ERROR", "infra_error": "INFRA-ERROR"}
 
 LEGEND = ("full = every condition met; partial = at least two of coverage, order, output, "
           "completion, one of them output or order; failed = the rest (a benchmark result: "
           "the item still passes); "
+          "agent error = the agent's own code raised: failed in every rate, and the item "
+          "fails; "
           "infra error = the model could not be reached, kept out of every rate.")
 
 # Words that take no plural: the outcome adjectives.
@@ -59,19 +70,30 @@ def count(n: int, key: str) -> str:
     return plural(n, WORDS[key])
 
 
-def tally(outcomes: Iterable[object]) -> dict[str, int]:
-    """Counts per vocabulary key, in `COUNT_ORDER` (zeros included). Anything but a scored
-    outcome is an infra error, as in every rate (analysis.py)."""
+def status_key(outcome: object, stop_reason: object = None) -> str:
+    """An episode's vocabulary key: `agent_error` for stop reason `agent_error`, else its
+    outcome when scored, else `infra_error` (anything unscored, as in every rate)."""
+    if stop_reason == "agent_error":
+        return "agent_error"
+    return str(outcome) if outcome in SCORED else "infra_error"
+
+
+def tally(keys: Iterable[object]) -> dict[str, int]:
+    """Counts per vocabulary key, in `COUNT_ORDER` (zeros included). `keys` are outcomes, or
+    `status_key`s: anything but a scored outcome or `agent_error` is an infra error, as in
+    every rate (analysis.py)."""
     counts = dict.fromkeys(COUNT_ORDER, 0)
-    for outcome in outcomes:
-        counts[str(outcome) if outcome in SCORED else "infra_error"] += 1
+    for key in keys:
+        counts[str(key) if key in SCORED or key == "agent_error" else "infra_error"] += 1
     return counts
 
 
 def counts_line(counts: Mapping[str, int], *, zeros: bool = True) -> str:
-    """`1236 full, 249 partial, 15 failed, 0 infra errors`: always in `COUNT_ORDER`."""
+    """`1236 full, 249 partial, 15 failed, 0 infra errors`: always in `COUNT_ORDER` (agent
+    errors only when there are some: `1236 full, 249 partial, 13 failed, 2 agent errors, 0
+    infra errors`)."""
     return ", ".join(count(int(counts.get(k, 0)), k) for k in COUNT_ORDER
-                     if zeros or counts.get(k))
+                     if counts.get(k) or (zeros and k not in _SHOWN_WHEN_ANY))
 
 
 def run_category(key: str) -> str:
@@ -79,11 +101,12 @@ def run_category(key: str) -> str:
     `failed` (that one lists its reports as test failures), nor a count that reads as it:
     pytest's last line is parsed as `N noun` (pytester's `parseoutcomes`, CI scripts), so a
     failed episode reads `N episodes failed`, never `N failed`."""
-    return {"failed": "episodes failed", "infra_error": "infra errors"}.get(key, key)
+    return {"failed": "episodes failed", "agent_error": "agent errors",
+            "infra_error": "infra errors"}.get(key, key)
 
 
 _MARKUP = {"full": {"green": True}, "partial": {"yellow": True}, "failed": {"red": True},
-           "infra_error": {"red": True, "bold": True}}
+           "agent_error": {"red": True, "bold": True}, "infra_error": {"red": True, "bold": True}}
 # What `pytest_report_teststatus` returns per outcome: (category, letter, (word, markup)).
 STATUSES = {key: (run_category(key), LETTERS[key], (VERBOSE_WORDS[key], _MARKUP[key]))
             for key in COUNT_ORDER}

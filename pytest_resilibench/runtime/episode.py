@@ -22,11 +22,14 @@ Early stops (stop_reason):
   model's own fault: no usable call (format errors), an unknown tool, or arguments refused
   deterministically. Random failures do not count: they are the luck under test and the turn
   budget already bounds them; stopping on them would cut a sound retry policy short.
-Other stop reasons: `completed`, `max_turns`, `infra_error` (the provider gave up: outcome
-`error`), `harness_error` (a bug here: outcome `error` with the traceback's last frames),
-`run_returned` (a loop-level agent's `run` returned without `finish()`), and the model's own
-limits (`protocol.ModelLimitError`): `context_overflow`, `refusal`, `length`; those
-episodes are scored as they stand (the model's failure, never `error`).
+Other stop reasons: `completed`, `max_turns`, `infra_error` (the provider gave up, or a user's
+agent raised `InfrastructureError`: outcome `error`), `harness_error` (a bug here, in a
+built-in agent or a provider: outcome `error` with the traceback's last frames),
+`agent_error` (a user's agent's own code raised: outcome `failed`, the agent's failure, with
+the exception and the agent's line in `agent_error`; agent_error.py), `run_returned` (a
+loop-level agent's `run` returned without `finish()`), and the model's own limits
+(`protocol.ModelLimitError`): `context_overflow`, `refusal`, `length`; those episodes are
+scored as they stand (the model's failure, never `error`).
 
 Agents of both shapes (protocol.py) share these books (`TurnKeeper`): a turn-level agent's
 replies go in as they are, a loop-level agent's calls as the replies they stand for
@@ -58,6 +61,7 @@ from pytest_resilibench.core.simulator import (
     Simulator,
 )
 from pytest_resilibench.core.tasks import Task
+from pytest_resilibench.runtime.agent_error import AgentError, from_agent, is_own_agent
 from pytest_resilibench.runtime.environment import Environment, SimulatedEnvironment
 from pytest_resilibench.runtime.parsing import (
     ParsedReply,
@@ -73,6 +77,7 @@ from pytest_resilibench.runtime.protocol import (
     ModelLimitError,
     ModelReply,
     ModelRequest,
+    ToolCall,
     agent_shape,
     format_observation,
     observation_json,
@@ -221,8 +226,9 @@ async def run_episode(
     prompt: Prompt | None = None,
     faults: str = "paper",
 ) -> EpisodeRecord:
-    """Play one episode and score it. Never raises for anything the model or the provider
-    does: provider failures and harness bugs become outcome `error`. `faults="realistic"`
+    """Play one episode and score it. Never raises for anything the model, the agent or the
+    provider does: provider failures and harness bugs become outcome `error`, an exception of
+    a user's agent's own code outcome `failed` (stop reason `agent_error`). `faults="realistic"`
     plays the realistic fault profile (docs/FAULTS.md), whose turn budget replaces
     `max_turns`."""
     if tool_mode not in TOOL_MODES:
@@ -267,6 +273,8 @@ async def run_episode(
     except InfrastructureError as exc:
         record.outcome, record.stop_reason = "error", "infra_error"
         record.infra_error = redact(str(exc)) or type(exc).__name__
+    except AgentError as exc:  # the agent's own failure: a failed episode (`_score`)
+        record.stop_reason, record.agent_error = "agent_error", redact(exc.line)
     except Exception as exc:  # a bug here must not take the other episodes down
         record.outcome, record.stop_reason = "error", "harness_error"
         record.infra_error = redact(_summarise(exc))
@@ -392,13 +400,44 @@ async def _turn_loop(
     context = {"task": task, "variant": variant, "base_success": base_success,
                "max_turns": record.max_turns, "tool_mode": record.tool_mode,
                "registry": registry, "faults": record.faults or "paper"}
+    own = is_own_agent(agent)  # else what it raises or returns wrong is the agent's failure
     while not keeper.over:
         request = ModelRequest(messages=list(record.messages), tools=prompt.tools,
                                repeat=repeat, task_id=task.id, context=context)
-        reply = await agent.complete(request)
+        if own:
+            reply = await agent.complete(request)
+        else:
+            reply = await from_agent(agent.complete(request))
+            _check_reply(reply)
         parsed = keeper.receive(reply)
         if parsed is not None:
             await keeper.answer(reply, parsed)
+
+
+def _check_reply(reply: object) -> None:
+    """A user's agent's reply is one the books can read: else the agent's error."""
+    if not isinstance(reply, ModelReply):
+        raise AgentError(f"TypeError: complete() returned {type(reply).__name__}, "
+                         "not a ModelReply")
+    if not (reply.content is None or isinstance(reply.content, str)):
+        raise AgentError(f"TypeError: complete() returned a ModelReply whose content is "
+                         f"{type(reply.content).__name__}, not a str or None")
+    calls = reply.tool_calls
+    if not isinstance(calls, (tuple, list)) or not all(
+            isinstance(c, ToolCall) and isinstance(c.name, str) and isinstance(c.arguments, str)
+            for c in calls):
+        what = type(calls).__name__ if not isinstance(calls, (tuple, list)) else \
+            ", ".join(sorted({type(c).__name__ for c in calls}))
+        raise AgentError(f"TypeError: complete() returned a ModelReply whose tool_calls hold "
+                         f"{what}, not a ToolCall of str name and arguments")
+    usage = reply.usage
+    try:
+        if usage:
+            for key in _USAGE_KEYS:
+                int(usage.get(key) or 0)
+    except (TypeError, ValueError, AttributeError):
+        raise AgentError(f"TypeError: complete() returned a ModelReply whose usage is not "
+                         f"OpenAI usage counts: {usage!r}"[:400]) from None
 
 
 def _count_tokens(record: EpisodeRecord, usage: Mapping[str, Any] | None) -> None:
@@ -419,13 +458,15 @@ def _count_tokens(record: EpisodeRecord, usage: Mapping[str, Any] | None) -> Non
 
 # Token kinds counted apart, and the usage key of each (spelled out: formatted every turn).
 _USAGE_KINDS = tuple((name, f"{name}_tokens") for name in ("reasoning", "cached", "replayed"))
+_USAGE_KEYS = ("prompt_tokens", "completion_tokens", *(key for _, key in _USAGE_KINDS))
 
 
 def _score(
     record: EpisodeRecord, task: Task, prompt: Prompt | None, *, completed: bool,
     registry: ToolRegistry, profile: TaskFaults | None = None,
 ) -> None:
-    """Fill the outcome and metrics from the trajectory (errors keep outcome `error`)."""
+    """Fill the outcome and metrics from the trajectory (errors keep outcome `error`, an
+    agent error is `failed`: the agent did not finish)."""
     alternatives = None
     if profile is not None:
         from pytest_resilibench.core.faults import events_met
@@ -435,7 +476,9 @@ def _score(
     score = score_calls(record.calls, task.required_tools, completed=completed,
                         registry=registry, alternatives=alternatives,
                         deliverable=_deliverable(task, registry))
-    if record.outcome != "error":
+    if record.stop_reason == "agent_error":
+        record.outcome = "failed"
+    elif record.outcome != "error":
         record.outcome = score.outcome
     record.conditions = score.conditions.to_json()
     record.coverage = score.coverage

@@ -14,6 +14,12 @@ Past the budget a call is not executed: it answers with a `BUDGET_EXHAUSTED` err
 the episode (stop reason `max_turns`). Once the episode is over (`over`: the budget, an early
 stop, `finish()`), `call` raises `EpisodeOver`, which ends `run` quietly; a `run` that returns
 without `finish()` ends the episode unfinished (stop reason `run_returned`).
+
+Whose failure an exception is (agent_error.py): one that comes out of a user's `run` is the
+agent's (stop reason `agent_error`), but for `InfrastructureError`, `ModelLimitError` and
+`EpisodeOver`. `call`, `finish` and `add_usage` are our code running inside `run`: what they
+raise is kept (`fault`) and ends the episode as a harness error (or an infra error), whether
+`run` lets it through, catches it and goes on, or raises something else.
 """
 
 from __future__ import annotations
@@ -27,6 +33,7 @@ from functools import cached_property
 from typing import TYPE_CHECKING, Any, Literal
 
 from pytest_resilibench.base.names import COMPLETION_SIGNAL, StopReason
+from pytest_resilibench.runtime.agent_error import from_agent, is_own_agent
 from pytest_resilibench.runtime.protocol import ModelReply, ToolCall
 
 if TYPE_CHECKING:
@@ -54,6 +61,9 @@ class LoopEpisode:
         self._registry = registry
         self._lock = asyncio.Lock()
         self._replies = 0
+        # The first exception our own code raised inside the agent's `run` (a harness bug, or
+        # an infra error of the environment): it ends the episode, whatever `run` does.
+        self.fault: Exception | None = None
 
     @cached_property
     def messages(self) -> list[dict[str, Any]]:
@@ -97,29 +107,49 @@ class LoopEpisode:
             keeper = self._keeper
             if keeper.over:
                 raise EpisodeOver(f"the episode is over ({keeper.record.stop_reason})")
-            reply = self._reply(name, arguments)
-            parsed = keeper.receive(reply)
-            if parsed is None:  # a call once the budget is spent: not executed
-                return {"tool": _tool_name(name), "status": "error",
-                        "error_code": BUDGET_EXHAUSTED,
-                        "message": "no turns left: the call was not executed and the episode "
-                                   "is over", "progress": keeper.progress()}
-            payload = await keeper.answer(reply, parsed)
-            # What the model would read: a copy, so that the record stays the agent's to keep.
-            observation: dict[str, Any] = json.loads(json.dumps(payload))
+            try:
+                reply = self._reply(name, arguments)
+                parsed = keeper.receive(reply)
+                if parsed is None:  # a call once the budget is spent: not executed
+                    return {"tool": _tool_name(name), "status": "error",
+                            "error_code": BUDGET_EXHAUSTED,
+                            "message": "no turns left: the call was not executed and the "
+                                       "episode is over", "progress": keeper.progress()}
+                payload = await keeper.answer(reply, parsed)
+                # What the model would read: a copy, so the record stays the agent's to keep.
+                observation: dict[str, Any] = json.loads(json.dumps(payload))
+            except Exception as exc:
+                self._keep(exc)
+                raise
             return observation
 
     def add_usage(self, usage: Mapping[str, int]) -> None:
         """Count the tokens your model spent (OpenAI `usage` keys: `prompt_tokens`,
         `completion_tokens`, and where known `reasoning_tokens`, `cached_tokens`), as a
-        model's reply's usage is counted: the record's `tokens` and cost come from them."""
-        self._keeper.count_usage(usage)
+        model's reply's usage is counted: the record's `tokens` and cost come from them.
+        Anything else (counts that are not numbers, an SDK object) raises ValueError."""
+        try:
+            self._keeper.count_usage(usage)
+        except (TypeError, ValueError, AttributeError):  # not usage counts: the agent's error
+            raise ValueError(f"add_usage takes OpenAI usage counts (a mapping of token counts), "
+                             f"got {usage!r}"[:400]) from None
+        except Exception as exc:
+            self._keep(exc)
+            raise
 
     def finish(self) -> None:
         """The completion signal (`TASK_COMPLETED`): the agent says the task is done. Ignored
         once the episode is over."""
         if not self._keeper.over:
-            self._keeper.receive(ModelReply(content=COMPLETION_SIGNAL))
+            try:
+                self._keeper.receive(ModelReply(content=COMPLETION_SIGNAL))
+            except Exception as exc:
+                self._keep(exc)
+                raise
+
+    def _keep(self, exc: Exception) -> None:
+        if self.fault is None:
+            self.fault = exc
 
     def _reply(self, name: str, arguments: Mapping[str, Any] | str | None) -> ModelReply:
         """The reply a model would send for this call in the run's tool mode."""
@@ -162,7 +192,33 @@ def _decoded(raw: str) -> Any:
 
 async def play_loop(keeper: TurnKeeper, prompt: Prompt, agent: LoopAgent, *,
                     registry: ToolRegistry) -> None:
-    """Let a loop-level agent play the episode; the episode ends when `run` returns."""
-    with contextlib.suppress(EpisodeOver):  # a call after the end: the agent's loop is over
-        await agent.run(LoopEpisode(keeper, prompt, registry))
+    """Let a loop-level agent play the episode; the episode ends when `run` returns. What our
+    own code raised inside `run` (`LoopEpisode.fault`) wins over what `run` made of it."""
+    episode = LoopEpisode(keeper, prompt, registry)
+    try:
+        with contextlib.suppress(EpisodeOver):  # a call after the end: the agent's loop is over
+            if is_own_agent(agent):
+                await agent.run(episode)
+            else:  # what the agent's own code raises is its failure (AgentError)
+                await from_agent(agent.run(episode), EpisodeOver)
+    except Exception as exc:
+        # An agent framework may wrap the end of the episode (`raise ... from`, a task group):
+        # still the end of `run`, not the agent's error.
+        if episode.fault is None and not (keeper.over and _ended_by_over(exc)):
+            raise
+    if episode.fault is not None:
+        raise episode.fault
     keeper.end("run_returned")
+
+
+def _ended_by_over(exc: BaseException | None) -> bool:
+    """Whether `exc` is `EpisodeOver` wrapped: as the cause of another (`raise ... from`,
+    followed down to the exception `AgentError` wraps), or as every exception of a group."""
+    while exc is not None:
+        if isinstance(exc, EpisodeOver):
+            return True
+        group = getattr(exc, "exceptions", None)
+        if isinstance(group, tuple) and group:
+            return all(_ended_by_over(inner) for inner in group)
+        exc = exc.__cause__
+    return False

@@ -1,28 +1,62 @@
-"""The one way this package serves HTTP: an ASGI app under uvicorn on a loopback socket.
+"""The one way this package serves HTTP: an ASGI app under uvicorn on a pre-bound socket.
 
 The OpenAI test server, the live services and the MCP server's HTTP transport all serve
 through here, so each gets the same socket (bound before uvicorn starts: port 0 gives a free
-port known at once, and nothing but 127.0.0.1 listens), the same TCP_NODELAY fix, and the
-same start and stop. Imports uvicorn only when a server is built.
+port known at once; 127.0.0.1 unless told otherwise), the same TCP_NODELAY fix, the same
+header timeout (a client that opens a connection and sends its request head slowly, or not at
+all, is cut off: uvicorn bounds idle keep-alive connections but not slow heads), the same
+optional API key, and the same start and stop. Imports uvicorn only when a server is built.
 """
 
 from __future__ import annotations
 
 import asyncio
+import ipaddress
+import secrets
 import socket
 import threading
 import time
 from typing import TYPE_CHECKING, Any
 
-from starlette.responses import Response
+from starlette.datastructures import Headers
+from starlette.responses import JSONResponse, Response
 from starlette.types import Receive, Scope, Send
+from starlette.websockets import WebSocketClose
 
 if TYPE_CHECKING:
+    import uvicorn
     from starlette.types import ASGIApp
 
-__all__ = ["LOOPBACK", "LoopbackServer", "TruncatedResponse", "loopback_socket", "serve"]
+__all__ = [
+    "HEADER_TIMEOUT_S",
+    "LOOPBACK",
+    "BearerKey",
+    "LoopbackServer",
+    "TruncatedResponse",
+    "http_url",
+    "is_loopback",
+    "loopback_socket",
+    "serve",
+]
 
 LOOPBACK = "127.0.0.1"
+HEADER_TIMEOUT_S = 10.0  # how long a connection may take to send a request's whole head
+
+
+def is_loopback(host: str) -> bool:
+    """Whether a server bound to `host` is reachable from this machine only: 127.0.0.0/8,
+    ::1 or `localhost`. Any other name counts as reachable from elsewhere (no DNS asked)."""
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def http_url(host: str, port: int) -> str:
+    """The base URL of a server on `host`:`port` (an IPv6 address in brackets)."""
+    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
 
 
 def loopback_socket(port: int = 0, *, host: str = LOOPBACK, backlog: int = 2048) -> socket.socket:
@@ -30,38 +64,125 @@ def loopback_socket(port: int = 0, *, host: str = LOOPBACK, backlog: int = 2048)
     until uvicorn starts. Proto IPPROTO_TCP, not 0: asyncio only sets TCP_NODELAY on accepted
     sockets of an explicit TCP protocol, and without it Nagle + delayed ACK add 40 ms to each
     reply."""
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET  # only IPv6 literals hold ':'
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind((host, port))
     sock.listen(backlog)
     return sock
 
 
-def serve(app: ASGIApp, sock: socket.socket, **config: Any) -> None:
-    """Serve `app` on `sock` in the foreground until interrupted (the CLI's `serve-*`)."""
+class BearerKey:
+    """ASGI middleware: a request without `Authorization: Bearer <key>` gets a 401 with a JSON
+    error body (a WebSocket is closed, code 1008) and never reaches the app."""
+
+    def __init__(self, app: ASGIApp, key: str) -> None:
+        if not key:
+            raise ValueError("an API key cannot be empty")
+        self.app = app
+        self._key = key.encode()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] in ("http", "websocket"):
+            scheme, _, given = Headers(scope=scope).get("authorization", "").partition(" ")
+            # compare_digest: how long the check takes says nothing about the key.
+            if scheme.lower() != "bearer" \
+                    or not secrets.compare_digest(given.strip().encode(), self._key):
+                refusal: ASGIApp = WebSocketClose(code=1008) if scope["type"] == "websocket" \
+                    else JSONResponse({"error": "missing or wrong API key: send "
+                                                "'Authorization: Bearer <key>'"},
+                                      status_code=401, headers={"WWW-Authenticate": "Bearer"})
+                await refusal(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+
+def _h11_with_header_timeout(timeout_s: float) -> type[asyncio.Protocol]:
+    """uvicorn's h11 protocol class, closing a connection whose request head is not all in
+    `timeout_s` after the connection opened or, on a kept-alive connection, after the next
+    request's first bytes came. uvicorn's own timer covers only idle kept-alive connections."""
+    import h11
+    from uvicorn.protocols.http.h11_impl import H11Protocol
+
+    class HeaderTimedH11(H11Protocol):
+        _head_timer: asyncio.TimerHandle | None = None
+
+        def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+            super().connection_made(transport)
+            self._time_the_head()
+
+        def data_received(self, data: bytes) -> None:
+            super().data_received(data)
+            self._time_the_head()
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            self._stop_the_timer()
+            super().connection_lost(exc)
+
+        def _time_the_head(self) -> None:
+            # h11 keeps the client IDLE until a request's whole head has been parsed.
+            if self.conn.their_state is not h11.IDLE or self.transport.is_closing():
+                self._stop_the_timer()
+            elif self._head_timer is None:  # once per head: more bytes do not extend it
+                self._head_timer = self.loop.call_later(timeout_s, self.transport.close)
+
+        def _stop_the_timer(self) -> None:
+            if self._head_timer is not None:
+                self._head_timer.cancel()
+                self._head_timer = None
+
+    return HeaderTimedH11
+
+
+def _config(app: ASGIApp, *, api_key: str | None, header_timeout_s: float,
+            **config: Any) -> uvicorn.Config:
+    """uvicorn's config of every server here: h11 with the header timeout, the key checked
+    when there is one, warnings logged; `config` adds to or overrides the rest."""
     import uvicorn
 
-    uvicorn.Server(uvicorn.Config(app, **{"log_level": "warning", **config})).run(sockets=[sock])
+    if not header_timeout_s > 0:
+        raise ValueError(f"header_timeout_s must be > 0, got {header_timeout_s}")
+    if config.pop("http", "h11") != "h11":
+        raise ValueError("these servers speak h11, on which the header timeout is built")
+    if api_key is not None:
+        app = BearerKey(app, api_key)
+    return uvicorn.Config(app, http=_h11_with_header_timeout(header_timeout_s),
+                          **{"log_level": "warning", **config})
+
+
+def serve(app: ASGIApp, sock: socket.socket, *, api_key: str | None = None,
+          header_timeout_s: float = HEADER_TIMEOUT_S, **config: Any) -> None:
+    """Serve `app` on `sock` in the foreground until interrupted (the CLI's `serve-*`); with
+    `api_key`, only requests bearing it."""
+    import uvicorn
+
+    config_ = _config(app, api_key=api_key, header_timeout_s=header_timeout_s, **config)
+    uvicorn.Server(config_).run(sockets=[sock])
 
 
 class LoopbackServer:
-    """An ASGI app served by uvicorn on a loopback socket in a background thread; `config`
-    goes to `uvicorn.Config` (default: warnings logged, one second of graceful shutdown)."""
+    """An ASGI app served by uvicorn on a socket of its own (127.0.0.1 unless `host` says
+    otherwise) in a background thread. With `api_key`, only requests bearing it reach the
+    app; a connection still sending its request head `header_timeout_s` on is closed.
+    `config` goes to `uvicorn.Config` (default: warnings logged, one second of graceful
+    shutdown)."""
 
     def __init__(self, app: ASGIApp, *, port: int = 0, host: str = LOOPBACK,
-                 name: str = "loopback-server", **config: Any) -> None:
+                 name: str = "loopback-server", api_key: str | None = None,
+                 header_timeout_s: float = HEADER_TIMEOUT_S, **config: Any) -> None:
         import uvicorn
 
+        options = _config(app, api_key=api_key, header_timeout_s=header_timeout_s,
+                          **{"timeout_graceful_shutdown": 1, **config})
         self._socket = loopback_socket(port, host=host)
         self.host, self.port = self._socket.getsockname()[:2]
         self._name = name
-        options = {"log_level": "warning", "timeout_graceful_shutdown": 1, **config}
-        self._server = uvicorn.Server(uvicorn.Config(app, **options))
+        self._server = uvicorn.Server(options)
         self._thread: threading.Thread | None = None
 
     @property
     def url(self) -> str:
-        return f"http://{self.host}:{self.port}"
+        return http_url(self.host, self.port)
 
     @property
     def running(self) -> bool:

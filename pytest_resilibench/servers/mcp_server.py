@@ -315,11 +315,15 @@ def serve_stdio(server: Server[Any]) -> None:
     anyio.run(run)
 
 
-def serve_http(server: Server[Any], *, port: int = 0) -> None:
-    """Streamable HTTP on 127.0.0.1 (`/mcp`), in the foreground; port 0 picks a free one."""
-    from pytest_resilibench.servers.loopback import LOOPBACK, loopback_socket, serve
+def serve_http(server: Server[Any], *, port: int = 0, host: str | None = None,
+               api_key: str | None = None) -> None:
+    """Streamable HTTP (`/mcp`) in the foreground, on 127.0.0.1 unless `host` says otherwise;
+    port 0 picks a free one. With `api_key`, only requests bearing it are served."""
+    from pytest_resilibench.servers.loopback import LOOPBACK, http_url, loopback_socket, serve
 
-    sock = loopback_socket(port)
-    print(f"resilibench MCP server on http://{LOOPBACK}:{sock.getsockname()[1]}/mcp",
+    host = host or LOOPBACK
+    sock = loopback_socket(port, host=host)
+    print(f"resilibench MCP server on {http_url(host, sock.getsockname()[1])}/mcp",
           file=sys.stderr, flush=True)
-    serve(server.streamable_http_app(host=LOOPBACK), sock)
+    # The SDK turns on its DNS-rebinding guard for the loopback hosts it knows.
+    serve(server.streamable_http_app(host=host), sock, api_key=api_key)

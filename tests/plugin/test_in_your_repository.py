@@ -21,11 +21,13 @@ def test_two():
     with open(os.environ["MODULES_OUT"], "w") as fh:
         json.dump(sorted(sys.modules), fh)
 """
-# The hook spec too: a conftest's `pytest_resilibench_make_agent` needs it registered first.
+# The hook spec too: a conftest's `pytest_resilibench_make_agent` needs it registered first;
+# and preload, which takes the package off pytest's assertion-rewriting list as it registers.
 # The two layer packages are docstring-only `__init__`s, imported as the modules' parents.
 OURS = {"pytest_resilibench", "pytest_resilibench.plugin", "pytest_resilibench.hookspec",
         "pytest_resilibench.base", "pytest_resilibench.base.names",
-        "pytest_resilibench.integration", "pytest_resilibench.integration.options"}
+        "pytest_resilibench.integration", "pytest_resilibench.integration.options",
+        "pytest_resilibench.integration.preload"}
 
 
 def _modules(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, *args: str) -> set[str]:

@@ -158,3 +158,93 @@ def test_a_conftest_with_the_hook_loads_where_the_plugin_is_off(
     pytester.makepyfile(test_plain="def test_plain():\n    assert True\n")
     result = pytester.runpytest("-p", "no:resilibench", "-p", "no:cacheprovider")
     result.assert_outcomes(passed=1)
+
+
+CRASHING = '''
+from pytest_resilibench.runtime.agents import ModelReply
+
+
+def parse(text):
+    raise ValueError("the model's reply had no JSON")
+
+
+class Turn:
+    name = "crashing-turn"
+
+    async def complete(self, request):
+        return ModelReply(content=parse(request.messages[-1]["content"]))
+
+    async def aclose(self):
+        return None
+
+
+class Loop:
+    name = "crashing-loop"
+
+    async def run(self, episode):
+        await episode.call("file_operations_reader", {"path": "/nowhere"})
+        raise RuntimeError("graph state lost")
+
+    async def aclose(self):
+        return None
+
+
+def turn():
+    return Turn()
+'''
+
+
+def line_of(text: str) -> int:
+    """The line of CRASHING (as the file holds it) that holds `text`."""
+    return next(n for n, line in enumerate(CRASHING.splitlines(), 1) if text in line)
+
+
+CRASH_HOOK = '''
+import pytest
+from crashing_agents import Loop
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_resilibench_make_agent(config, spec):
+    return Loop() if spec == "team:crash" else None
+'''
+
+
+def test_an_agent_that_raises_fails_its_items_as_agent_errors_apart_from_infra_errors(
+    suite: pytest.Pytester,
+) -> None:
+    """A `py:` turn-level agent and a conftest-built loop-level agent whose own code raises:
+    each episode is an agent error at the agent's line (a failed episode in the rates), its
+    item fails, and the counts keep agent errors apart from infra errors."""
+    outside = suite.mkdir("outside")
+    (outside / "crashing_agents.py").write_text(CRASHING)
+    suite.syspathinsert(outside)
+    suite.makeconftest(CRASH_HOOK)
+    report = suite.path / "run.json"
+    result = suite.runpytest(*SMALL, "-v", f"--resili-report={report}",
+                             "--resili-model=py:crashing_agents:turn,team:crash,builtin:follower")
+    out = result.stdout.str()
+    assert result.ret == pytest.ExitCode.TESTS_FAILED, out[-3000:]
+    data = load(report)
+    where = {
+        "py:crashing_agents:turn": "ValueError: the model's reply had no JSON at "
+                                   f"outside/crashing_agents.py:{line_of('raise Value')} in parse",
+        "team:crash": "RuntimeError: graph state lost at "
+                      f"outside/crashing_agents.py:{line_of('raise Runtime')} in run"}
+    for model, line in where.items():
+        mine = [ep for ep in data["episodes"] if ep["model"] == model]
+        assert len(mine) == 15
+        assert {(ep["outcome"], ep["stop_reason"], ep["agent_error"], ep["infra_error"])
+                for ep in mine} == {("failed", "agent_error", line, None)}
+        assert out.count(f"AGENT-ERROR ({line})") == 15  # `-v` says why
+        assert re.search(rf"{re.escape(model)} +15 +{re.escape(line)}", out)  # its table
+    assert {ep["tool_calls"] for ep in data["episodes"] if ep["model"] == "team:crash"} == {1}
+    counts = data["summary"]["counts"]
+    assert counts["outcomes"]["agent_error"] == 30 and counts["outcomes"]["infra_error"] == 0
+    assert counts["errors"] == 0 and counts["scored"] == 45  # in every rate, as failed
+    rates = {r["model"]: r for r in data["summary"]["by_model_variant"]}
+    assert (rates["team:crash"]["n"], rates["team:crash"]["failed_rate"]) == (15, 1.0)
+    full = counts["outcomes"]["full"]
+    assert re.search(rf"45 episodes: {full} full, .*30 agent errors, 0 infra errors", out)
+    assert "Agent errors (failed episodes in every rate)" in out
+    assert re.search(r"30 agent errors in [\d.]+s", result.outlines[-1]), result.outlines[-1]
+    assert "infra error" not in result.outlines[-1]

@@ -4,6 +4,7 @@ server that always fails, refusals in a row, a cost cap, and causes, tokens and 
 
 from __future__ import annotations
 
+import fnmatch
 import json
 from collections.abc import Iterator
 from typing import Any
@@ -192,3 +193,18 @@ def test_a_secret_in_model_args_is_masked_and_the_run_still_resumes(
     assert again.ret == 0, again.stdout.str()[-3000:]
     assert "resuming from" in again.stdout.str()
     assert load(suite.path / "again.json")["episodes"] == load(report)["episodes"]
+
+
+def test_a_run_where_every_episode_is_an_infra_error_fails_saying_why_in_one_line(
+        suite: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No episode reached the model: there is no result to read, and the run says so."""
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    with OpenAITestServer({"o3": refuse_episodes}, strict=True, api_key=KEY) as server:
+        result = suite.runpytest(*ARGS, f"--resili-base-url={server.base_url}",
+                                 "--resili-concurrency=1", "--resili-max-consecutive-errors=3")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    (line,) = [line for line in result.outlines if line.startswith("resilibench: every")]
+    assert fnmatch.fnmatch(line, (
+        "resilibench: every one of the 20 episodes was an infra error (most common cause, 17 "
+        "of 20: not sent: 3 requests to o3 failed in a row*HTTP 400*content filter*)"
+        ": no result"))

@@ -48,9 +48,40 @@ def test_rates_exclude_errors_from_denominators() -> None:
     assert row["score"] == pytest.approx((3 + 0.5) / 5)
     assert s["counts"] == {"episodes": 6, "scored": 5, "errors": 1, "models": ["m"],
                            "variants": ["optimal"],
-                           "outcomes": {"full": 3, "partial": 1, "failed": 1, "infra_error": 1}}
-    assert list(s["counts"]["outcomes"]) == ["full", "partial", "failed", "infra_error"]
+                           "outcomes": {"full": 3, "partial": 1, "failed": 1, "agent_error": 0,
+                                        "infra_error": 1}}
+    assert list(s["counts"]["outcomes"]) == ["full", "partial", "failed", "agent_error",
+                                             "infra_error"]
     assert s["errors_by_model"] == {"m": 1}
+    assert "agent_errors" not in s and analysis.no_result(s) is None
+
+
+def test_agent_errors_are_failed_in_the_rates_and_counted_apart() -> None:
+    crash = "KeyError: 'plan' at agent.py:7 in complete"
+    eps = [episode(outcome="full"), episode(outcome="failed"), episode(outcome="error"),
+           *[episode(outcome="failed", stop_reason="agent_error", agent_error=crash)] * 2]
+    s = analysis.summary(eps)
+    (row,) = s["by_model_variant"]
+    assert (row["n"], row["errors"], row["full"], row["failed"]) == (4, 1, 1, 3)
+    assert s["counts"]["outcomes"] == {"full": 1, "partial": 0, "failed": 1, "agent_error": 2,
+                                       "infra_error": 1}
+    assert s["agent_errors"] == [{"model": "m", "error": crash, "count": 2}]
+    assert analysis.headline(s) == ("5 episodes: 1 full, 0 partial, 1 failed, 2 agent errors, "
+                                    "1 infra error")
+    (table,) = [t for t in analysis.tables(s) if t.title.startswith("Agent errors")]
+    assert table.rows == [["m", 2, crash]]
+    assert table.links == [[{"model": "m", "stop_reason": "agent_error"}] * 3]
+
+
+def test_a_run_where_every_episode_is_an_infra_error_has_no_result() -> None:
+    down = "model 'm' at http://h/v1: HTTP 503 (after 3 attempts)"
+    s = analysis.summary([episode(outcome="error", infra_error=down)] * 3)
+    assert analysis.no_result(s) == ("resilibench: every one of the 3 episodes was an infra "
+                                     "error (cause: HTTP 503): no result")
+    s = analysis.summary([episode(outcome="error", infra_error=down)] * 2
+                         + [episode(outcome="error", infra_error="timeout")])
+    assert analysis.no_result(s) == ("resilibench: every one of the 3 episodes was an infra "
+                                     "error (most common cause, 2 of 3: HTTP 503): no result")
 
 
 def test_summary_is_json_able() -> None:

@@ -96,3 +96,19 @@ def test_a_corrupted_report_is_one_line(capsys: pytest.CaptureFixture[str], tmp_
     code, err = run_main(capsys, "report", str(report))
     assert code == 2 and err.startswith(f"resilibench report: error: {report}")
     assert len(err.splitlines()) == 1
+
+
+def test_a_report_with_an_episode_twice_is_refused(capsys: pytest.CaptureFixture[str],
+                                                    tmp_path: Path) -> None:
+    """Its episode would count twice in every rate (and in `--compare`'s pairs)."""
+    other = {**EPISODE, "id": "e1", "task_id": "t0002"}
+    report = tmp_path / "r.json"
+    report.write_text(json.dumps({"schema": "resilibench.report/1",
+                                  "episodes": [EPISODE, other, EPISODE]}))
+    code, err = run_main(capsys, "report", str(report))
+    assert (code, err) == (2, f"resilibench report: error: {report}: episode id 'e0' appears "
+                              "twice (episodes 0 and 2): a report holds each episode once")
+    fine = tmp_path / "fine.json"
+    fine.write_text(json.dumps({"schema": "resilibench.report/1", "episodes": [EPISODE, other]}))
+    code, _ = run_main(capsys, "report", str(fine), "--compare", str(report))
+    assert code == 2  # as the reference of a comparison too

@@ -1,5 +1,7 @@
 import asyncio
+import inspect
 import json
+import os
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
@@ -10,11 +12,13 @@ from hypothesis import strategies as st
 from pytest_resilibench.core.prompts import Variant
 from pytest_resilibench.core.record import EpisodeRecord
 from pytest_resilibench.core.tasks import Task
+from pytest_resilibench.runtime.agents.builtin import make_builtin
 from pytest_resilibench.runtime.episode import (
     MAX_CONSECUTIVE_ERRORS,
     REPEAT_LIMIT,
     EpisodeSlots,
     EpisodeSpec,
+    TurnKeeper,
     run_episode,
     run_episodes,
 )
@@ -213,10 +217,73 @@ def test_infrastructure_error_is_not_the_agents_failure() -> None:
     assert rec.tool_calls == 1  # the trajectory so far is kept
 
 
-def test_harness_bug_becomes_error_with_a_summary() -> None:
-    rec = run(Scripted([ZeroDivisionError("boom")]))
+def test_harness_bug_becomes_error_with_a_summary(monkeypatch: pytest.MonkeyPatch) -> None:
+    def broken(self: TurnKeeper, reply: ModelReply) -> None:
+        raise ZeroDivisionError("boom")
+
+    monkeypatch.setattr(TurnKeeper, "receive", broken)  # a bug in our books, not the agent's
+    rec = run(Scripted([READ]))
     assert rec.outcome == "error" and rec.stop_reason == "harness_error"
     assert rec.infra_error is not None and "ZeroDivisionError: boom" in rec.infra_error
+    assert rec.agent_error is None
+
+
+class Crashing(Scripted):
+    """A user's turn-level agent whose own code raises on its second turn, inside a library
+    call (json), with a key in its message."""
+
+    def __init__(self) -> None:
+        super().__init__([READ], name="crashing")
+        self.line = 0
+
+    async def complete(self, request: ModelRequest) -> ModelReply:
+        if request.messages[-1]["role"] == "user" and len(request.messages) > 2:
+            self.line = inspect.currentframe().f_lineno + 1  # type: ignore[union-attr]
+            json.loads("{sk-abcdefghijklmnop0123")
+        return await super().complete(request)
+
+
+def test_an_exception_of_the_agents_own_code_is_an_agent_error_at_its_line() -> None:
+    """Not a harness bug: the agent's failure, with the agent's last frame (not json's) and
+    the message redacted; a failed episode (in the rates), never an error kept out of them."""
+    agent = Crashing()
+    rec = run(agent)
+    assert (rec.outcome, rec.stop_reason, rec.infra_error) == ("failed", "agent_error", None)
+    assert rec.agent_error == (f"JSONDecodeError: Expecting property name enclosed in double "
+                               f"quotes: line 1 column 2 (char 1) at "
+                               f"{os.path.relpath(__file__)}:{agent.line} in complete")
+    assert rec.tool_calls == 1 and rec.conditions["completion"] is False  # kept, scored
+    rec = run(Scripted([READ, ValueError("token sk-abcdefghijklmnop0123 refused\n  twice")]))
+    assert rec.stop_reason == "agent_error"
+    assert rec.agent_error is not None
+    assert rec.agent_error.startswith("ValueError: token sk-*** refused twice at ")
+
+
+def test_a_reply_that_is_no_model_reply_is_the_agents_error() -> None:
+    rec = run(Scripted([READ, ModelReply(content=None, tool_calls=({"name": READER},))]))  # type: ignore[arg-type]
+    assert (rec.outcome, rec.stop_reason) == ("failed", "agent_error")
+    assert rec.agent_error is not None and "not a ToolCall" in rec.agent_error
+
+    class Plain(Scripted):
+        async def complete(self, request: ModelRequest) -> ModelReply:
+            return "TASK_COMPLETED"  # type: ignore[return-value]
+
+    rec = run(Plain([]))
+    assert rec.stop_reason == "agent_error"
+    assert rec.agent_error is not None and "returned str, not a ModelReply" in rec.agent_error
+
+
+def test_a_builtin_agent_that_raises_is_a_harness_bug(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Built-in agents are our code: what they raise is ours to fix."""
+    agent = make_builtin("follower", seed=1)
+
+    async def broken(self: object, request: ModelRequest) -> ModelReply:
+        raise KeyError("plan")
+
+    monkeypatch.setattr(type(agent), "complete", broken)
+    rec = run(agent)
+    assert (rec.outcome, rec.stop_reason, rec.agent_error) == ("error", "harness_error", None)
+    assert rec.infra_error is not None and "KeyError: 'plan'" in rec.infra_error
 
 
 def test_bad_options_are_refused() -> None:
@@ -270,7 +337,7 @@ def test_run_episodes_isolates_failures_and_bounds_concurrency() -> None:
 
     records = asyncio.run(collect())
     assert sorted(r.repeat for r in records) == list(range(12))
-    assert [r.repeat for r in records if r.outcome == "error"] == [3]
+    assert [r.repeat for r in records if r.stop_reason == "agent_error"] == [3]
     assert 1 < peak <= 4
     with pytest.raises(ValueError):
         asyncio.run(_first(run_episodes(specs, Slow(), concurrency=0)))

@@ -2,14 +2,21 @@
 a model's episode."""
 
 import asyncio
+import contextlib
 import json
+import os
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 import pytest
 
 from pytest_resilibench.core.prompts import Variant, render_prompt
-from pytest_resilibench.runtime.episode import MAX_CONSECUTIVE_ERRORS, REPEAT_LIMIT, run_episode
+from pytest_resilibench.runtime.episode import (
+    MAX_CONSECUTIVE_ERRORS,
+    REPEAT_LIMIT,
+    TurnKeeper,
+    run_episode,
+)
 from pytest_resilibench.runtime.loop_episode import BUDGET_EXHAUSTED, EpisodeOver, LoopEpisode
 from pytest_resilibench.runtime.protocol import (
     InfrastructureError,
@@ -236,11 +243,83 @@ def test_errors_in_run_are_the_episodes_own() -> None:
                                                               "backend down")
 
     async def buggy(episode: LoopEpisode) -> None:
+        await episode.call(READER, READ_ARGS)
         raise KeyError("oops")
 
     rec = run(Loop(buggy))
-    assert (rec.outcome, rec.stop_reason) == ("error", "harness_error")
-    assert "KeyError" in rec.infra_error and "buggy" in rec.infra_error
+    assert (rec.outcome, rec.stop_reason, rec.infra_error) == ("failed", "agent_error", None)
+    line = buggy.__code__.co_firstlineno + 2
+    assert rec.agent_error == f"KeyError: 'oops' at {os.path.relpath(__file__)}:{line} in buggy"
+    assert rec.tool_calls == 1
+
+
+def test_a_harness_bug_inside_a_call_stays_a_harness_error_whatever_run_does(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`call` is our code running inside the agent's `run`: what it raises is a harness bug
+    (or an infra error), even when the agent lets it through, or catches it and goes on."""
+    async def broken(self: object, reply: ModelReply, parsed: object) -> dict[str, Any]:
+        raise ZeroDivisionError("our bug")
+
+    monkeypatch.setattr(TurnKeeper, "answer", broken)
+
+    async def lets_it_through(episode: LoopEpisode) -> None:
+        await episode.call(READER, READ_ARGS)
+
+    async def swallows_it(episode: LoopEpisode) -> None:
+        with contextlib.suppress(Exception):
+            await episode.call(READER, READ_ARGS)
+        episode.finish()
+
+    async def raises_another(episode: LoopEpisode) -> None:
+        try:
+            await episode.call(READER, READ_ARGS)
+        except Exception as exc:
+            raise RuntimeError("the agent's wrapper") from exc
+
+    for play in (lets_it_through, swallows_it, raises_another):
+        rec = run(Loop(play))
+        assert (rec.outcome, rec.stop_reason, rec.agent_error) == (
+            "error", "harness_error", None), play.__name__
+        assert "ZeroDivisionError: our bug" in rec.infra_error
+
+    async def down(self: object, reply: ModelReply, parsed: object) -> dict[str, Any]:
+        raise InfrastructureError("tool backend down")
+
+    monkeypatch.setattr(TurnKeeper, "answer", down)
+    rec = run(Loop(swallows_it))
+    assert (rec.outcome, rec.stop_reason, rec.infra_error) == ("error", "infra_error",
+                                                              "tool backend down")
+
+
+def test_the_end_of_the_episode_wrapped_by_an_agent_framework_still_ends_run_quietly() -> None:
+    """Frameworks wrap what a tool raises (`raise ... from`, task groups): `EpisodeOver`
+    inside is the end of `run`, not the agent's error."""
+    async def wraps_it(episode: LoopEpisode) -> None:
+        episode.finish()
+        try:
+            await episode.call(READER, READ_ARGS)
+        except EpisodeOver as exc:
+            raise RuntimeError("tool node failed") from exc
+
+    async def in_a_group(episode: LoopEpisode) -> None:
+        episode.finish()
+        async with asyncio.TaskGroup() as group:
+            group.create_task(episode.call(READER, READ_ARGS))
+
+    for play in (wraps_it, in_a_group) if hasattr(asyncio, "TaskGroup") else (wraps_it,):
+        rec = run(Loop(play))
+        assert (rec.stop_reason, rec.agent_error) == ("completed", None), play.__name__
+
+
+def test_usage_that_is_no_counts_is_the_agents_error() -> None:
+    async def play(episode: LoopEpisode) -> None:
+        episode.add_usage({"prompt_tokens": "many"})  # type: ignore[dict-item]
+
+    rec = run(Loop(play))
+    assert (rec.outcome, rec.stop_reason) == ("failed", "agent_error")
+    assert rec.agent_error is not None
+    assert rec.agent_error.startswith("ValueError: add_usage takes OpenAI usage counts")
 
 
 def test_an_object_of_neither_shape_is_a_harness_error_naming_what_is_missing() -> None:

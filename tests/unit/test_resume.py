@@ -4,6 +4,7 @@ skipped, secrets masked, removed only when asked (the end-to-end runs: tests/plu
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -83,3 +84,24 @@ def test_differences_name_what_changed() -> None:
     other = resume_key({"seed": 3, "max_turns": 10}, trajectories=True)
     assert differences(KEY, other) == ["seed: recorded 0, now 3",
                                        "trajectories: recorded False, now True"]
+
+
+def _full_disk_under(log: EpisodeLog) -> None:
+    """Every later write of the log meets a real ENOSPC: its descriptor now is /dev/full."""
+    full = os.open("/dev/full", os.O_WRONLY)
+    os.dup2(full, log._fd)
+    os.close(full)
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
+def test_a_log_whose_disk_fills_stops_and_says_why_without_raising(tmp_path: Path) -> None:
+    path = log_path(tmp_path / "run.json")
+    log = EpisodeLog(path, KEY, keep=False)
+    log.append(episode(0))
+    _full_disk_under(log)
+    for i in range(1, 4):
+        log.append(episode(i))  # the run goes on: its spool keeps them
+    assert (log.episodes, log.error) == (1, "No space left on device")
+    log.close()
+    log.close(remove=True)
+    assert not path.exists()

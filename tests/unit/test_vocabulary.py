@@ -25,8 +25,19 @@ def test_counts_are_always_in_one_order() -> None:
 
 def test_tally_counts_anything_unscored_as_an_infra_error() -> None:
     counts = vocabulary.tally(["failed", "full", "error", "full", "exploded"])
-    assert counts == {"full": 2, "partial": 0, "failed": 1, "infra_error": 2}
+    assert counts == {"full": 2, "partial": 0, "failed": 1, "agent_error": 0, "infra_error": 2}
     assert list(counts) == list(vocabulary.COUNT_ORDER)
+
+
+def test_agent_errors_are_their_own_key_shown_when_there_are_some() -> None:
+    keys = [vocabulary.status_key("failed", "agent_error"), vocabulary.status_key("failed"),
+            vocabulary.status_key("error", "harness_error"), vocabulary.status_key("full")]
+    assert keys == ["agent_error", "failed", "infra_error", "full"]
+    counts = vocabulary.tally(keys)
+    assert vocabulary.counts_line(counts) == (
+        "1 full, 0 partial, 1 failed, 1 agent error, 1 infra error")
+    counts["agent_error"] = 0
+    assert vocabulary.counts_line(counts) == "1 full, 0 partial, 1 failed, 1 infra error"
 
 
 class _Reporter:

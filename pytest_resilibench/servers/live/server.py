@@ -1,10 +1,10 @@
-"""The live services over real HTTP: one Starlette app, one uvicorn process, loopback only.
+"""The live services over real HTTP: one Starlette app, one uvicorn process, on 127.0.0.1.
 
 `start_live_server(seed)` runs it in a background thread (tests, the plugin's `--resili-env=live`)
-and `resilibench serve-live` in the foreground. Each service lives under `/<name>`; GET services
-take their arguments as query parameters, POST services as a JSON body. Arguments are checked
-against the same JSON schema the registry shows agents (a 400 on violation), then the service's
-temperament decides the answer.
+and `resilibench serve-live` in the foreground (on another address with --host). Each service
+lives under `/<name>`; GET services take their arguments as query parameters, POST services as
+a JSON body. Arguments are checked against the same JSON schema the registry shows agents (a
+400 on violation), then the service's temperament decides the answer.
 
 Determinism: the draws of a request are keyed by (seed, service, request key). Clients that
 send `X-Resili-Request` (the `LiveEnvironment` sends its episode key and call number) get the
@@ -41,6 +41,7 @@ from pytest_resilibench.servers.loopback import (
     LOOPBACK,
     LoopbackServer,
     TruncatedResponse,
+    http_url,
     loopback_socket,
     serve,
 )
@@ -228,13 +229,15 @@ def live_services(seed: int = 0, *, hang_s: float = DEFAULT_HANG_S) -> Iterator[
         server.stop()
 
 
-def serve_live(*, seed: int = 0, port: int = 8765, hang_s: float = DEFAULT_HANG_S) -> None:
-    """Serve in the foreground until interrupted (`resilibench serve-live`)."""
+def serve_live(*, seed: int = 0, port: int = 8765, hang_s: float = DEFAULT_HANG_S,
+               host: str = LOOPBACK, api_key: str | None = None) -> None:
+    """Serve in the foreground until interrupted (`resilibench serve-live`); with `api_key`,
+    only requests bearing it."""
     import sys
 
-    sock = loopback_socket(port)
-    bound = sock.getsockname()[1]
+    sock = loopback_socket(port, host=host)
+    url = http_url(host, sock.getsockname()[1])
     logging.getLogger("uvicorn.error").addFilter(_QUIET)
-    print(f"resilibench live services on http://{LOOPBACK}:{bound} (seed {seed}); "
+    print(f"resilibench live services on {url} (seed {seed}); "
           f"{len(SERVICES)} services under /<name>, index at /", file=sys.stderr, flush=True)
-    serve(build_app(seed=seed, hang_s=hang_s), sock, timeout_graceful_shutdown=1)
+    serve(build_app(seed=seed, hang_s=hang_s), sock, api_key=api_key, timeout_graceful_shutdown=1)
