@@ -57,7 +57,7 @@ def test_a_busy_port_and_a_bad_host_are_one_line(capsys: pytest.CaptureFixture[s
             code, err = run_main(capsys, command, "--port", port)
             assert code == 2 and err == (f"resilibench {command}: error: cannot listen on "
                                          f"127.0.0.1:{port}: Address already in use")
-    code, err = run_main(capsys, "serve-openai", "--host", "0.0.0.0.0")
+    code, err = run_main(capsys, "serve-openai", "--host", "0.0.0.0.0", "--insecure")
     assert code == 2 and err.startswith("resilibench serve-openai: error: cannot listen on "
                                         "0.0.0.0.0:0:")
 

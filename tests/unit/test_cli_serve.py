@@ -1,0 +1,117 @@
+"""`resilibench serve-*` on an address others can reach: refused without --api-key, in one
+line and before anything is bound, unless --insecure says so; loopback needs nothing; a key
+given is enforced."""
+
+from __future__ import annotations
+
+import re
+import select
+import subprocess
+import sys
+from collections.abc import Iterator
+from typing import IO
+
+import httpx
+import pytest
+
+from pytest_resilibench.cli import main
+from pytest_resilibench.servers import loopback
+from pytest_resilibench.servers.live import server as live_server
+
+# Each server command with what makes it serve HTTP.
+COMMANDS = {"serve-openai": [], "serve-live": [], "serve-mcp": ["--transport", "http"]}
+FAILURE_BOUND_S = 60.0  # a server that never starts fails the test after this
+
+
+class Bound(Exception):
+    """Raised in place of binding a socket: the command got past its checks."""
+
+
+@pytest.fixture
+def bind_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Commands raise `Bound(host)` where they would bind, so none serves (or hangs a test)."""
+    def bind(port: int = 0, *, host: str = loopback.LOOPBACK, backlog: int = 0) -> None:
+        raise Bound(host)
+
+    monkeypatch.setattr(loopback, "loopback_socket", bind)
+    monkeypatch.setattr(live_server, "loopback_socket", bind)
+
+
+@pytest.mark.usefixtures("bind_nothing")
+@pytest.mark.parametrize("host", ["0.0.0.0", "::", "10.1.2.3"])
+@pytest.mark.parametrize("command", COMMANDS)
+def test_a_server_others_can_reach_needs_a_key(capsys: pytest.CaptureFixture[str],
+                                               command: str, host: str) -> None:
+    code = main([command, *COMMANDS[command], "--host", host, "--port", "0"])
+    err = capsys.readouterr().err.strip()
+    assert (code, err) == (2, f"resilibench {command}: error: refusing to serve on {host} "
+                              "without --api-key, since anyone who can reach it could use it "
+                              "(pass --api-key KEY, or --insecure to serve it anyway)")
+
+
+@pytest.mark.usefixtures("bind_nothing")
+@pytest.mark.parametrize("flags", [
+    ["--host", "127.0.0.1"], ["--host", "127.9.9.9"], ["--host", "::1"],
+    ["--host", "localhost"], ["--host", "0.0.0.0", "--insecure"],
+    ["--host", "0.0.0.0", "--api-key", "k"],
+])
+@pytest.mark.parametrize("command", COMMANDS)
+def test_loopback_a_key_or_insecure_lets_a_server_start(command: str, flags: list[str]) -> None:
+    with pytest.raises(Bound) as bound:
+        main([command, *COMMANDS[command], *flags, "--port", "0"])
+    assert bound.value.args == (flags[1],)
+
+
+def test_the_mcp_servers_address_and_key_are_its_http_transports(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["serve-mcp", "--api-key", "k"]) == 2  # stdio: nothing to listen on
+    assert capsys.readouterr().err.strip() == ("resilibench serve-mcp: error: --host, --api-key "
+                                               "and --insecure are for --transport http")
+
+
+def first_line(stream: IO[str]) -> str:
+    ready, _, _ = select.select([stream], [], [], FAILURE_BOUND_S)
+    assert ready, "the server printed nothing"
+    return stream.readline()
+
+
+@pytest.fixture
+def launch() -> Iterator[list[subprocess.Popen[str]]]:
+    """The servers a test starts, each stopped at its end."""
+    started: list[subprocess.Popen[str]] = []
+    yield started
+    for proc in started:
+        proc.terminate()
+        try:
+            proc.wait(timeout=FAILURE_BOUND_S)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+@pytest.mark.parametrize("command, flags, path", [
+    ("serve-live", ["--api-key", "k-1"], "/"),
+    ("serve-mcp", ["--transport", "http", "--api-key", "k-1"], "/mcp"),
+    ("serve-openai", ["--insecure"], "/v1/models"),
+])
+def test_a_server_on_every_address_serves_whom_its_flags_allow(
+        launch: list[subprocess.Popen[str]], command: str, flags: list[str], path: str) -> None:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "pytest_resilibench.cli", command, *flags, "--host", "0.0.0.0",
+         "--port", "0"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    launch.append(proc)
+    # serve-openai names its URL on stdout (scripts read it), the others on stderr.
+    stream = proc.stdout if command == "serve-openai" else proc.stderr
+    assert stream is not None
+    line = first_line(stream)
+    found = re.search(r"http://0\.0\.0\.0:(\d+)", line)
+    assert found, line
+    url = f"http://127.0.0.1:{found[1]}{path}"
+    if "--insecure" in flags:
+        assert httpx.get(url, timeout=FAILURE_BOUND_S).status_code == 200
+        return
+    refused = httpx.get(url, timeout=FAILURE_BOUND_S)
+    assert refused.status_code == 401 and "API key" in refused.json()["error"]
+    admitted = httpx.get(url, headers={"Authorization": "Bearer k-1"}, timeout=FAILURE_BOUND_S)
+    assert admitted.status_code != 401
