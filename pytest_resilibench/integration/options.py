@@ -67,6 +67,9 @@ class RunConfig:
     concurrency: int = DEFAULT_CONCURRENCY
     retries: int = 6
     request_timeout: float = 600.0
+    rpm: float | None = None  # the provider's budgets per minute, when known
+    tpm: float | None = None
+    max_wait: float = 600.0  # seconds one request may wait on rate limits
     temperature: float | str | None = "auto"  # auto: the model family's (agents/profiles.py)
     model_args: dict[str, Any] = field(default_factory=dict)
     api: str = "chat"
@@ -214,6 +217,10 @@ def _seconds(text: str) -> float:
     return _number(text, "a number of seconds", 0.0, lo_open=True)
 
 
+def _per_minute(text: str) -> float:
+    return _number(text, "a budget per minute", 0.0, lo_open=True)
+
+
 def _temperature(text: str) -> float | str | None:
     if text.strip().lower() in ("default", "auto"):
         return None if text.strip().lower() == "default" else "auto"
@@ -312,14 +319,26 @@ _OPTIONS: list[tuple[str, Callable[[str], Any] | None, str | None, str]] = [
     ("max-turns", _int_at_least(1), "10", "turn budget per episode"),
     ("tool-mode", _one_of(TOOL_MODES), "text",
      "text (<tool_call> tags) or native (function calling)"),
-    ("concurrency", _int_at_least(1), str(DEFAULT_CONCURRENCY), "episodes in flight per process"),
+    ("concurrency", _int_at_least(1), str(DEFAULT_CONCURRENCY),
+     "episodes in flight per process, and the ceiling of the model requests in flight (the "
+     "adaptive limit under it follows the provider's 429s)"),
     ("retries", _int_at_least(0), "6",
-     "retries of a failed model request (429, 5xx, timeouts) before it counts as an "
-     "infrastructure error"),
+     "retries of a failed model request (5xx, timeouts, connection errors) before it counts "
+     "as an infrastructure error"),
     ("request-timeout", _seconds, "600",
      "seconds one model request may take as a whole: connect, send, wait and read (the "
      "openai client's own default: a long reasoning turn is legitimate); a timed-out "
      "request is retried, so one request may take up to (retries + 1) x this"),
+    ("rpm", _per_minute, None,
+     "the provider's requests per minute, when known: requests are paced to it (shared by "
+     "the run's processes on this host)"),
+    ("tpm", _per_minute, None,
+     "the provider's tokens per minute, when known (counted from each reply's usage): "
+     "requests wait while the last minute's tokens are spent"),
+    ("max-wait", _seconds, "600",
+     "seconds one model request may wait on the provider's rate limits (429s, "
+     "x-ratelimit-* headers, --resili-rpm/--resili-tpm) before it counts as an "
+     "infrastructure error; a 429 spends none of --resili-retries"),
     ("temperature", _temperature, "auto",
      "sampling temperature sent to real models: auto (0 for chat models, none for reasoning "
      "models), a number, or 'default' for the server's own"),
@@ -447,6 +466,9 @@ def read_config(config: pytest.Config) -> RunConfig:
         concurrency=values["concurrency"],
         retries=values["retries"],
         request_timeout=values["request-timeout"],
+        rpm=values["rpm"],
+        tpm=values["tpm"],
+        max_wait=values["max-wait"],
         temperature=values["temperature"],
         model_args=values["model-args"] or {},
         api=values["api"],

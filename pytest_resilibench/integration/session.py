@@ -411,6 +411,8 @@ class ResiliSession:
         return {"base_url": config.base_url, "seed": config.seed, "cache": cache,
                 "max_concurrency": config.concurrency, "max_retries": config.retries,
                 "timeout_s": config.request_timeout, "temperature": config.temperature,
+                "rpm": config.rpm, "tpm": config.tpm, "max_wait_s": config.max_wait,
+                "shared_limit": True,
                 "model_args": config.model_args, "api": config.api,
                 "max_consecutive_errors": config.max_consecutive_errors,
                 "price": price_of(spec, load_prices(config.prices)), "max_cost_usd": max_cost}
@@ -538,7 +540,10 @@ class ResiliSession:
         self._store.sort()
         self._summary = summary(self.episodes)
         if self._provider_stats:  # real models: what their providers did
-            self._summary["providers"] = dict(sorted(self._provider_stats.items()))
+            from pytest_resilibench.runtime.agents.probe import throughput
+
+            self._summary["providers"] = {model: throughput(stats) for model, stats
+                                          in sorted(self._provider_stats.items())}
         missing = [cid for cid in self._not_arrived() if cid not in self._left_out]
         if missing:
             self._lost.append(

@@ -1012,13 +1012,19 @@ def tables(s: Summary) -> list[Table]:
         out.append(Table(
             "Model requests",
             ["model", "requests", "sent", "retries", "429s", "timeouts", "server errors",
-             "refused", "not sent", "cache hits"],
+             "refused", "not sent", "cache hits", "req/s", "in flight", "limit",
+             "waited s"],
             [[m, p.get("requests", 0), p.get("api_calls", 0), p.get("retries", 0),
               p.get("faults", {}).get("rate_limit", 0), p.get("faults", {}).get("timeout", 0),
               p.get("faults", {}).get("server_error", 0), p.get("faults", {}).get("refused", 0),
-              p.get("not_sent", 0), p.get("cache_hits", 0)] for m, p in providers.items()],
-            "sent: HTTP requests, retries included",
-            [[{"model": m}] * 10 for m in providers]))
+              p.get("not_sent", 0), p.get("cache_hits", 0), _or_dash(p.get("requests_per_s")),
+              _or_dash(p.get("concurrency")), p.get("window") or "–",
+              f"{p.get('limit_wait_s', 0.0):.1f}"] for m, p in providers.items()],
+            "sent: HTTP requests, retries included (after a 429 too: a 429 spends no retry); "
+            "req/s: sent over the span from the first request to the last reply; in flight: "
+            "requests in flight on average; limit: the adaptive concurrency limit at the end "
+            "(all processes); waited s: time requests waited on rate limits, added up",
+            [[{"model": m}] * 14 for m in providers]))
     agent_errors = s.get("agent_errors")
     if agent_errors:
         out.append(Table("Agent errors (failed episodes in every rate)",
@@ -1201,3 +1207,7 @@ def render_compare(c: Comparison, *, fmt: str = "simple") -> str:
     if fmt == "github":  # blank lines end the table (see `_render`)
         return f"## {t.title}\n\n{body}\n\n{t.note}\n\nverdict: {c['overall']['text']}\n"
     return f"-- {t.title} --\n{body}\n{t.note}\nverdict: {c['overall']['text']}\n"
+
+
+def _or_dash(value: object) -> object:
+    return "–" if value is None else value

@@ -22,6 +22,13 @@ naming the `Authorization` header it got, a proxy's 502 naming the URL): the mes
 the request's method, URL and `Authorization` header verbatim (a URL's user info reaches the
 server as that header, `Basic base64(user:pass)`), so tests can check that no secret an error
 echoes gets written anywhere.
+
+`max_in_flight=N` plays a provider's concurrency limit: a request beyond N in flight is
+answered at once with a 429 carrying `Retry-After` (and `retry-after-ms`) and the rate-limit
+headers as OpenAI sends them (https://platform.openai.com/docs/guides/rate-limits, "Rate
+limits in headers": `x-ratelimit-limit-requests`, `x-ratelimit-remaining-requests`,
+`x-ratelimit-reset-requests` such as `1s`), here of the in-flight budget; every reply carries
+them too, `remaining` counting the slot its own reply frees.
 """
 
 from __future__ import annotations
@@ -100,6 +107,7 @@ class ServerStats:
 
     requests: int = 0
     replies: int = 0
+    limited: int = 0  # 429s of the in-flight limit (`max_in_flight`)
     in_flight: int = 0
     peak_in_flight: int = 0
     faults: Counter[str] = field(default_factory=Counter)
@@ -112,7 +120,7 @@ class ServerStats:
     reasoning_missing: int = 0
 
     def to_json(self) -> dict[str, Any]:
-        return {"requests": self.requests, "replies": self.replies,
+        return {"requests": self.requests, "replies": self.replies, "limited": self.limited,
                 "peak_in_flight": self.peak_in_flight,
                 "faults": dict(sorted(self.faults.items())), "models": dict(self.models),
                 "refused": dict(sorted(self.refused.items())),
@@ -211,9 +219,15 @@ class OpenAITestServer:
         strict: bool = False,
         api_key: str | None = None,
         echo_request: bool = False,
+        max_in_flight: int | None = None,
+        limit_retry_after_s: float = 1.0,
     ) -> None:
         if latency_ms < 0:
             raise ValueError(f"latency_ms must be >= 0, got {latency_ms}")
+        if (max_in_flight is not None and max_in_flight < 1) or limit_retry_after_s < 0:
+            raise ValueError("max_in_flight must be >= 1 and limit_retry_after_s >= 0")
+        self.max_in_flight = max_in_flight
+        self.limit_retry_after_s = limit_retry_after_s
         self.seed = seed
         self.latency_s = latency_ms / 1000.0
         self.faults = faults or FaultConfig()
@@ -297,16 +311,38 @@ class OpenAITestServer:
 
     async def _serve(self, request: Request, api: str) -> Response:
         stats = self.stats
+        limit = self.max_in_flight
+        if limit is not None and stats.in_flight >= limit:
+            stats.limited += 1
+            refusal = self._limited()
+            return _echoing(refusal, request) if self.echo_request else refusal
         stats.in_flight += 1
         stats.peak_in_flight = max(stats.peak_in_flight, stats.in_flight)
         try:
             response = await self._answer(request, api)
+            if limit is not None:  # this reply frees its own slot
+                response.headers.update(self._limit_headers(limit - stats.in_flight + 1))
         finally:
             stats.in_flight -= 1
         if self.echo_request and isinstance(response, JSONResponse) \
                 and response.status_code >= 400:
             response = _echoing(response, request)
         return response
+
+    def _limit_headers(self, remaining: int) -> dict[str, str]:
+        wait = self.limit_retry_after_s
+        return {"x-ratelimit-limit-requests": str(self.max_in_flight),
+                "x-ratelimit-remaining-requests": str(max(0, remaining)),
+                "x-ratelimit-reset-requests": _duration(wait)}
+
+    def _limited(self) -> JSONResponse:
+        """The in-flight limit's 429, at once (as providers refuse: before any work)."""
+        wait = self.limit_retry_after_s
+        return _error(429, f"Rate limit reached: {self.max_in_flight} requests in flight "
+                           f"(test server). Please try again in {wait:g}s.", "requests",
+                      code="rate_limit_exceeded",
+                      headers={"retry-after": f"{wait:g}", "retry-after-ms": f"{wait * 1000:g}",
+                               **self._limit_headers(0)})
 
     def _refuse(self, refusal: rules.Refusal) -> Response:
         self.stats.refused[refusal.code] += 1
@@ -497,6 +533,14 @@ class OpenAITestServer:
             await asyncio.sleep(0)  # let uvicorn see the connection lost
             return True
         return False
+
+
+def _duration(seconds: float) -> str:
+    """OpenAI's form of a reset time: `20ms`, `1s`, `6m0s`."""
+    if seconds < 1:
+        return f"{round(seconds * 1000)}ms"
+    minutes, rest = divmod(seconds, 60.0)
+    return f"{int(minutes)}m{rest:g}s" if minutes else f"{rest:g}s"
 
 
 async def _client_gone_within(request: Request, seconds: float) -> bool:

@@ -126,3 +126,15 @@ def test_model_args_are_a_json_object_read_as_any_outside_json_is() -> None:
                 "{oops"):
         with pytest.raises(ValueError, match="JSON"):
             o._json_object(bad)
+
+
+def test_rate_limit_options() -> None:
+    """--resili-rpm / --resili-tpm: budgets per minute; --resili-max-wait: seconds (600)."""
+    rpm = next(parse for name, parse, *_ in o._OPTIONS if name == "rpm")
+    wait = next((parse, default) for name, parse, default, _ in o._OPTIONS if name == "max-wait")
+    assert rpm is not None and rpm("500") == 500.0 and o._per_minute("1.5e5") == 150000.0
+    for bad in ("0", "-3", "many", "inf"):
+        with pytest.raises(ValueError, match="budget per minute"):
+            o._per_minute(bad)
+    assert wait[1] == "600" and o.RunConfig().max_wait == 600.0
+    assert o.RunConfig().rpm is None and o.RunConfig().tpm is None

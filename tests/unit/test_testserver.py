@@ -6,6 +6,7 @@ import asyncio
 import json
 import subprocess
 import sys
+import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -457,3 +458,45 @@ def test_cli_serves_a_strict_o3_behind_a_key() -> None:
     finally:
         process.terminate()
         process.wait(timeout=10)
+
+
+def test_in_flight_limit_answers_429_with_openai_rate_limit_headers() -> None:
+    """Beyond `max_in_flight` requests at once: a 429 at once, Retry-After and the
+    x-ratelimit-* headers in OpenAI's form; the replies carry them too."""
+    body = json.dumps({"model": "m", "messages": [{"role": "user", "content": "hi"}]}).encode()
+
+    def post(url: str) -> tuple[int, dict[str, str]]:
+        request = urllib.request.Request(url + "/chat/completions", data=body,
+                                         headers={"content-type": "application/json"})
+        try:
+            with urllib.request.urlopen(request, timeout=30) as response:
+                return response.status, dict(response.headers.items())
+        except urllib.error.HTTPError as exc:
+            return exc.code, dict(exc.headers.items())
+
+    with OpenAITestServer(text_policy, latency_ms=300, max_in_flight=2,
+                          limit_retry_after_s=1.5) as server:
+        with ThreadPoolExecutor(6) as pool:
+            answers = list(pool.map(post, [server.base_url] * 6))
+        stats = server.stats
+    statuses = sorted(status for status, _ in answers)
+    limited = [headers for status, headers in answers if status == 429]
+    served = [headers for status, headers in answers if status == 200]
+    assert statuses.count(429) == stats.limited >= 1 and stats.peak_in_flight <= 2
+    assert statuses.count(200) == stats.replies == 6 - stats.limited
+    for headers in limited:
+        lower = {k.lower(): v for k, v in headers.items()}
+        assert lower["retry-after"] == "1.5" and lower["retry-after-ms"] == "1500"
+        assert lower["x-ratelimit-limit-requests"] == "2"
+        assert lower["x-ratelimit-remaining-requests"] == "0"
+        assert lower["x-ratelimit-reset-requests"] == "1.5s"
+    for headers in served:
+        lower = {k.lower(): v for k, v in headers.items()}
+        assert int(lower["x-ratelimit-remaining-requests"]) >= 1  # its own slot frees
+
+
+def test_reset_durations_are_written_as_openai_does() -> None:
+    from pytest_resilibench.servers.testserver import _duration
+
+    assert [_duration(s) for s in (0.02, 1.0, 1.5, 360.0, 61.0)] == [
+        "20ms", "1s", "1.5s", "6m0s", "1m1s"]

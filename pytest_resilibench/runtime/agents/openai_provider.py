@@ -4,15 +4,19 @@
 `testserver`. `api="responses"` speaks OpenAI's Responses API instead (`responses.py`), with
 the model's reasoning carried across turns. Which generation fields a model takes is its
 family's (`profiles.py`). The retry policy is ours, not the client's (its `max_retries` is
-0), so every retry is counted: 429 (honouring Retry-After), 408/409/5xx, timeouts, connection
-errors and bodies that are not completions are retried with exponential backoff and jitter; when the
-retries are exhausted, or the endpoint refuses the request outright (401, 404, 400 ...),
+0), so every retry is counted: 408/409/5xx, timeouts, connection errors and bodies that are
+not completions are retried with exponential backoff and jitter; when the retries are exhausted,
+or the endpoint refuses the request outright (401, 404, 400 ...),
 `InfrastructureError` ends the episode as `error`, counted apart from the agent's failures.
 A limit of the model itself is no infrastructure error (`ModelLimitError`, `model_limit`): a
 400 saying the context window overflowed, a refusal (`finish_reason: "content_filter"` or a
 `refusal` message; OpenAI's chat API reference), a reply cut at the length limit
 (`finish_reason: "length"`; Responses API: `status: "incomplete"` with its reason) end the
 episode as the model's failure, scored.
+A 429 is no fault but the provider's limit: it spends none of `max_retries`; the request
+waits out Retry-After and goes again, and the adaptive limiter (`limiter.py`: AIMD, shared by
+the processes of a run) sends fewer at once. Only `max_wait_s` of waiting on limits for one
+request (default 10 minutes) makes it an `InfrastructureError`, naming the last 429.
 After `max_consecutive_errors` requests given up in a row the model is taken as unusable: the
 requests that follow are not sent but fail at once with that reason; `max_cost_usd` stops
 starting new episodes once this agent's spend (`pricing.py`) passes it.
@@ -26,7 +30,6 @@ the cache key, the stats, the repr or any error message.
 from __future__ import annotations
 
 import asyncio
-import email.utils
 import json
 import os
 import re
@@ -37,12 +40,22 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 from urllib.parse import urlsplit
 
+import httpx
 import openai
 
 from pytest_resilibench.base import rng
 from pytest_resilibench.base.names import APIS, REPEAT_HEADER, TASK_HEADER, ModelLimit
 from pytest_resilibench.base.redact import redact, register_secret, register_url_credentials
 from pytest_resilibench.runtime.agents.cache import CallKey, ModelCallCache, public_url
+from pytest_resilibench.runtime.agents.limiter import (
+    DEFAULT_MAX_WAIT_S,
+    AdaptiveLimiter,
+    FileStore,
+    Limits,
+    RateLimitWait,
+    read_limits,
+    shared_path,
+)
 from pytest_resilibench.runtime.agents.pricing import Price, cost_usd
 from pytest_resilibench.runtime.agents.profiles import AUTO, family_of, request_params
 from pytest_resilibench.runtime.agents.responses import (
@@ -75,7 +88,12 @@ class ProviderStats:
     report's "Model requests" table (analysis.py). `faults` counts failed attempts by kind;
     `infra_errors` the requests given up; `not_sent` those failed at once after too many
     errors in a row or past the cost cap; `replayed_tokens` what cache hits would have cost
-    (not spent); `reasoning_items_sent` the reasoning items sent back to the Responses API."""
+    (not spent); `reasoning_items_sent` the reasoning items sent back to the Responses API.
+    The limiter's (`limiter.py`): `window` the concurrency limit (all processes) at the end,
+    `limit_wait_s` the time requests waited on limits (429s' Retry-After, a full window,
+    --resili-rpm/-tpm), `first_at`/`last_at` (wall clock) the first request sent and the
+    last reply, `busy_s` requests in flight integrated over time (mean concurrency: busy /
+    span)."""
 
     requests: int = 0
     api_calls: int = 0
@@ -91,6 +109,11 @@ class ProviderStats:
     reasoning_items_sent: int = 0
     cost_usd: float | None = None
     faults: Counter[str] = field(default_factory=Counter)
+    window: int = 0
+    limit_wait_s: float = 0.0
+    first_at: float | None = None
+    last_at: float | None = None
+    busy_s: float = 0.0
 
     def to_json(self) -> dict[str, Any]:
         return {"requests": self.requests, "api_calls": self.api_calls, "retries": self.retries,
@@ -102,7 +125,10 @@ class ProviderStats:
                 "cached_tokens": self.cached_tokens, "replayed_tokens": self.replayed_tokens,
                 "reasoning_items_sent": self.reasoning_items_sent,
                 "cost_usd": None if self.cost_usd is None else round(self.cost_usd, 6),
-                "faults": dict(sorted(self.faults.items()))}
+                "faults": dict(sorted(self.faults.items())),
+                "window": self.window, "limit_wait_s": round(self.limit_wait_s, 3),
+                "first_at": self.first_at, "last_at": self.last_at,
+                "busy_s": round(self.busy_s, 3)}
 
 
 @dataclass(frozen=True)
@@ -112,6 +138,7 @@ class _Failure:
     retryable: bool
     retry_after_s: float | None = None
     status: int | None = None
+    limits: Limits = field(default_factory=Limits)
 
 
 class OpenAIAgent:
@@ -119,7 +146,10 @@ class OpenAIAgent:
 
     `model` is the API's model name (an ``openai:`` prefix is dropped); `name` defaults to it.
     The key is `api_key`, else ``OPENAI_API_KEY``, else, for a non-OpenAI `base_url` (a local
-    server), a placeholder. At most `max_concurrency` requests are in flight at once.
+    server), a placeholder. At most `max_concurrency` requests are in flight at once: the
+    ceiling of the adaptive limit (`limiter.py`), shared with the other processes of this
+    host when `shared_limit` (the plugin's runs); `rpm`/`tpm` are known budgets per minute,
+    `max_wait_s` what one request may wait on limits before it is an infra error.
     `temperature` is `profiles.AUTO` (the model family's default), None (the server's) or a
     number; `model_args` are extra request fields, passed through. Raises ValueError, naming
     the option, for a value the model's family refuses.
@@ -150,12 +180,18 @@ class OpenAIAgent:
         price: Price | None = None,
         max_cost_usd: float | None = None,
         name: str | None = None,
+        rpm: float | None = None,
+        tpm: float | None = None,
+        max_wait_s: float = DEFAULT_MAX_WAIT_S,
+        shared_limit: bool = False,
     ) -> None:
         model = model.removeprefix("openai:")
         if not model:
             raise ValueError("the model name is empty")
         if max_retries < 0 or max_concurrency < 1 or timeout_s <= 0:
             raise ValueError("need max_retries >= 0, max_concurrency >= 1 and timeout_s > 0")
+        if max_wait_s <= 0:
+            raise ValueError("max_wait_s must be > 0")
         if backoff_base_s < 0 or backoff_max_s < 0:
             raise ValueError("backoff times must be >= 0")
         if api not in APIS:
@@ -181,7 +217,10 @@ class OpenAIAgent:
         self.backoff_max_s = backoff_max_s
         self.cache = cache
         self.stats = ProviderStats()
-        self._semaphore = asyncio.Semaphore(max_concurrency)
+        self.max_wait_s = max_wait_s
+        store = FileStore(shared_path(model, base_url)) if shared_limit else None
+        self.limiter = AdaptiveLimiter(max_concurrency, store=store, rpm=rpm, tpm=tpm)
+        self._slot_wait_s = 0.0  # the limiter's waits already in `stats`
         key = api_key or os.environ.get("OPENAI_API_KEY") or _placeholder_for(base_url)
         register_secret(key)  # a server that echoes it in an error cannot get it written
         register_url_credentials(base_url)  # httpx sends user info as a Basic header
@@ -292,16 +331,53 @@ class OpenAIAgent:
                                 params: Mapping[str, Any]) -> ModelReply:
         jitter_key = rng.key_int(self.model, request.task_id, request.repeat,
                                  len(request.messages))
-        for attempt in range(self.max_retries + 1):
-            failure = await self._attempt(request, params)
-            if isinstance(failure, ModelReply):
+        limiter = self.limiter
+        deadline = time.time() + self.max_wait_s
+        attempt = refusals = 0
+        last_429 = ""
+
+        def why() -> str:
+            self.stats.infra_errors += 1
+            cause = f"; the last: {last_429}" if last_429 else ""
+            return (f"model {self.model!r} at {self._where()}: rate limited: waited "
+                    f"{self.max_wait_s:g} s for the provider's limits (--resili-max-wait)"
+                    f"{cause}")
+
+        while True:
+            try:
+                ticket = await limiter.acquire(deadline, why)
+            except RateLimitWait as exc:
+                self._sync_limiter()
+                raise InfrastructureError(str(exc), status=429, retryable=True) from None
+            result = await self._attempt(request, params)
+            if not isinstance(result, _Failure):
+                reply, limits = result
+                limiter.release(ticket, "ok", limits, _tokens(reply))
+                self._sync_limiter()
                 self._consecutive_errors = 0
-                return failure
+                return reply
+            failure = result
+            limited = failure.kind == "rate_limit"
+            limiter.release(ticket, "limited" if limited else "other", failure.limits)
+            self._sync_limiter()
             self.stats.faults[failure.kind] += 1
+            if limited:
+                # The provider's limit, not a fault: no retry spent; wait it out (what it
+                # asks, or backoff when it says nothing), then go again.
+                last_429 = failure.message
+                self.stats.retries += 1
+                wait = self._backoff_s(refusals, jitter_key, failure.retry_after_s)
+                refusals += 1
+                if time.time() + wait > deadline:
+                    raise InfrastructureError(why(), status=429, retryable=True)
+                began = time.time()
+                await asyncio.sleep(wait)
+                self.stats.limit_wait_s += time.time() - began
+                continue
             if failure.kind == "context_overflow":
                 raise ModelLimitError(f"model {self.model!r}: {failure.message}",
                                       stop_reason="context_overflow")
-            if not failure.retryable or attempt == self.max_retries:
+            if not failure.retryable or attempt >= self.max_retries:
                 self.stats.infra_errors += 1
                 tries = f"after {attempt + 1} attempt{'s' * bool(attempt)}"
                 message = f"model {self.model!r} at {self._where()}: {failure.message}"
@@ -310,7 +386,16 @@ class OpenAIAgent:
                                           retryable=failure.retryable)
             self.stats.retries += 1
             await asyncio.sleep(self._backoff_s(attempt, jitter_key, failure.retry_after_s))
-        raise AssertionError("unreachable")
+            attempt += 1
+
+    def _sync_limiter(self) -> None:
+        """The limiter's figures into `stats` (its waits for a slot added once)."""
+        limiter, stats = self.limiter, self.stats
+        stats.window = int(limiter.window)
+        stats.first_at, stats.last_at = limiter.first_at, limiter.last_at
+        stats.busy_s = limiter.busy_s
+        stats.limit_wait_s += limiter.wait_s - self._slot_wait_s
+        self._slot_wait_s = limiter.wait_s
 
     def _count_error(self, message: str) -> None:
         """Requests given up in a row (refused, or out of retries): past the limit the model
@@ -324,7 +409,7 @@ class OpenAIAgent:
 
     def _backoff_s(self, attempt: int, jitter_key: int, retry_after_s: float | None) -> float:
         """Exponential backoff with equal jitter, at least what Retry-After asks."""
-        ceiling = min(self.backoff_max_s, self.backoff_base_s * 2.0**attempt)
+        ceiling = min(self.backoff_max_s, self.backoff_base_s * 2.0 ** min(attempt, 32))
         delay = ceiling * (0.5 + 0.5 * rng.uniform("backoff", jitter_key, attempt))
         if retry_after_s is not None:
             delay = max(delay, min(retry_after_s, _RETRY_AFTER_CAP_S))
@@ -344,34 +429,38 @@ class OpenAIAgent:
         return "/chat/completions", chat
 
     async def _attempt(self, request: ModelRequest,
-                       params: Mapping[str, Any]) -> ModelReply | _Failure:
+                       params: Mapping[str, Any]) -> tuple[ModelReply, Limits] | _Failure:
+        """One HTTP request (its slot already taken): the reply and what its headers say of
+        the limits, or the failure."""
         path, body = self._body(request, params)
         headers = {TASK_HEADER: request.task_id, REPEAT_HEADER: str(request.repeat)}
-        async with self._semaphore:
-            self.stats.api_calls += 1
-            try:
-                # The client's generic `post` (its documented route for raw requests): the
-                # client's URL, auth, timeouts and error types, without the typed-request
-                # transform of `chat.completions.create` (half the client's CPU per request),
-                # and the body comes back as text for our tolerant parser.
-                # The client's timeout is httpx's, whose read timeout bounds each wait for
-                # data, not the whole body (httpx docs/advanced/timeouts.md: connect, read,
-                # write and pool timeouts): a server trickling a byte at a time would hold
-                # the request for ever. asyncio.timeout bounds the attempt as a whole.
-                async with asyncio.timeout(self.timeout_s):
-                    text = await self._client.post(path, cast_to=str, body=body,
+        self.stats.api_calls += 1
+        try:
+            # The client's generic `post` (its documented route for raw requests): the
+            # client's URL, auth, timeouts and error types, without the typed-request
+            # transform of `chat.completions.create` (half the client's CPU per request),
+            # and the body comes back as text for our tolerant parser; `httpx.Response`
+            # (a documented `cast_to`) keeps the rate-limit headers of a success too.
+            # The client's timeout is httpx's, whose read timeout bounds each wait for
+            # data, not the whole body (httpx docs/advanced/timeouts.md: connect, read,
+            # write and pool timeouts): a server trickling a byte at a time would hold
+            # the request for ever. asyncio.timeout bounds the attempt as a whole.
+            async with asyncio.timeout(self.timeout_s):
+                response = await self._client.post(path, cast_to=httpx.Response, body=body,
                                                    options={"headers": headers})
-            except openai.APIStatusError as exc:
-                return _status_failure(exc)
-            except (openai.APITimeoutError, TimeoutError):
-                return _Failure("timeout", "the request timed out", retryable=True)
-            except openai.APIConnectionError as exc:
-                cause = exc.__cause__ or exc
-                return _Failure("connection", f"connection error ({type(cause).__name__})",
-                                retryable=True)
+                text = response.text
+        except openai.APIStatusError as exc:
+            return _status_failure(exc)
+        except (openai.APITimeoutError, TimeoutError):
+            return _Failure("timeout", "the request timed out", retryable=True)
+        except openai.APIConnectionError as exc:
+            cause = exc.__cause__ or exc
+            return _Failure("connection", f"connection error ({type(cause).__name__})",
+                            retryable=True)
         try:
             data = decode_body(text)
-            return parse_response(data) if self.api == "responses" else parse_completion(data)
+            reply = parse_response(data) if self.api == "responses" else parse_completion(data)
+            return reply, read_limits(response.headers)
         except (ValueError, MalformedReply) as exc:
             return _Failure("malformed", f"malformed reply body: {exc}", retryable=True)
 
@@ -379,7 +468,14 @@ class OpenAIAgent:
         return public_url(self.base_url) or "api.openai.com"
 
     async def aclose(self) -> None:
+        self.limiter.leave()  # a worker done with its share hands it to the others
         await self._client.close()
+
+
+def _tokens(reply: ModelReply) -> int:
+    """What a reply counts against a tokens-per-minute budget."""
+    usage = reply.usage
+    return int(usage.get("prompt_tokens", 0)) + int(usage.get("completion_tokens", 0))
 
 
 def _placeholder_for(base_url: str | None) -> str:
@@ -394,8 +490,12 @@ def _status_failure(exc: openai.APIStatusError) -> _Failure:
     status = exc.status_code
     message = f"HTTP {status}: {_error_message(exc)}"
     if status == 429:
+        limits = read_limits(exc.response.headers)
+        # Wait what it asks, or until the budget it says is spent resets.
+        waits = [w for w in (limits.retry_after_s, limits.exhausted_for_s()) if w is not None]
         return _Failure("rate_limit", message, retryable=True,
-                        retry_after_s=_retry_after_s(exc.response.headers), status=status)
+                        retry_after_s=max(waits) if waits else None, status=status,
+                        limits=limits)
     if status >= 500:
         return _Failure("server_error", message, retryable=True, status=status)
     if status in (408, 409):  # request timeout, lock conflict: worth another try
@@ -454,19 +554,7 @@ def _error_message(exc: openai.APIStatusError) -> str:
 
 def _retry_after_s(headers: Mapping[str, str]) -> float | None:
     """Retry-After-Ms (OpenAI's), else Retry-After in seconds or as an HTTP date."""
-    try:
-        if "retry-after-ms" in headers:
-            return max(0.0, float(headers["retry-after-ms"]) / 1000.0)
-        value = headers.get("retry-after")
-        if value is None:
-            return None
-        try:
-            return max(0.0, float(value))
-        except ValueError:
-            when = email.utils.parsedate_to_datetime(value)
-            return max(0.0, when.timestamp() - time.time())
-    except (ValueError, TypeError, OverflowError):
-        return None
+    return read_limits(headers).retry_after_s
 
 
 _SURROGATE = re.compile("[\ud800-\udfff]")

@@ -14,7 +14,7 @@ from typing import Any
 
 from pytest_resilibench.runtime.protocol import AnyAgent, InfrastructureError
 
-__all__ = ["hint_for", "merge_stats", "probe_agent"]
+__all__ = ["hint_for", "merge_stats", "probe_agent", "throughput"]
 
 _HINTS = {
     401: "check OPENAI_API_KEY (the key the server at --resili-base-url expects)",
@@ -50,11 +50,15 @@ async def probe_agent(agent: AnyAgent, spec: str, *, probe: bool = True) -> None
 
 def merge_stats(total: Mapping[str, Any] | None, more: Mapping[str, Any]) -> dict[str, Any]:
     """Two processes' `ProviderStats.to_json()` as one: counts add up, `faults` by kind, and
-    `cost_usd` stays None only when both are."""
+    `cost_usd` stays None only when both are; the limiter's span is the earliest `first_at`
+    to the latest `last_at`, `window` (the one the processes share) the largest seen, and
+    `busy_s` adds up."""
     out: dict[str, Any] = dict(total or {})
     for key, value in more.items():
         have = out.get(key)
-        if isinstance(value, Mapping):
+        if key in ("first_at", "last_at", "window") and value is not None and have is not None:
+            out[key] = min(have, value) if key == "first_at" else max(have, value)
+        elif isinstance(value, Mapping):
             merged = dict(have or {})
             for kind, n in value.items():
                 merged[kind] = merged.get(kind, 0) + n
@@ -65,4 +69,17 @@ def merge_stats(total: Mapping[str, Any] | None, more: Mapping[str, Any]) -> dic
             out[key] = have + value
     if isinstance(out.get("cost_usd"), float):
         out["cost_usd"] = round(out["cost_usd"], 6)
+    return out
+
+
+def throughput(stats: Mapping[str, Any]) -> dict[str, Any]:
+    """`stats` (merged) with what the run achieved: `requests_per_s` (HTTP requests over the
+    span from the first sent to the last reply) and `concurrency` (requests in flight on
+    average over that span); both None without a span."""
+    first, last = stats.get("first_at"), stats.get("last_at")
+    span = last - first if isinstance(first, float | int) and isinstance(last, float | int) \
+        else 0.0
+    out = dict(stats)
+    out["requests_per_s"] = round(stats.get("api_calls", 0) / span, 3) if span > 0 else None
+    out["concurrency"] = round(stats.get("busy_s", 0.0) / span, 2) if span > 0 else None
     return out

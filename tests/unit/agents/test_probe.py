@@ -52,3 +52,23 @@ def test_merge_stats_adds_counts_and_faults() -> None:
     b = {"requests": 2, "faults": {"timeout": 2, "rate_limit": 1}, "cost_usd": 0.5}
     assert merge_stats(merge_stats(None, a), b) == {
         "requests": 5, "faults": {"rate_limit": 1, "timeout": 3}, "cost_usd": 0.5}
+
+
+def test_merged_stats_keep_the_span_and_the_shared_window() -> None:
+    """Two workers' limiter figures: the span is the earliest first request to the latest
+    reply, the window they share the largest seen, time in flight adds up; `throughput`
+    makes requests per second and the mean in flight of them."""
+    from pytest_resilibench.runtime.agents.probe import merge_stats, throughput
+
+    a = {"api_calls": 30, "first_at": 100.0, "last_at": 110.0, "window": 8, "busy_s": 40.0,
+         "limit_wait_s": 1.5, "faults": {"rate_limit": 2}}
+    b = {"api_calls": 10, "first_at": 101.0, "last_at": 120.0, "window": 6, "busy_s": 40.0,
+         "limit_wait_s": 0.5, "faults": {"rate_limit": 1}}
+    merged = merge_stats(merge_stats(None, a), b)
+    assert (merged["first_at"], merged["last_at"], merged["window"]) == (100.0, 120.0, 8)
+    assert merged["busy_s"] == 80.0 and merged["limit_wait_s"] == 2.0
+    assert merged["faults"] == {"rate_limit": 3}
+    shown = throughput(merged)
+    assert shown["requests_per_s"] == 2.0 and shown["concurrency"] == 4.0
+    assert throughput({"api_calls": 0, "first_at": None, "last_at": None})["requests_per_s"] \
+        is None

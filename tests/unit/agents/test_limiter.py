@@ -1,0 +1,332 @@
+"""The adaptive concurrency limiter: AIMD, the rate-limit headers, sharing between processes.
+
+No wall-clock assertions: a controllable clock, counts and orderings.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import multiprocessing as mp
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_resilibench.runtime.agents.limiter import (
+    AdaptiveLimiter,
+    FileStore,
+    Limits,
+    RateLimitWait,
+    Ticket,
+    parse_duration,
+    read_limits,
+    shared_path,
+)
+from pytest_resilibench.runtime.agents.openai_provider import OpenAIAgent
+from pytest_resilibench.runtime.protocol import ModelReply, ModelRequest, ToolCall
+from pytest_resilibench.servers.testserver import OpenAITestServer
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def limiter(ceiling: int = 16, **options: Any) -> AdaptiveLimiter:
+    return AdaptiveLimiter(ceiling, clock=options.pop("clock", Clock()), **options)
+
+
+def take(lim: AdaptiveLimiter) -> Ticket:
+    return asyncio.run(lim.acquire(float("inf"), lambda: "never"))
+
+
+# --- headers ------------------------------------------------------------------------------------
+@pytest.mark.parametrize(("text", "seconds"), [
+    ("1s", 1.0), ("6m0s", 360.0), ("20ms", 0.02), ("1h2m3.5s", 3723.5), ("0.5s", 0.5),
+    ("2", 2.0), ("7.66s", 7.66), ("1m30s", 90.0)])
+def test_reset_durations_in_openai_form(text: str, seconds: float) -> None:
+    assert parse_duration(text) == pytest.approx(seconds)
+
+
+@pytest.mark.parametrize("text", ["", "soon", "1x", "s", "1s garbage", None])
+def test_unreadable_durations_are_none(text: str | None) -> None:
+    assert parse_duration(text) is None
+
+
+def test_every_openai_rate_limit_header_is_read() -> None:
+    limits = read_limits({"x-ratelimit-limit-requests": "60",
+                          "x-ratelimit-remaining-requests": "0",
+                          "x-ratelimit-remaining-tokens": "149984",
+                          "x-ratelimit-reset-requests": "1s",
+                          "x-ratelimit-reset-tokens": "6m0s",
+                          "retry-after": "3"})
+    assert limits == Limits(retry_after_s=3.0, remaining_requests=0, remaining_tokens=149984,
+                            reset_requests_s=1.0, reset_tokens_s=360.0)
+    assert limits.exhausted_for_s() == 1.0  # the requests' budget is spent, not the tokens'
+
+
+def test_retry_after_forms() -> None:
+    assert read_limits({"retry-after-ms": "250", "retry-after": "9"}).retry_after_s == 0.25
+    assert read_limits({"retry-after": "1.5"}).retry_after_s == 1.5
+    assert read_limits({"retry-after": "Wed, 21 Oct 2015 07:28:00 GMT"}).retry_after_s == 0.0
+    assert read_limits({"retry-after": "soon"}).retry_after_s is None
+    assert read_limits({}) == Limits()
+    tokens = read_limits({"x-ratelimit-remaining-tokens": "0",
+                          "x-ratelimit-reset-tokens": "20ms"})
+    assert tokens.exhausted_for_s() == pytest.approx(0.02)
+
+
+# --- AIMD ---------------------------------------------------------------------------------------
+def test_starts_at_the_ceiling_and_never_passes_it() -> None:
+    lim = limiter(4)
+    assert lim.cap == 4
+    for _ in range(50):
+        lim.release(take(lim), "ok")
+    assert lim.window == 4 and lim.cap == 4
+
+
+def test_a_429_halves_the_window_once_a_round() -> None:
+    lim = limiter(16)
+    first, second = take(lim), take(lim)  # both sent in round 0
+    lim.release(first, "limited")
+    assert lim.window == 8
+    lim.release(second, "limited")  # sent before the decrease: nothing new
+    assert lim.window == 8
+    lim.release(take(lim), "limited")  # sent after it: halves again
+    assert lim.window == 4
+    for _ in range(10):
+        lim.release(take(lim), "limited")
+    assert lim.window == 1 and lim.cap == 1  # never below one request
+
+
+def test_other_failures_say_nothing_of_limits() -> None:
+    lim = limiter(8)
+    lim.release(take(lim), "other")
+    assert lim.window == 8
+
+
+def test_increase_is_additive() -> None:
+    lim = limiter(64)
+    lim.release(take(lim), "limited")  # 32, and no success seen this round
+    assert lim.window == 32
+    lim.release(take(lim), "ok")  # above the level a 429 came at: a slow probe
+    assert lim.window == pytest.approx(32 + 1 / 32**2)
+
+
+def test_fast_recovery_to_the_level_the_provider_took() -> None:
+    lim = limiter(32)
+    tickets = [take(lim) for _ in range(10)]
+    for ticket in tickets[:9]:
+        lim.release(ticket, "ok")  # successes seen with up to 10 in flight
+    lim.release(tickets[9], "limited")
+    assert lim.window == 16
+    # Recovery: one a success back to the level the successes were seen at.
+    lim.release(take(lim), "ok")
+    assert lim.window == 17 or lim.window == pytest.approx(16 + 1 / 256)
+
+
+def test_fast_recovery_below_that_level() -> None:
+    lim = limiter(32)
+    for _ in range(3):
+        lim.release(take(lim), "limited")  # 32 -> 16 -> 8 -> 4, nothing succeeded
+    assert lim.window == 4
+    tickets = [take(lim) for _ in range(4)]
+    for ticket in tickets:
+        lim.release(ticket, "ok")  # successes at 4, 3, 2, 1 in flight
+    lim.release(take(lim), "limited")  # this round's successes were seen at 4 in flight
+    assert lim.window == pytest.approx((4 + 4 / 4**2) / 2, abs=0.2)
+    before = lim.window
+    lim.release(take(lim), "ok")
+    assert lim.window == before + 1  # below 4: one a success
+
+
+def test_a_spent_budget_holds_new_requests_until_its_reset() -> None:
+    clock = Clock()
+    lim = limiter(8, clock=clock)
+    spent = Limits(remaining_requests=0, reset_requests_s=2.5)
+    lim.release(take(lim), "ok", spent)
+    assert lim.hold_until == clock.now + 2.5
+    assert lim.window == 4  # and the window halves, as for a 429
+
+
+def test_the_waiting_budget_ends_with_the_cause() -> None:
+    lim = limiter(1)
+    held = take(lim)
+
+    async def second() -> None:
+        await lim.acquire(0.0, lambda: "waited too long: HTTP 429")  # the clock is past it
+
+    with pytest.raises(RateLimitWait, match="waited too long: HTTP 429"):
+        asyncio.run(second())
+    lim.release(held, "ok")
+
+
+def test_a_full_window_waits_for_a_release() -> None:
+    lim = AdaptiveLimiter(2)
+    order: list[str] = []
+
+    async def scenario() -> None:
+        a = await lim.acquire(float("inf"), str)
+        b = await lim.acquire(float("inf"), str)
+        order.append("two in")
+
+        async def third() -> None:
+            ticket = await lim.acquire(float("inf"), str)
+            order.append("third in")
+            lim.release(ticket, "ok")
+
+        task = asyncio.create_task(third())
+        for _ in range(5):
+            await asyncio.sleep(0)
+        order.append("release")
+        lim.release(a, "ok")
+        await task
+        lim.release(b, "ok")
+
+    asyncio.run(scenario())
+    assert order == ["two in", "release", "third in"]
+    assert lim.in_flight == 0
+
+
+def test_tpm_holds_requests_once_a_minute_of_tokens_is_spent() -> None:
+    clock = Clock()
+    lim = limiter(8, clock=clock, tpm=1000)
+    lim.release(take(lim), "ok", tokens=600)
+    assert lim.hold_until <= clock.now  # 600 of 1000: go on
+    lim.release(take(lim), "ok", tokens=900)
+    # 1500 tokens at 1000 a minute: the bucket holds a minute's worth, 30 s over it
+    assert lim.hold_until == pytest.approx(clock.now + 30.0)
+
+
+def test_rpm_lets_a_minute_of_requests_go_then_paces() -> None:
+    clock = Clock()
+    lim = limiter(100, clock=clock, rpm=3)
+
+    async def three_then_one() -> None:
+        for _ in range(3):  # a full bucket: a minute's requests at once
+            lim.release(await lim.acquire(clock.now + 1.0, str), "ok")
+        with pytest.raises(RateLimitWait, match="paced"):
+            await lim.acquire(clock.now + 1.0, lambda: "paced")  # the next in 20 s
+        clock.now += 20.0
+        lim.release(await lim.acquire(clock.now + 1.0, str), "ok")
+
+    asyncio.run(three_then_one())
+    assert lim.in_flight == 0
+
+
+# --- shared between processes -------------------------------------------------------------------
+def _child(path: str, ready: Any, go: Any, out: Any) -> None:
+    lim = AdaptiveLimiter(8, store=FileStore(Path(path)))
+    held = [take(lim) for _ in range(8)]  # alone: its whole ceiling
+    lim.refresh()  # its demand published (as every release and a full share do)
+    out.put(("registered", lim.cap, len(held)))
+    ready.set()
+    go.wait(30)
+    lim.refresh()
+    out.put(("after", lim.cap))
+
+
+def _bump(path: str, times: int) -> None:
+    store = FileStore(Path(path))
+
+    def add(state: dict[str, Any]) -> None:
+        state["n"] = state.get("n", 0) + 1
+
+    for _ in range(times):
+        store.update(add)
+
+
+def test_two_processes_share_the_window(tmp_path: Path) -> None:
+    path = tmp_path / "limit.json"
+    ctx = mp.get_context("spawn")
+    ready, go, out = ctx.Event(), ctx.Event(), ctx.Queue()
+    child = ctx.Process(target=_child, args=(str(path), ready, go, out))
+    child.start()
+    try:
+        assert ready.wait(60)
+        assert out.get(timeout=30) == ("registered", 8, 8)
+        lim = AdaptiveLimiter(8, store=FileStore(path))
+        assert lim.window == 16  # no limit met yet: the two ceilings add up
+        mine = [take(lim) for _ in range(8)]
+        lim.release(mine.pop(), "limited")  # a 429 here halves the window for both
+        assert lim.window == 8 and lim.cap == 4  # both want more than half: half each
+        go.set()
+        assert out.get(timeout=30) == ("after", 4)
+    finally:
+        go.set()
+        child.join(30)
+    # The child is gone: its share comes back, no slot leaks.
+    lim.refresh()
+    assert lim.cap == 8
+
+
+def test_a_process_wanting_less_leaves_the_rest_to_the_other() -> None:
+    from pytest_resilibench.runtime.agents.limiter import _share
+
+    procs = {"1": [0.0, 16.0, 2.0], "2": [0.0, 16.0, 16.0]}
+    assert _share(procs, "1", 8) == 2 and _share(procs, "2", 8) == 6
+    idle = {"1": [0.0, 16.0, 0.0], "2": [0.0, 16.0, 3.0]}
+    assert _share(idle, "1", 8) == 5 and _share(idle, "2", 8) == 8  # headroom for both
+    assert _share({"1": [0.0, 4.0, 9.0], "2": [0.0, 4.0, 9.0]}, "1", 1) == 1  # at least one
+
+
+def test_the_shared_file_loses_no_update(tmp_path: Path) -> None:
+    path = tmp_path / "count.json"
+    ctx = mp.get_context("spawn")
+    workers = [ctx.Process(target=_bump, args=(str(path), 300)) for _ in range(2)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join(60)
+    seen: list[int] = []
+    FileStore(path).update(lambda state: seen.append(state["n"]))
+    assert seen == [600]
+
+
+def test_a_file_of_dead_processes_starts_afresh(tmp_path: Path) -> None:
+    path = tmp_path / "limit.json"
+    path.write_text('{"procs": {"999999999": [1000.0, 8.0]}, "window": 1.0, '
+                    '"blocked_until": 9e99}')
+    lim = AdaptiveLimiter(8, store=FileStore(path), clock=Clock())
+    assert lim.window == 8 and lim.cap == 8 and lim.hold_until < 1e9
+
+
+def test_shared_path_is_keyed_without_the_url() -> None:
+    path = shared_path("o3", "http://user:secret@host/v1")
+    assert "secret" not in str(path) and path != shared_path("o3", "http://other/v1")
+
+
+# --- against the real test server ---------------------------------------------------------------
+def _reply(request: ModelRequest) -> ModelReply:
+    return ModelReply(content=None, tool_calls=(
+        ToolCall(id="call_0", name="echo", arguments=f'{{"n": "{request.task_id}"}}'),))
+
+
+def test_a_429_storm_ends_with_every_request_answered() -> None:
+    """A provider that takes 2 requests at once, 40 sent with a ceiling of 16 and no retry to
+    spend: every request is answered, none an infra error; the limiter brought the window
+    down and every 429 the server sent was waited out."""
+    batch = [ModelRequest(messages=[{"role": "user", "content": str(i)}], task_id=f"t{i}")
+             for i in range(40)]
+    with OpenAITestServer(_reply, latency_ms=20, max_in_flight=2,
+                          limit_retry_after_s=0.01) as server:
+        agent = OpenAIAgent("m", base_url=server.base_url, max_concurrency=16, max_retries=0,
+                            backoff_base_s=0.005, backoff_max_s=0.02)
+
+        async def ask() -> list[ModelReply]:
+            try:
+                return list(await asyncio.gather(*(agent.complete(r) for r in batch)))
+            finally:
+                await agent.aclose()
+
+        replies = asyncio.run(ask())
+        limited = server.stats.limited
+    assert [r.tool_calls[0].arguments for r in replies] == [f'{{"n": "t{i}"}}'
+                                                            for i in range(40)]
+    assert limited > 0 and agent.stats.infra_errors == 0
+    assert agent.stats.faults == {"rate_limit": limited}
+    assert agent.stats.api_calls == 40 + limited
+    assert agent.limiter.window < 16
