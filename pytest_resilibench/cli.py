@@ -355,12 +355,17 @@ def _cmd_serve_openai(args: argparse.Namespace) -> int:
         served[name.strip()] = cast(Agent, agent)
     server = OpenAITestServer(served, seed=args.seed, latency_ms=args.latency_ms,
                               faults=faults, host=args.host, port=args.port,
-                              strict=args.strict, api_key=args.api_key).start()
+                              strict=args.strict, api_key=args.api_key,
+                              max_in_flight=args.max_in_flight,
+                              limit_retry_after_s=args.limit_retry_after_s).start()
     # The first line names the bound port (port 0 picks a free one); scripts read it.
     models = ", ".join(["builtin:NAME", *served])
     strict = ", strict" if args.strict else ""
+    limit = ("" if args.max_in_flight is None else
+             f"; at most {args.max_in_flight} in flight, 429 beyond")
     print(f"serving {server.base_url} (models {models}{strict}; latency {args.latency_ms:g} ms, "
-          f"faults {args.fault_rate:g} of {','.join(kinds)}, seed {args.seed})", flush=True)
+          f"faults {args.fault_rate:g} of {','.join(kinds)}, seed {args.seed}{limit})",
+          flush=True)
     try:
         server.serve_forever()
     finally:
@@ -389,6 +394,11 @@ def _add_serve_openai(sub: _Subparsers) -> None:
     p.add_argument("--strict", action="store_true",
                    help="refuse what OpenAI refuses (unknown fields, what the model family "
                         "does not take), as the real API does")
+    p.add_argument("--max-in-flight", type=_int_in(1), default=None, metavar="N",
+                   help="a provider's concurrency limit: requests beyond N in flight get 429 "
+                        "with Retry-After (default: no limit)")
+    p.add_argument("--limit-retry-after-s", type=_SECONDS, default=1.0,
+                   help="Retry-After of a 429 from --max-in-flight (default 1 s)")
     p.set_defaults(handler=_cmd_serve_openai)
 
 
