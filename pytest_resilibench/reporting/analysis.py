@@ -230,7 +230,7 @@ class Summary(TypedDict):
     variant_averages: list[VariantAverage]
     by_task_type: list[Row]
     by_difficulty: list[Row]
-    by_type_difficulty: list[Row]
+    by_type_difficulty: list[Row]  # per model (a grid pooled over models hides them)
     by_flaw: list[Row]
     drops: Drops
     identical_variants: list[IdenticalVariants]
@@ -649,8 +649,8 @@ def summary(
             str(k[0]), _rank(k[1], TASK_TYPES))),
         "by_difficulty": rows("model", "difficulty", order=lambda k: (
             str(k[0]), _rank(k[1], DIFFICULTIES))),
-        "by_type_difficulty": rows("task_type", "difficulty", order=lambda k: (
-            _rank(k[0], TASK_TYPES), _rank(k[1], DIFFICULTIES))),
+        "by_type_difficulty": rows("model", "task_type", "difficulty", order=lambda k: (
+            str(k[0]), _rank(k[1], TASK_TYPES), _rank(k[2], DIFFICULTIES))),
         "by_flaw": rows("model", "flaw", "severity", subset=flawed, order=lambda k: (
             str(k[0]), variant_order(f"flawed-{k[1]}"), _rank(k[2], SEVERITIES))),
         "drops": {"by_model": drops_by_model, "by_flaw": drops_by_flaw},
@@ -1135,14 +1135,13 @@ def headline(s: Summary) -> str:
 
 
 def render_terminal(s: Summary, *, head: Headline | None = None, full: bool = True) -> str:
-    """The headline (`headline.py`), then, when `full`, the compact plain-text tables, one
-    titled section each (what the plugin prints)."""
+    """When `full`, the compact plain-text tables, one titled section each; then the headline
+    (`headline.py`), last, where a terminal leaves it in view (what the plugin prints)."""
     from pytest_resilibench.reporting import headline as headline_
 
-    lines = headline_.lines(head if head is not None else headline_.build(s))
-    parts = ["\n".join(lines)]
-    if full:
-        parts += [_render_table(t, "simple", lambda title: f"-- {title} --") for t in tables(s)]
+    parts = [_render_table(t, "simple", lambda title: f"-- {title} --")
+             for t in (tables(s) if full else [])]
+    parts.append("\n".join(headline_.lines(head if head is not None else headline_.build(s))))
     return "\n\n".join(parts) + "\n"
 
 
@@ -1275,12 +1274,16 @@ def compare_model_table(c: Comparison) -> Table:
     """The verdict per model (paired within it), the first thing a comparison shows."""
     rows = [[_model_label(v), v["n"], *_verdict_cells(v)] for v in c.get("by_model", [])]
     rows.append(["all models", c["overall"]["n"], *_verdict_cells(c["overall"])])
-    links: list[list[Filter | None]] = [[{"model": v["model"]}] * 7 for v in c.get("by_model", [])]
+    links = [_links({"model": v["model"]}, 7) for v in c.get("by_model", [])]
     return Table(
         f"Verdict per model: drop old → new in full success (allowed {c['max_drop_pp']:g} pp)",
         ["model", "pairs", "drop pp", f"{100 * (1 - c['alpha']):g}% CI", "p", "verdict",
          "more pairs needed"],
         rows, "", [*links, [None] * 7])
+
+
+def _links(target: Filter, cells: int) -> list[Filter | None]:
+    return [target] * cells
 
 
 def _model_label(v: ModelVerdict) -> str:
@@ -1298,7 +1301,7 @@ def compare_table(c: Comparison) -> Table:
         rows,
         f"paired on {', '.join(c['paired_on'])}; unpaired episodes left out: "
         f"{c['unpaired']['old']} old, {c['unpaired']['new']} new",
-        [[None] * 7, *([{"variant": v["variant"]}] * 7 for v in c["by_variant"])])
+        [[None] * 7, *[_links({"variant": v["variant"]}, 7) for v in c["by_variant"]]])
 
 
 def flips_table(c: Comparison, limit: int | None = None) -> Table:

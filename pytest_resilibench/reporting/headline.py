@@ -125,7 +125,7 @@ def build(
         if d["drop_pp"] is not None and (best is None or d["drop_pp"] > best["drop_pp"]):
             worst[d["model"]] = d
     usage = {u["model"]: u for u in summary.get("usage", [])}
-    verdicts = {v["model"]: v for v in (comparison or {}).get("by_model", [])}
+    verdicts = {v["model"]: v for v in (comparison["by_model"] if comparison else [])}
     models: list[ModelHeadline] = []
     for model in counts.get("models", []):
         rates: list[ProfileRate] = [
@@ -219,7 +219,7 @@ def lines(h: Headline) -> list[str]:
     for m in h["models"]:
         out.append(m["model"])
         out += [f"  {line}" for line in model_lines(m)]
-    out += [f"gate: {line}" for line in h["gate"]]
+    out += [f"resilibench gate: {line}" for line in h["gate"]]
     return out
 
 
@@ -231,7 +231,7 @@ def render_markdown(h: Headline) -> str:
         out += [f"**All models against the other run: {h['comparison']['text']}**", ""]
     for m in h["models"]:
         out.append(f"- **{m['model']}**: " + "<br>".join(model_lines(m)))
-    out += [f"- gate: {line}" for line in h["gate"]]
+    out += [f"- resilibench gate: {line}" for line in h["gate"]]
     return "\n".join(out) + "\n"
 
 
@@ -258,7 +258,7 @@ def render_html(h: Headline) -> str:
                 for x in m["examples"])
             parts.append(f'<p class="examples">failing episodes: {links}</p>')
         parts.append("</div>")
-    parts += [f'<p class="gate">gate: {_e(line)}</p>' for line in h["gate"]]
+    parts += [f'<p class="gate">resilibench gate: {_e(line)}</p>' for line in h["gate"]]
     return "".join(parts) + "</section>"
 
 
