@@ -450,8 +450,9 @@ def _mib(size: int) -> str:
 def _add_report(sub: _Subparsers) -> None:
     p = sub.add_parser("report", help="tables, plots and trajectories of a run's JSON report",
                        description="Print a run's tables and headline; write them as HTML "
-                       "(charts and trajectories, one offline file), markdown or PNG plots; with --compare, a paired "
-                       "verdict of RUN against OTHER (exit 1 on a regression).")
+                       "(charts and trajectories, one offline file), markdown or PNG plots; "
+                       "with --compare, a paired verdict of RUN against OTHER per model (exit 1 "
+                       "on a regression).")
     p.add_argument("run", metavar="RUN.json", help="a resilibench.report/1 file")
     # Without a path, outputs go to .resilibench/ (outputs.py), which git ignores.
     p.add_argument("--html", metavar="OUT.html", nargs="?", const="",

@@ -23,8 +23,8 @@ Early stops (stop_reason):
   deterministically. Random failures do not count: they are the luck under test and the turn
   budget already bounds them; stopping on them would cut a sound retry policy short.
 Other stop reasons: `completed` (the signal with turns left), `max_turns` (every turn spent,
-whether or not the reply after the last one said done), `infra_error` (the provider gave up, or a user's
-agent raised `InfrastructureError`: outcome `error`), `harness_error` (a bug here, in a
+whether or not the reply after the last one said done), `infra_error` (the provider gave up,
+or a user's agent raised `InfrastructureError`: outcome `error`), `harness_error` (a bug here, in a
 built-in agent or a provider: outcome `error` with the traceback's last frames),
 `agent_error` (a user's agent's own code raised: outcome `failed`, the agent's failure, with
 the exception and the agent's line in `agent_error`; agent_error.py), `run_returned` (a
