@@ -124,7 +124,8 @@ def test_charts_are_per_model_with_drops_largest_first_and_link_to_their_episode
     for model in ("a", "b"):
         (drop_chart,) = [c.svg for c in drawn if c.model == model and "drop" in c.title]
         labels = re.findall(r'class="bar" data-label="([^"]*)"', drop_chart)
-        drops = {d["flaw"]: d["drop_pp"] for d in s["drops"]["by_flaw"] if d["model"] == model}
+        drops = {d["flaw"]: d["drop_pp"] or 0.0 for d in s["drops"]["by_flaw"]
+                 if d["model"] == model}
         assert labels == sorted(drops, key=lambda f: -drops[f])  # largest first
         for href, label in re.findall(r'<a href="#([^"]*)" class="bar" data-label="([^"]*)"',
                                       drop_chart):
