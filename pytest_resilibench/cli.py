@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -417,17 +418,21 @@ def _cmd_report(args: argparse.Namespace) -> int:
                     f"ResiliBench: {last}")
     sys.stdout.write(terminal)
     stem = Path(args.run).stem
-    if args.markdown is not None:
-        text = analysis.render_markdown(summary, head=head, comparison=comparison, runs=runs)
-        md = prepare(args.markdown or default_path(f"{stem}.md"))
-        atomic_write(md, text.encode("utf-8"))
-        print(f"markdown report: {md}")
+    page: Path | None = None
     if args.html is not None:
         from pytest_resilibench.reporting.report_html import write_html
 
-        out = write_html(args.html or default_path(f"{stem}.html"), run, summary=summary,
-                         comparison=comparison, other=other, runs=runs)
-        print(f"HTML report: {out} ({_mib(out.stat().st_size)}, open it in a browser)")
+        page = write_html(args.html or default_path(f"{stem}.html"), run, summary=summary,
+                          comparison=comparison, other=other, runs=runs)
+    if args.markdown is not None:
+        md = prepare(args.markdown or default_path(f"{stem}.md"))
+        link = None if page is None else os.path.relpath(page.resolve(), md.resolve().parent)
+        text = analysis.render_markdown(summary, head=head, comparison=comparison, runs=runs,
+                                        html_link=link)
+        atomic_write(md, text.encode("utf-8"))
+        print(f"markdown report: {md}")
+    if page is not None:
+        print(f"HTML report: {page} ({_mib(page.stat().st_size)}, open it in a browser)")
     if args.png is not None:
         try:
             from pytest_resilibench.reporting.report_png import write_pngs

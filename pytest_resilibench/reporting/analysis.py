@@ -1147,13 +1147,17 @@ def render_terminal(s: Summary, *, head: Headline | None = None, full: bool = Tr
 
 def render_markdown(s: Summary, *, title: str = "ResiliBench report",
                     head: Headline | None = None, comparison: Comparison | None = None,
-                    runs: Mapping[str, Mapping[str, Any]] | None = None) -> str:
-    """The headline first, then the comparison (when there is one: the runs, the verdict per
-    model, per variant and the flipped pairs), then the tables, long ones folded."""
+                    runs: Mapping[str, Mapping[str, Any]] | None = None,
+                    html_link: str | None = None) -> str:
+    """The headline first (with a link to the HTML report, `html_link`, when one was
+    written), then the comparison (when there is one: the runs, the verdict per model, per
+    variant and the flipped pairs), then the tables, long ones folded."""
     from pytest_resilibench.reporting import headline as headline_
 
     h = head if head is not None else headline_.build(s, comparison=comparison)
     parts = [f"# {title}", headline_.render_markdown(h).rstrip("\n")]
+    if html_link:
+        parts.append(f"Charts, every episode and why it ended: [the HTML report]({html_link})")
     if comparison is not None:
         parts.append(render_compare(comparison, fmt="github", runs=runs).rstrip("\n"))
     for i, t in enumerate(tables(s)):

@@ -69,6 +69,7 @@ class ModelHeadline(TypedDict):
     cost_usd: float | None
     tokens: int
     examples: list[Example]
+    errors: list[str]  # agent and infra errors: how many, and the most common cause
 
 
 class Headline(TypedDict):
@@ -107,6 +108,23 @@ def _examples(episodes: Sequence[Episode], model: str, worst: str | None) -> lis
              "outcome": str(ep.get("outcome")), "why": why.reasons(ep)} for ep in picked]
 
 
+def _errors(summary: Summary, model: str) -> list[str]:
+    """`19 infra errors (most common, 19: passed --resili-max-cost)`, and the same for agent
+    errors: a reader must see why episodes are missing from the rates, or failed."""
+    out = []
+    kinds: list[tuple[str, list[tuple[int, str]]]] = [
+        ("agent_error", [(r["count"], r["error"]) for r in summary.get("agent_errors") or []
+                         if r["model"] == model]),
+        ("infra_error", [(r["count"], r["cause"]) for r in summary.get("infra_causes") or []
+                         if r["model"] == model])]
+    for key, mine in kinds:
+        if mine:
+            count, cause = max(mine, key=lambda r: r[0])
+            which = "cause" if len(mine) == 1 else f"most common, {count}"
+            out.append(f"{vocabulary.count(sum(n for n, _ in mine), key)} ({which}: {cause})")
+    return out
+
+
 def build(
     summary: Summary,
     *,
@@ -141,6 +159,7 @@ def build(
             "tokens": 0 if u is None else sum(u["tokens"].get(k, 0) for k in
                                                  ("prompt", "completion")),
             "examples": _examples(episodes, model, None if w is None else str(w["flaw"])),
+            "errors": _errors(summary, model),
         }
         if model in drops:
             line["drop"] = _drop_of(drops[model])
@@ -208,7 +227,7 @@ def model_lines(m: ModelHeadline) -> list[str]:
         out.append("; ".join(paired))
     last = [f"vs the other run: {m['verdict']['text']}"] if "verdict" in m else []
     out.append("; ".join([*last, _cost(m)]))
-    return out
+    return out + m["errors"]
 
 
 def lines(h: Headline) -> list[str]:

@@ -376,3 +376,14 @@ def test_identify_names_what_a_report_does_not_record() -> None:
     assert (found["models"], found["fixture_hash"]) == ("m", "abc")
     table = analysis.runs_table({"old": found, "new": found})
     assert ["git commit", "not recorded", "not recorded"] in table.rows
+
+
+def test_the_headline_says_why_episodes_are_missing_or_failed() -> None:
+    from pytest_resilibench.reporting import headline
+
+    eps = optimal_and_flawed(4, optimal_full=4, flawed_full=2)
+    eps += [episode(task_id=f"e{i}", outcome="error", infra_error="HTTP 500: boom")
+            for i in range(3)]
+    eps += [episode(task_id="e9", outcome="error", infra_error="not sent: passed the cap")]
+    lines = headline.lines(headline.build(analysis.summary(eps)))
+    assert "  4 infra errors (most common, 3: HTTP 500: boom)" in lines

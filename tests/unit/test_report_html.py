@@ -291,6 +291,7 @@ def test_cli_prints_tables_and_writes_markdown_and_html(
     assert printed.index("-- Optimal") < printed.index("ResiliBench: ")  # headline last
     assert "HTML report: " in printed and " MiB, open it" in printed
     assert md.read_text().startswith("# ResiliBench report\n\n**ResiliBench: ")
+    assert "[the HTML report](r.html)" in md.read_text()
     assert out.read_text().startswith("<!DOCTYPE html>")
 
 
