@@ -28,6 +28,8 @@ CHROMIUM = Path("/usr/bin/chromium")
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
         "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 MODELS = ("builtin:adaptive", "builtin:follower")
+# One worker runs both tests: the episodes and the browser start once.
+pytestmark = pytest.mark.xdist_group("browser")
 
 
 def _episodes(max_turns: int) -> list[dict[str, Any]]:
