@@ -429,12 +429,19 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
     if state is None or state.summary is None:
         return
     from pytest_resilibench.reporting.analysis import render_terminal
+    from pytest_resilibench.reporting.headline import build
     from pytest_resilibench.reporting.vocabulary import LEGEND, order_stats
 
     tr = terminalreporter
     tr.section("ResiliBench results")
-    tr.write_line(render_terminal(state.summary))
-    tr.write_line(LEGEND)
+    full = state.config.summary == "full" or config.get_verbosity() > 0
+    # The headline's gate lines are the coloured ones below (the same words).
+    head = build(state.summary)
+    if full:
+        tr.write_line(LEGEND)
+    tr.write_line(render_terminal(state.summary, head=head, full=full).rstrip("\n"))
+    if not full:
+        tr.write_line("(every table: -v or --resili-summary=full)")
     for line in state.resume_lines():
         tr.write_line(line)
     if state.config.report is not None:

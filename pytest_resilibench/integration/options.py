@@ -88,6 +88,7 @@ class RunConfig:
     faults: FaultProfile = "paper"
     live_base_urls: dict[str, str] = field(default_factory=dict)
     trajectories: bool = False
+    summary: str = "headline"  # the terminal's: the headline, or the full tables too
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -377,6 +378,9 @@ _OPTIONS: list[tuple[str, Callable[[str], Any] | None, str | None, str]] = [
      "sim (the simulator in process), mcp (the same simulator behind our MCP server, one "
      "stdio server per process for all its episodes) or live (the HTTP services)"),
     ("trajectories", None, None, "keep every episode's messages and calls in the report"),
+    ("summary", _one_of(("headline", "full")), "headline",
+     "what the terminal prints at the end: the headline per model, or full (every table "
+     "too, as -v does)"),
 ]
 
 
@@ -487,6 +491,7 @@ def read_config(config: pytest.Config) -> RunConfig:
         faults=values["faults"],
         live_base_urls=live,
         trajectories=bool(values["trajectories"]),
+        summary=values["summary"],
     )
 
 
