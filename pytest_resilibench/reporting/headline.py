@@ -70,6 +70,7 @@ class ModelHeadline(TypedDict):
     tokens: int
     examples: list[Example]
     errors: list[str]  # agent and infra errors: how many, and the most common cause
+    requests: NotRequired[str]  # a real model's provider: throughput and rate limits
 
 
 class Headline(TypedDict):
@@ -125,6 +126,19 @@ def _errors(summary: Summary, model: str) -> list[str]:
     return out
 
 
+def _requests(p: Mapping[str, Any]) -> str:
+    """`1006 requests at 28.8/s, 14.8 in flight; 139 429s, waited 1457.3 s on rate limits,
+    limit settled at 10` (the provider's figures in the summary, issue 33's four)."""
+    rate = p.get("requests_per_s")
+    out = f"{p.get('api_calls', 0):,} requests" + ("" if rate is None else f" at {rate:.1f}/s")
+    if p.get("concurrency") is not None:
+        out += f", {p['concurrency']:.1f} in flight"
+    limited = (p.get("faults") or {}).get("rate_limit", 0)
+    out += (f"; {limited} 429s, waited {p.get('limit_wait_s', 0.0):.1f} s on rate limits, "
+            f"limit settled at {p.get('window', 0)}")
+    return out
+
+
 def build(
     summary: Summary,
     *,
@@ -167,6 +181,9 @@ def build(
             line["worst_flaw"] = {"flaw": str(w["flaw"]), **_drop_of(w)}
         if model in verdicts:
             line["verdict"] = {"kind": verdicts[model]["kind"], "text": verdicts[model]["text"]}
+        provider = (summary.get("providers") or {}).get(model)
+        if provider:
+            line["requests"] = _requests(provider)
         models.append(line)
     out: Headline = {
         "counts": f"{vocabulary.plural(counts.get('episodes', 0), 'episode')}: "
@@ -227,7 +244,8 @@ def model_lines(m: ModelHeadline) -> list[str]:
         out.append("; ".join(paired))
     last = [f"vs the other run: {m['verdict']['text']}"] if "verdict" in m else []
     out.append("; ".join([*last, _cost(m)]))
-    return out + m["errors"]
+    requests = [m["requests"]] if "requests" in m else []
+    return out + requests + m["errors"]
 
 
 def lines(h: Headline) -> list[str]:
