@@ -433,6 +433,8 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
 
     tr = terminalreporter
     tr.section("ResiliBench results")
+    if state.config.env != "live":
+        tr.write_line(state.task_set_line())
     tr.write_line(render_terminal(state.summary))
     tr.write_line(LEGEND)
     for line in state.resume_lines():

@@ -26,7 +26,13 @@ from pytest_resilibench.core.fixture_files import write_fixture_file
 from pytest_resilibench.core.matcher import ToolMatcher
 from pytest_resilibench.core.registry import default_registry
 from pytest_resilibench.core.simulator import EpisodeKey, Simulator
-from pytest_resilibench.core.tasks import DIFFICULTIES, FIXTURES_DIR, TASK_TYPES, Task
+from pytest_resilibench.core.tasks import (
+    DIFFICULTIES,
+    FIXTURES_DIR,
+    TASK_TYPES,
+    Task,
+    task_set_dir,
+)
 
 # Its tests share one expensive fixture: one worker builds it (make test: --dist loadgroup).
 pytestmark = pytest.mark.xdist_group("generate")
@@ -164,15 +170,32 @@ def test_order_by_dependencies_repairs_any_shuffle() -> None:
     assert order_by_dependencies(tools, REGISTRY) == tools
 
 
-def test_stored_fixtures_regenerate_byte_identically(tmp_path: Path) -> None:
-    assert main(["generate", "--out", str(tmp_path)]) == 0
+@pytest.mark.parametrize("name", ["default", "paper"])
+def test_stored_fixtures_regenerate_byte_identically(tmp_path: Path, name: str) -> None:
+    """Both shipped sets are what `generate` writes: the default (the grammar of data flows)
+    and the frozen paper set (the templates, whose manifest predates the grammar field)."""
+    stored_dir = task_set_dir(name)
+    assert main(["generate", "--out", str(tmp_path), "--set", name, "--no-solve"]) == 0
     fresh_bytes = (tmp_path / "tasks.jsonl.gz").read_bytes()
-    assert fresh_bytes == (FIXTURES_DIR / "tasks.jsonl.gz").read_bytes()
+    assert fresh_bytes == (stored_dir / "tasks.jsonl.gz").read_bytes()
     fresh = json.loads((tmp_path / "manifest.json").read_text())
-    stored = json.loads((FIXTURES_DIR / "manifest.json").read_text())
+    stored = json.loads((stored_dir / "manifest.json").read_text())
     for key in ("schema", "generator", "generator_hash", "counts", "total"):
         assert fresh[key] == stored[key], key
     assert fresh["files"]["tasks.jsonl.gz"] == stored["files"]["tasks.jsonl.gz"]
+
+
+def test_generate_with_a_seed_writes_a_verified_set_that_loads(tmp_path: Path) -> None:
+    from pytest_resilibench.core.tasks import load_tasks
+
+    assert main(["generate", "--seed", "9", "--per-cell", "2", "--out", str(tmp_path)]) == 0
+    loaded = load_tasks(tmp_path)
+    assert len(loaded) == 30 and all(t.optimal is not None for t in loaded)
+    assert loaded.manifest["generator"]["seed"] == 9
+    assert loaded.manifest["generator"]["grammar"] == "flows"
+    assert {"tasks.jsonl.gz", "workflows.jsonl.gz"} <= set(loaded.manifest["files"])
+    shipped = load_tasks(task_set_dir("default")).by_id
+    assert all(t.to_json() != shipped[t.id].to_json() for t in loaded)
 
 
 def test_tasks_bytes_ignore_input_order(tasks: list[Task]) -> None:
@@ -183,7 +206,8 @@ def test_tasks_bytes_ignore_input_order(tasks: list[Task]) -> None:
 def test_write_fixtures_keeps_other_manifest_keys(tmp_path: Path) -> None:
     (tmp_path / "manifest.json").write_text(json.dumps(
         {"solver": {"note": "kept"}, "files": {"workflows.jsonl.gz": {"sha256": "x"}}}))
-    assert main(["generate", "--out", str(tmp_path), "--seed", "3"]) == 0
+    assert main(["generate", "--out", str(tmp_path), "--seed", "3", "--no-solve",
+                 "--per-cell", "1"]) == 0
     manifest = json.loads((tmp_path / "manifest.json").read_text())
     assert manifest["solver"] == {"note": "kept"}
     assert set(manifest["files"]) == {"workflows.jsonl.gz", "tasks.jsonl.gz"}
@@ -209,7 +233,7 @@ def test_generate_writes_a_local_fixtures_folder_never_the_package_s(
     assert "pass --force" in capsys.readouterr().err
     assert (FIXTURES_DIR / "manifest.json").read_bytes() == shipped
     monkeypatch.chdir(tmp_path)
-    assert main(["generate", "--seed", "4"]) == 0
+    assert main(["generate", "--seed", "4", "--per-cell", "1", "--no-solve"]) == 0
     assert json.loads((tmp_path / "fixtures" / "manifest.json").read_text())[
         "generator"]["seed"] == 4
 
