@@ -11,7 +11,12 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from pytest_resilibench.solver.task_stats import diversity, lookup_prediction, overlap
+from pytest_resilibench.solver.task_stats import (
+    diversity,
+    fixed_by_keys,
+    lookup_prediction,
+    overlap,
+)
 
 from pytest_resilibench.core.tasks import load_tasks, task_set_dir
 
@@ -30,6 +35,9 @@ def main() -> None:
     print(f"  distinct required-tool sequences {div.tool_sequences}")
     print(f"  distinct optimal tool sequences  {div.optimal_sequences}")
     print(f"  distinct input-key sets          {div.key_sets}")
+    fixed, shared = fixed_by_keys(tasks)
+    print(f"  tasks whose shared input-key set always comes with one plan: {fixed} of {shared} "
+          f"sharing a key set ({100 * fixed / max(1, div.tasks):.1f}% of all tasks)")
     result = lookup_prediction(tasks)
     print(f"  key-set -> plan lookup: {result.predicted}/{result.held_out} held-out tasks "
           f"predicted exactly ({100 * result.share:.1f}%); key set seen in training for "

@@ -20,8 +20,8 @@ from typing import Any
 
 from pytest_resilibench.core.tasks import Task
 
-__all__ = ["Diversity", "LookupResult", "abstract_plan", "diversity", "in_training_half",
-           "lookup_prediction", "overlap"]
+__all__ = ["Diversity", "LookupResult", "abstract_plan", "diversity", "fixed_by_keys",
+           "in_training_half", "lookup_prediction", "overlap"]
 
 AbstractPlan = tuple[tuple[str, tuple[tuple[str, str], ...]], ...]
 
@@ -77,6 +77,16 @@ def diversity(tasks: Sequence[Task]) -> Diversity:
         optimal_sequences=len({t.reference_workflow().tools for t in tasks}),
         key_sets=len({_key_set(t) for t in tasks}),
     )
+
+
+def fixed_by_keys(tasks: Sequence[Task]) -> tuple[int, int]:
+    """(tasks whose input-key set, shared with another task, always comes with the one same
+    plan; tasks whose key set is shared at all): the key sets that fix the plan."""
+    plans: dict[frozenset[str], list[AbstractPlan]] = defaultdict(list)
+    for task in tasks:
+        plans[_key_set(task)].append(abstract_plan(task))
+    shared = [found for found in plans.values() if len(found) > 1]
+    return sum(len(f) for f in shared if len(set(f)) == 1), sum(len(f) for f in shared)
 
 
 def lookup_prediction(tasks: Sequence[Task]) -> LookupResult:

@@ -17,7 +17,12 @@ from pytest_resilibench.solver.generate import (
     generate_tasks,
     task_problems,
 )
-from pytest_resilibench.solver.task_stats import diversity, lookup_prediction, overlap
+from pytest_resilibench.solver.task_stats import (
+    diversity,
+    fixed_by_keys,
+    lookup_prediction,
+    overlap,
+)
 
 from pytest_resilibench.base.rng import DrawStream
 from pytest_resilibench.core.matcher import ToolMatcher
@@ -92,6 +97,8 @@ def test_the_shipped_default_set_is_many_structures_and_no_lookup(
         default_set: list[Task]) -> None:
     assert diversity(default_set).tool_sets >= 1000
     assert lookup_prediction(default_set).share <= 0.10
+    fixed, _shared = fixed_by_keys(default_set)
+    assert fixed / len(default_set) < 0.05  # few input-key sets fix the plan
 
 
 def test_the_shipped_default_set_is_what_the_grammar_draws(default_set: list[Task]) -> None:

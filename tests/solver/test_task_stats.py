@@ -7,6 +7,7 @@ from dataclasses import replace
 from pytest_resilibench.solver.task_stats import (
     abstract_plan,
     diversity,
+    fixed_by_keys,
     in_training_half,
     lookup_prediction,
     overlap,
@@ -46,6 +47,7 @@ def test_a_set_of_one_structure_is_predicted_whole_and_two_plans_split_it() -> N
              for i in range(200)]
     assert 0.3 < lookup_prediction(mixed).share < 0.7
     assert diversity(mixed).key_sets == 1 and diversity(mixed).tool_sets == 2
+    assert fixed_by_keys(same) == (200, 200) and fixed_by_keys(mixed) == (0, 200)
 
 
 def test_the_split_is_deterministic_and_about_half() -> None:
