@@ -240,20 +240,35 @@ def _add_match(sub: _Subparsers) -> None:
 def _cmd_generate(args: argparse.Namespace) -> int:
     from pytest_resilibench.solver.generate import generate
 
-    manifest = generate(_writable_fixtures(args.out, force=args.force), seed=args.seed)
-    print(f"wrote {manifest['total']} tasks to {args.out} "
-          f"(generator {manifest['generator_hash'][:12]}, "
-          f"tasks.jsonl.gz sha256 {manifest['files']['tasks.jsonl.gz']['sha256'][:12]})")
+    grammar = "templates" if args.set == "paper" else "flows"
+    manifest = generate(_writable_fixtures(args.out, force=args.force), seed=args.seed,
+                        per_cell=args.per_cell, grammar=grammar, solve=not args.no_solve,
+                        log=lambda line: print(line, file=sys.stderr))
+    sha = manifest["files"]["tasks.jsonl.gz"]["sha256"]
+    solved = "" if args.no_solve else " with their reference workflows (exact DP), verified"
+    print(f"wrote {manifest['total']} tasks to {args.out}{solved} "
+          f"(generator {manifest['generator_hash'][:12]}, tasks.jsonl.gz sha256 {sha[:12]}); "
+          f"run them with --resili-tasks={args.out}")
     return 0
 
 
 def _add_generate(sub: _Subparsers) -> None:
-    p = sub.add_parser("generate", help="generate the 5040 task fixtures (deterministic)")
+    p = sub.add_parser("generate", help="generate a task set: tasks and reference workflows "
+                                        "(deterministic from --seed)")
     p.add_argument("--out", type=Path, default=LOCAL_FIXTURES,
                    help="fixtures directory to write (default: ./fixtures)")
     p.add_argument("--force", action="store_true",
                    help="allow writing over the package's own fixtures")
-    p.add_argument("--seed", type=_SEED, default=None, help="generator seed (default 2026)")
+    p.add_argument("--seed", type=_SEED, default=None,
+                   help="generator seed (default 2026, the shipped sets'); another seed draws "
+                        "new structures and values: a private held-out set")
+    p.add_argument("--set", choices=("default", "paper"), default="default",
+                   help="default: the grammar of data flows; paper: the paper's templates "
+                        "(with the default seed, the frozen paper set byte for byte)")
+    p.add_argument("--per-cell", type=_int_in(1), default=336,
+                   help="tasks per type x difficulty (default 336: 5040 tasks)")
+    p.add_argument("--no-solve", action="store_true",
+                   help="write the tasks only (`resilibench solve` adds the workflows)")
     p.set_defaults(handler=_cmd_generate)
 
 

@@ -435,6 +435,8 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
     tr = terminalreporter
     tr.section("ResiliBench results")
     full = state.config.summary == "full" or config.get_verbosity() > 0
+    if state.config.env != "live":
+        tr.write_line(state.task_set_line())
     # The headline's gate lines are the coloured ones below (the same words).
     head = build(state.summary)
     if full:

@@ -17,8 +17,8 @@ import gzip
 import hashlib
 import io
 import json
-from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -34,7 +34,7 @@ from pytest_resilibench.core.registry import (
 )
 from pytest_resilibench.core.tasks import DIFFICULTIES, FIXTURES_DIR, TASK_TYPES, Task
 
-from . import templates
+from . import flows, templates
 
 __all__ = [
     "MANIFEST_SCHEMA",
@@ -50,7 +50,9 @@ __all__ = [
 ]
 
 MANIFEST_SCHEMA = "resilibench.manifest/1"
-GENERATOR_VERSION = 1
+GENERATOR_VERSION = 1  # the paper's templates (the frozen `paper` task set)
+FLOWS_VERSION = 2      # the grammar of data flows (`flows.py`, the default task set)
+GRAMMARS = ("flows", "templates")
 # Required tools per task type (docs/BENCHMARK.md: Tasks).
 STEP_COUNTS: dict[str, tuple[int, int]] = {
     "simple_task": (2, 3),
@@ -78,15 +80,27 @@ class GeneratorConfig:
 
     seed: int = 2026
     per_cell: int = 336
+    # "flows": the grammar of data flows (the default set); "templates": the paper's
+    # operation sequences (the frozen `paper` set, whose manifest predates this field).
+    grammar: str = "flows"
+
+    def __post_init__(self) -> None:
+        if self.grammar not in GRAMMARS:
+            raise ValueError(f"unknown grammar {self.grammar!r} (one of {', '.join(GRAMMARS)})")
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            **asdict(self),
+        data = {
+            "seed": self.seed,
+            "per_cell": self.per_cell,
             "version": GENERATOR_VERSION,
             "task_types": list(TASK_TYPES),
             "difficulties": list(DIFFICULTIES),
             "templates_sha256": _sha256(_canonical(_template_data())),
         }
+        if self.grammar == "flows":
+            data.update(version=FLOWS_VERSION, grammar="flows",
+                        flows_sha256=_sha256(_canonical(flows.flow_data())))
+        return data
 
     @property
     def digest(self) -> str:
@@ -137,7 +151,8 @@ def order_by_dependencies(tools: Sequence[str], registry: ToolRegistry) -> tuple
     if cyclic:
         raise ValueError(f"dependency cycle among {cyclic}")
     # Dependencies are level-based, so the order cannot change them; recheck to be sure.
-    if any(registry.dependencies(t, ordered) != registry.dependencies(t, task) for t in task):
+    if any(set(registry.dependencies(t, ordered)) != set(registry.dependencies(t, task))
+           for t in task):
         raise AssertionError("dependencies changed with the order")
     return ordered
 
@@ -215,15 +230,23 @@ def _data_format(rng: DrawStream, closure: Sequence[str], registry: ToolRegistry
     return "json"
 
 
+Binder = Callable[[str, DrawStream, str], Any]
+
+
 def _bind_closure(
     rng: DrawStream, ctx: _Context, required: tuple[str, ...], closure: tuple[str, ...],
-    registry: ToolRegistry,
+    registry: ToolRegistry, *, data_format: str | None = None, bind: Binder | None = None,
 ) -> tuple[dict[str, Any], dict[str, str], dict[str, str]]:
     """Bind every required parameter along the closure, following the data as the simulator
     does when the closure runs in order (each step consuming the latest output of a
     data dependency, else of a prerequisite, else the latest output): returns inputs and,
-    per tool, the format it consumes and the format it produces."""
-    data_format = _data_format(rng, closure, registry)
+    per tool, the format it consumes and the format it produces. `data_format` and `bind`
+    are the flow grammar's (drawn before, wider value pools); the paper's by default."""
+    if data_format is None:
+        data_format = _data_format(rng, closure, registry)
+    if bind is None:
+        def bind(param: str, rng: DrawStream, fmt: str) -> Any:
+            return _bind(param, rng, ctx, fmt)
     inputs: dict[str, Any] = {"format": data_format}
     consumed: dict[str, str] = {}
     produced: dict[str, str] = {}
@@ -235,7 +258,7 @@ def _bind_closure(
         consumed[tool] = fmt
         for param in spec.required_parameters:
             if param != "format" and param not in inputs:
-                inputs[param] = _bind(param, rng, ctx, fmt)
+                inputs[param] = bind(param, rng, fmt)
         produced[tool] = spec.produced_format(inputs, fmt)
         latest[tool] = len(latest)
     return inputs, consumed, produced
@@ -317,6 +340,8 @@ def generate_task(
     task_id = f"t{index:04d}"
     task_type, difficulty = task_cell(index)
     rng = DrawStream(config.seed, "task", task_id)
+    if config.grammar == "flows":
+        return _flow_task(rng, task_id, task_type, difficulty, registry, matcher)
 
     slots = rng.choice(templates.TEMPLATES[task_type]).split()
     optional = [i for i, s in enumerate(slots) if s.startswith("?")]
@@ -343,6 +368,86 @@ def generate_task(
         constraints=_constraints(rng, required),
         step_arguments=_step_arguments(closure, inputs, consumed, registry),
     )
+
+
+def _flow_task(rng: DrawStream, task_id: str, task_type: str, difficulty: str,
+               registry: ToolRegistry, matcher: ToolMatcher) -> Task:
+    """A task of the default set: a flow drawn from the grammar (`flows.py`), its guarded
+    step required only when the condition the text states holds for the task's data."""
+    flow = flows.draw_flow(rng, task_type, difficulty, STEP_COUNTS[task_type], matcher,
+                           registry)
+    stated = order_by_dependencies(flow.tools, registry)
+    theme = rng.choice(templates.THEMES)
+    ctx = _Context(theme, rng.randint(2022, 2027), rng.choice(flows.PERIODS),
+                   rng.choice(flows.ORGS))
+    pools = {"theme": theme, "year": ctx.year, "period": ctx.period, "org": ctx.org,
+             "site": rng.choice(flows.SITES), "batch": f"b{rng.randint(100, 999)}"}
+
+    def bind(param: str, rng: DrawStream, fmt: str) -> Any:
+        value = flows.bind_flow_value(param, rng, pools, fmt)
+        return _bind(param, rng, ctx, fmt) if value is None else value
+
+    data_format = _data_format(rng, registry.closure(stated), registry)
+    if_format = None
+    required = stated
+    if flow.guarded is not None:
+        holds = rng.random() < 0.5
+        if_format = data_format if holds else rng.choice(
+            [f for f in flows.RAW_FORMATS if f != data_format])
+        if not holds:
+            required = tuple(t for t in stated if t != flow.guarded)
+    closure = registry.closure(required)
+    inputs, consumed, produced = _bind_closure(rng, ctx, required, closure, registry,
+                                               data_format=data_format, bind=bind)
+    if flow.guarded is not None and flow.guarded not in required:
+        # The skipped step's values are inputs all the same: the text states them in its
+        # condition, and no set of input keys tells whether the step runs.
+        for param in registry[flow.guarded].required_parameters:
+            if param not in inputs:
+                inputs[param] = bind(param, rng, data_format)
+    values = {**inputs, "label": theme["label"], "team": theme["team"],
+              "period": f"{ctx.period} {ctx.year}", "if_format": if_format}
+    output = required[-1]
+    param, kind = _DELIVERABLES[output]
+    return Task(
+        id=task_id,
+        type=task_type,
+        difficulty=difficulty,
+        description=_describe_flow(rng, difficulty, stated, closure, flow.guarded, values),
+        inputs=inputs,
+        expected_outputs={"deliverable": inputs[param], "kind": kind, "format": produced[output]},
+        required_tools=required,
+        constraints=_constraints(rng, required),
+        step_arguments=_step_arguments(closure, inputs, consumed, registry),
+    )
+
+
+def _describe_flow(
+    rng: DrawStream, difficulty: str, stated: Sequence[str], closure: Sequence[str],
+    guarded: str | None, values: Mapping[str, Any],
+) -> str:
+    """`_describe` for a flow: the guarded step's clause, at its place, states its
+    condition (it is in `stated` whether or not it is required)."""
+    clauses = []
+    for tool in stated:
+        clause = rng.choice(templates.WORDINGS[tool][difficulty]).format(**values)
+        if tool == guarded:
+            clause = rng.choice(flows.CONDITION_WORDINGS[difficulty]).format(
+                clause=clause, **values)
+        clauses.append(clause)
+    hidden = [templates.PREREQUISITE_WORDINGS[t][difficulty].format(**values)
+              for t in closure if t not in stated]
+    if difficulty == "easy":
+        body = [_sentence(_join(clauses, last=", and finally "))]
+    elif difficulty == "medium":
+        body = [_sentence(clauses[0]), _sentence(_join(clauses[1:], last=" and then "))]
+    else:
+        context = rng.choice(templates.CONTEXTS).format(**values)
+        noise = _sample(rng, templates.DISTRACTORS, 2)
+        body = [context, *(_sentence(c) for c in clauses)]
+        body.insert(1 + rng.randint(0, len(clauses)), noise[0])
+        body.append(noise[1])
+    return " ".join(body + [_sentence(h) for h in hidden])
 
 
 def generate_tasks(
@@ -425,7 +530,32 @@ def write_fixtures(
     })
 
 
-def generate(directory: Path = FIXTURES_DIR, *, seed: int | None = None) -> dict[str, Any]:
-    """Generate all tasks and write the fixtures; returns the manifest."""
-    config = GeneratorConfig() if seed is None else GeneratorConfig(seed=seed)
-    return write_fixtures(generate_tasks(config), directory, config)
+def generate(
+    directory: Path = FIXTURES_DIR, *, seed: int | None = None, per_cell: int = 336,
+    grammar: str = "flows", solve: bool = False, log: Callable[[str], None] = print,
+) -> dict[str, Any]:
+    """Generate all tasks and write the fixtures; returns the manifest. With `solve`, also
+    each task's reference workflow (exact DP, `solve.solve_all`), then load the folder back
+    as a run would (every file against the manifest's sha256, a workflow for every task):
+    a complete, verified task set that `--resili-tasks=DIR` runs."""
+    config = GeneratorConfig(seed=2026 if seed is None else seed, per_cell=per_cell,
+                             grammar=grammar)
+    registry = default_registry()
+    tasks = generate_tasks(config, registry=registry)
+    broken = [(t.id, p) for t in tasks for p in task_problems(t, registry)]
+    if broken:
+        raise ValueError(f"{len(broken)} generator contract breaches, e.g. {broken[:3]}")
+    manifest = write_fixtures(tasks, directory, config)
+    if not solve:
+        return manifest
+    from pytest_resilibench.core.fixture_files import read_manifest
+    from pytest_resilibench.core.tasks import load_tasks
+
+    from .solve import solve_all
+
+    solve_all(tasks, directory, progress=False, log=log)
+    load_tasks.cache_clear()
+    loaded = load_tasks(directory)
+    if [t.id for t in loaded] != sorted(t.id for t in tasks):
+        raise ValueError(f"{directory} does not load back the {len(tasks)} tasks written")
+    return read_manifest(directory)

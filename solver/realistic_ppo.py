@@ -37,7 +37,10 @@ from pytest_resilibench.core.optimum.realistic import (
     RState,
     realistic_mdp,
 )
-from pytest_resilibench.core.tasks import FIXTURES_DIR, load_tasks
+from pytest_resilibench.core.tasks import load_tasks, task_set_dir
+
+# The realistic figures and stored plans are the paper set's (docs/FAULTS.md).
+PAPER = task_set_dir("paper")
 
 __all__ = ["RealisticPpoConfig", "features", "greedy_chooser", "train"]
 
@@ -244,7 +247,7 @@ def greedy_chooser(net: _Net, mdp: RealisticMDP) -> Any:
 def main(updates: int) -> dict[str, Any]:
     torch.set_num_threads(1)
     config = RealisticPpoConfig(updates=updates)
-    tasks = load_tasks().tasks
+    tasks = load_tasks(PAPER).tasks
     mdps: dict[tuple[str, ...], RealisticMDP] = {}
     counts: dict[tuple[str, ...], int] = {}
     for task in tasks:
@@ -281,7 +284,7 @@ if __name__ == "__main__":
 
     result = main(int(sys.argv[1]) if len(sys.argv) > 1 else RealisticPpoConfig.updates)
     print(json.dumps({k: v for k, v in result.items() if k != "history"}, indent=1))
-    path = FIXTURES_DIR / "solver_report.json"
+    path = PAPER / "solver_report.json"
     report = json.loads(path.read_text())
     report.setdefault("realistic", {})["ppo"] = result
     write_solver_report(path, report)

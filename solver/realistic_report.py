@@ -1,4 +1,4 @@
-"""The `realistic` section of `fixtures/solver_report.json` (docs/FAULTS.md).
+"""The `realistic` section of `fixtures/paper/solver_report.json` (docs/FAULTS.md).
 
 Per difficulty, over every task: the exact DP value under the realistic profile, the naive
 policy's ("required tools in order, retry on failure") and the plan-retry policy's (the optimal
@@ -6,7 +6,7 @@ plan's tools in order, each retried until it succeeds: what a literal plan follo
 exact (`core/optimum/realistic.py`). Run `python -m solver.realistic_report` to recompute the
 section; it replaces only the `realistic` key of the report (keeping its `ppo` entry, which
 `solver.realistic_ppo` writes), so the paper profile's figures stay as they are.
-`python -m solver.realistic_report plans` writes `fixtures/realistic_workflows.jsonl.gz`: each
+`python -m solver.realistic_report plans` writes `fixtures/paper/realistic_workflows.jsonl.gz`: each
 task's realistic optimal plan, which the prompts read instead of solving the DP at run time.
 """
 
@@ -25,10 +25,13 @@ import numpy as np
 from pytest_resilibench.core import faults
 from pytest_resilibench.core.optimum.realistic import realistic_mdp
 from pytest_resilibench.core.simulator import DEFAULT_BASE_SUCCESS, EpisodeKey
-from pytest_resilibench.core.tasks import DIFFICULTIES, FIXTURES_DIR, Task, load_tasks
+from pytest_resilibench.core.tasks import DIFFICULTIES, Task, load_tasks, task_set_dir
 
 from .realistic_clairvoyant import clairvoyant
 from .solve import write_solver_report
+
+# The realistic figures and stored plans are the paper set's (docs/FAULTS.md).
+PAPER = task_set_dir("paper")
 
 __all__ = ["clairvoyant_sample", "realistic_section", "write_section"]
 
@@ -110,12 +113,12 @@ def write_section(section: dict[str, Any], path: Path) -> None:
 
 
 if __name__ == "__main__":  # python -m solver.realistic_report [N tasks | clairvoyant]
-    tasks = list(load_tasks().tasks)
+    tasks = list(load_tasks(PAPER).tasks)
     if sys.argv[1:] == ["plans"]:
-        write_plans(tasks, FIXTURES_DIR / faults.REALISTIC_PLANS)
+        write_plans(tasks, PAPER / faults.REALISTIC_PLANS)
         sys.exit(0)
     if sys.argv[1:] == ["clairvoyant"]:  # refresh the clairvoyant sample alone
-        path = FIXTURES_DIR / "solver_report.json"
+        path = PAPER / "solver_report.json"
         report = json.loads(path.read_text())
         report["realistic"]["clairvoyant_sample"] = clairvoyant_sample(tasks)
         report["realistic"].pop("clairvoyant", None)
@@ -126,5 +129,5 @@ if __name__ == "__main__":  # python -m solver.realistic_report [N tasks | clair
         tasks = tasks[: int(sys.argv[1])]
     found = realistic_section(tasks)
     print(json.dumps({k: v for k, v in found.items() if k != "config"}, indent=1))
-    if len(tasks) == len(load_tasks().tasks):
-        write_section(found, FIXTURES_DIR / "solver_report.json")
+    if len(tasks) == len(load_tasks(PAPER).tasks):
+        write_section(found, PAPER / "solver_report.json")

@@ -19,10 +19,13 @@ def test_the_wheel_holds_one_package_with_its_fixtures(wheel: Path) -> None:
     tops = {name.split("/")[0] for name in names if not name.split("/")[0].endswith(
         (".dist-info", ".data"))}
     assert tops == {"pytest_resilibench"}
-    manifest = json.loads(zipfile.ZipFile(wheel).read("pytest_resilibench/fixtures/manifest.json"))
-    for name in manifest["files"]:
-        packed = zipfile.ZipFile(wheel).read(f"pytest_resilibench/fixtures/{name}")
-        assert packed == (FIXTURES_DIR / name).read_bytes(), name
+    for task_set in ("", "paper/"):  # the default set and the frozen paper set
+        manifest = json.loads(zipfile.ZipFile(wheel).read(
+            f"pytest_resilibench/fixtures/{task_set}manifest.json"))
+        assert {"tasks.jsonl.gz", "workflows.jsonl.gz"} <= set(manifest["files"])
+        for name in manifest["files"]:
+            packed = zipfile.ZipFile(wheel).read(f"pytest_resilibench/fixtures/{task_set}{name}")
+            assert packed == (FIXTURES_DIR / task_set / name).read_bytes(), task_set + name
     for module in ("core/optimum/dp.py", "solver/ppo.py", "integration/suite.py", "plugin.py"):
         assert f"pytest_resilibench/{module}" in names
 
@@ -37,14 +40,16 @@ def test_the_wheel_runs_the_benchmark_from_an_empty_directory(wheel_site: Path,
                             "print(t.__file__); print(t.FIXTURES_DIR)"],
                            cwd=empty, env=env, capture_output=True, text=True, check=True)
     assert all(line.startswith(str(site)) for line in where.stdout.split())
-    for workers in ("0", "2"):
+    for workers, task_set in (("0", "default"), ("2", "paper")):
         report = tmp_path / f"run-{workers}.json"
         run = subprocess.run(
             [sys.executable, "-m", "pytest", "-n", workers, "-q", "-p", "no:cacheprovider",
              "--resili-model=builtin:oracle", "--resili-sample=1", "--resili-variants=optimal",
-             f"--resili-report={report}"], cwd=empty, env=env, capture_output=True, text=True)
+             f"--resili-task-set={task_set}", f"--resili-report={report}"],
+            cwd=empty, env=env, capture_output=True, text=True)
         assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
         data = json.loads(report.read_text())
         assert data["received"] == data["expected"] == 15
         assert data["config"]["fixture_hash"] is not None
+        assert data["config"]["task_set_identity"]["name"] == task_set
 

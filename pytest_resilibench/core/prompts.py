@@ -166,7 +166,7 @@ def _realistic(task: Task, registry: ToolRegistry) -> _Derived:
     if found is not None and found.registry is registry:
         return found
     from pytest_resilibench.core.faults import EVENT_RULES, stored_plans, task_faults
-    from pytest_resilibench.core.tasks import FIXTURES_DIR
+    from pytest_resilibench.core.tasks import TASK_SETS
 
     faults = task_faults(task, registry)
     header = _header(task).replace(
@@ -176,11 +176,18 @@ def _realistic(task: Task, registry: ToolRegistry) -> _Derived:
         header += "\nStand-ins (use one only when its step's tool is unavailable):\n" + \
             "\n".join(f"- {step}: {alt} with arguments {_json(dict(faults.arguments[alt]))}"
                       for step, alt in faults.alternatives.items())
-    stored = stored_plans(FIXTURES_DIR).get(task.id) if registry is default_registry() else None
-    plan = Workflow.from_json(stored) if stored is not None else None
     steps = list(dict.fromkeys(task.required_tools))
-    if plan is None or [t for t in plan.tools if t in steps] != steps or any(
-            dict(s.arguments) != dict(faults.arguments.get(s.tool, {})) for s in plan.steps):
+
+    def fits(plan: Workflow) -> bool:  # the plan of this task, not of another of its id
+        return [t for t in plan.tools if t in steps] == steps and all(
+            dict(s.arguments) == dict(faults.arguments.get(s.tool, {})) for s in plan.steps)
+
+    plan = None
+    if registry is default_registry():  # the shipped sets' stored plans (ids repeat across sets)
+        stored = (stored_plans(d).get(task.id) for d in TASK_SETS.values())
+        plan = next((p for p in (Workflow.from_json(s) for s in stored if s is not None)
+                     if fits(p)), None)
+    if plan is None:
         # No stored plan, or one for another task of that id (tasks from elsewhere): solve.
         from pytest_resilibench.core.optimum.realistic import realistic_solution
 

@@ -32,6 +32,7 @@ __all__ = [
     "FIXTURES_DIR",
     "TASKS_FILE",
     "TASK_SCHEMA",
+    "TASK_SETS",
     "TASK_TYPES",
     "WORKFLOWS_FILE",
     "FixtureError",
@@ -39,12 +40,35 @@ __all__ = [
     "TaskSet",
     "find_task",
     "load_tasks",
+    "task_set_dir",
+    "task_set_identity",
 ]
 
 TASK_SCHEMA = "resilibench.task/1"
 # The shipped fixtures: the repository's `fixtures/` folder, installed as the package
-# `pytest_resilibench.fixtures` (pyproject.toml's package-dir), so a wheel carries them.
+# `pytest_resilibench.fixtures` (pyproject.toml's package-dir), so a wheel carries them. It
+# holds the default task set (the grammar of data flows) and, in `paper/`, the paper's
+# 5040 tasks, frozen for reproducing its tables (docs/BENCHMARK.md: Tasks).
 FIXTURES_DIR = Path(str(resources.files("pytest_resilibench.fixtures")))
+TASK_SETS: dict[str, Path] = {"default": FIXTURES_DIR, "paper": FIXTURES_DIR / "paper"}
+
+
+def task_set_dir(name: str) -> Path:
+    """The directory of a shipped task set (`--resili-task-set`)."""
+    if name not in TASK_SETS:
+        raise ValueError(f"unknown task set {name!r} (one of {', '.join(TASK_SETS)}; "
+                         "--resili-tasks=DIR runs a set of your own)")
+    return TASK_SETS[name]
+
+
+def task_set_identity(name: str, manifest: Mapping[str, Any]) -> dict[str, Any]:
+    """Which task set ran, for the report: its name (a shipped set's, or the directory
+    given) and the sha256 of its tasks file, as verified on load."""
+    files = manifest.get("files", {}) if isinstance(manifest, Mapping) else {}
+    entry = files.get(TASKS_FILE) if isinstance(files, Mapping) else None
+    sha = entry.get("sha256") if isinstance(entry, Mapping) else None
+    return {"name": name, "tasks_sha256": sha if isinstance(sha, str) else None,
+            "tasks": manifest.get("total") if isinstance(manifest, Mapping) else None}
 
 
 @dataclass(frozen=True, eq=False)

@@ -42,6 +42,8 @@ __all__ = [
 ]
 
 DEFAULT_MODEL = "builtin:adaptive"
+# The shipped task sets (core/tasks.py's TASK_SETS, named here so options import no fixtures).
+TASK_SET_NAMES = ("default", "paper")
 _T = TypeVar("_T")
 # "Not on the command line" (None is a real value: `--resili-sample=all` parses to None).
 _NOT_GIVEN: Any = object()
@@ -89,6 +91,14 @@ class RunConfig:
     live_base_urls: dict[str, str] = field(default_factory=dict)
     trajectories: bool = False
     summary: str = "headline"  # the terminal's: the headline, or the full tables too
+    task_set: str = "default"  # a shipped set (TASK_SET_NAMES), unless `tasks` names a folder
+    tasks: Path | None = None
+
+    @property
+    def task_set_name(self) -> str:
+        """The set's name as reports and the terminal give it: a shipped set's name, or the
+        folder given to --resili-tasks."""
+        return str(self.tasks) if self.tasks is not None else self.task_set
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -112,6 +122,7 @@ class RunConfig:
             "faults": self.faults,
             "gate": self.gate,
             "confidence": self.confidence,
+            "task_set": self.task_set_name,
         }
 
 
@@ -232,6 +243,18 @@ def _existing_file(text: str) -> Path:
     path = Path(text).expanduser()
     if not path.is_file():
         raise ValueError(f"no such file: {path}")
+    return path
+
+
+def _task_dir(text: str) -> Path:
+    """A task-set folder of one's own (`resilibench generate --out DIR`); its files are
+    verified against its manifest when the run loads it."""
+    path = Path(text).expanduser()
+    if path.is_file() and path.name == "tasks.jsonl.gz":
+        path = path.parent
+    if not (path / "tasks.jsonl.gz").is_file():
+        raise ValueError(f"{path} holds no tasks.jsonl.gz (`resilibench generate --out "
+                         f"{path}` writes a task set there)")
     return path
 
 
@@ -377,6 +400,12 @@ _OPTIONS: list[tuple[str, Callable[[str], Any] | None, str | None, str]] = [
     ("env", _one_of(ENVIRONMENTS), "sim",
      "sim (the simulator in process), mcp (the same simulator behind our MCP server, one "
      "stdio server per process for all its episodes) or live (the HTTP services)"),
+    ("task-set", _one_of(TASK_SET_NAMES), "default",
+     "the shipped task set: default (a grammar of data flows, thousands of structures) or "
+     "paper (the paper's 5040 tasks, frozen, for reproducing its tables)"),
+    ("tasks", _task_dir, None,
+     "run a task set of your own: a folder `resilibench generate --seed S --out DIR` wrote "
+     "(e.g. a held-out set kept out of the public wheel); overrides --resili-task-set"),
     ("trajectories", None, None, "keep every episode's messages and calls in the report"),
     ("summary", _one_of(("headline", "full")), "headline",
      "what the terminal prints at the end: the headline per model, or full (every table "
@@ -492,6 +521,8 @@ def read_config(config: pytest.Config) -> RunConfig:
         live_base_urls=live,
         trajectories=bool(values["trajectories"]),
         summary=values["summary"],
+        task_set=values["task-set"],
+        tasks=values["tasks"],
     )
 
 

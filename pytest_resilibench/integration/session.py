@@ -144,9 +144,24 @@ class ResiliSession:
             from pytest_resilibench.servers.live.tasks import live_tasks
 
             return TaskSet(live_tasks(), {"live_tasks": [t.id for t in live_tasks()]})
-        from pytest_resilibench.core.tasks import load_tasks
+        from pytest_resilibench.core.tasks import load_tasks, task_set_dir
 
-        return load_tasks()
+        config = self._config
+        return load_tasks(config.tasks if config.tasks is not None
+                          else task_set_dir(config.task_set))
+
+    def task_set_identity(self) -> dict[str, Any]:
+        """Which task set ran (name, sha256 of its tasks file, size): the report's
+        `config.task_set_identity`, and the terminal's line."""
+        from pytest_resilibench.core.tasks import task_set_identity
+
+        name = "live" if self._config.env == "live" else self._config.task_set_name
+        return task_set_identity(name, self.task_set.manifest)
+
+    def task_set_line(self) -> str:
+        found = self.task_set_identity()
+        sha = (found["tasks_sha256"] or "unknown")[:12]
+        return f"task set: {found['name']} ({found['tasks']} tasks, tasks.jsonl.gz sha256 {sha})"
 
     @cached_property
     def cases(self) -> list[Case]:
@@ -569,7 +584,8 @@ class ResiliSession:
         from pytest_resilibench.reporting.report import fixture_hash
 
         return {**self._config.to_json(), "package_version": __version__,
-                "fixture_hash": fixture_hash(self.task_set.manifest)}
+                "fixture_hash": fixture_hash(self.task_set.manifest),
+                "task_set_identity": self.task_set_identity()}
 
     def write_report(self) -> None:
         """The JSON report, atomically, with Ctrl-C held off until it is written (a second one

@@ -5,6 +5,7 @@ from __future__ import annotations
 import gzip
 import itertools
 import json
+import re
 from collections import Counter
 from dataclasses import replace
 from pathlib import Path
@@ -26,12 +27,20 @@ from pytest_resilibench.core.fixture_files import write_fixture_file
 from pytest_resilibench.core.matcher import ToolMatcher
 from pytest_resilibench.core.registry import default_registry
 from pytest_resilibench.core.simulator import EpisodeKey, Simulator
-from pytest_resilibench.core.tasks import DIFFICULTIES, FIXTURES_DIR, TASK_TYPES, Task
+from pytest_resilibench.core.tasks import (
+    DIFFICULTIES,
+    FIXTURES_DIR,
+    TASK_TYPES,
+    Task,
+    task_set_dir,
+)
 
 # Its tests share one expensive fixture: one worker builds it (make test: --dist loadgroup).
 pytestmark = pytest.mark.xdist_group("generate")
 
 REGISTRY = default_registry()
+# How a guarded step's condition names a format (solver/flows.py's CONDITION_WORDINGS).
+_CONDITION = re.compile(r"(?:data arrive as|incoming data are|turn out to be) (\w+)")
 
 
 @pytest.fixture(scope="session")
@@ -80,7 +89,9 @@ def test_closure_in_order_never_gets_a_deterministic_invalid_input(tasks: list[T
 def test_a_share_of_tasks_needs_unlisted_prerequisites(tasks: list[Task]) -> None:
     hidden = [t for t in tasks if len(REGISTRY.closure(t.required_tools)) > len(t.required_tools)]
     share = len(hidden) / len(tasks)
-    assert 0.2 <= share <= 0.45, share
+    # The flow grammar delivers through posters, routers, queues and schedulers (whose
+    # prerequisites go unlisted) more often than the paper's templates did.
+    assert 0.2 <= share <= 0.75, share
     # Those prerequisites never sneak into required_tools, yet their values are bound.
     for task in hidden[:200]:
         extra = set(REGISTRY.closure(task.required_tools)) - set(task.required_tools)
@@ -93,7 +104,10 @@ def test_descriptions_get_harder_with_difficulty(tasks: list[Task]) -> None:
     matcher = ToolMatcher.default()
     recall: dict[str, list[float]] = {d: [] for d in DIFFICULTIES}
     words: dict[str, list[int]] = {d: [] for d in DIFFICULTIES}
-    for task in tasks[::7]:  # 7 is coprime with the 15 interleaved cells
+    # A guarded step the text states but the task skips is a hint at a tool it does not
+    # need: recall is measured over the tasks without one.
+    plain = [t for t in tasks if not _CONDITION.search(t.description)]
+    for task in plain[::7]:
         top = {n for n, _ in matcher.rank(task.description, top=len(task.required_tools) + 2)}
         recall[task.difficulty].append(len(top & set(task.required_tools))
                                        / len(task.required_tools))
@@ -164,15 +178,32 @@ def test_order_by_dependencies_repairs_any_shuffle() -> None:
     assert order_by_dependencies(tools, REGISTRY) == tools
 
 
-def test_stored_fixtures_regenerate_byte_identically(tmp_path: Path) -> None:
-    assert main(["generate", "--out", str(tmp_path)]) == 0
+@pytest.mark.parametrize("name", ["default", "paper"])
+def test_stored_fixtures_regenerate_byte_identically(tmp_path: Path, name: str) -> None:
+    """Both shipped sets are what `generate` writes: the default (the grammar of data flows)
+    and the frozen paper set (the templates, whose manifest predates the grammar field)."""
+    stored_dir = task_set_dir(name)
+    assert main(["generate", "--out", str(tmp_path), "--set", name, "--no-solve"]) == 0
     fresh_bytes = (tmp_path / "tasks.jsonl.gz").read_bytes()
-    assert fresh_bytes == (FIXTURES_DIR / "tasks.jsonl.gz").read_bytes()
+    assert fresh_bytes == (stored_dir / "tasks.jsonl.gz").read_bytes()
     fresh = json.loads((tmp_path / "manifest.json").read_text())
-    stored = json.loads((FIXTURES_DIR / "manifest.json").read_text())
+    stored = json.loads((stored_dir / "manifest.json").read_text())
     for key in ("schema", "generator", "generator_hash", "counts", "total"):
         assert fresh[key] == stored[key], key
     assert fresh["files"]["tasks.jsonl.gz"] == stored["files"]["tasks.jsonl.gz"]
+
+
+def test_generate_with_a_seed_writes_a_verified_set_that_loads(tmp_path: Path) -> None:
+    from pytest_resilibench.core.tasks import load_tasks
+
+    assert main(["generate", "--seed", "9", "--per-cell", "2", "--out", str(tmp_path)]) == 0
+    loaded = load_tasks(tmp_path)
+    assert len(loaded) == 30 and all(t.optimal is not None for t in loaded)
+    assert loaded.manifest["generator"]["seed"] == 9
+    assert loaded.manifest["generator"]["grammar"] == "flows"
+    assert {"tasks.jsonl.gz", "workflows.jsonl.gz"} <= set(loaded.manifest["files"])
+    shipped = load_tasks(task_set_dir("default")).by_id
+    assert all(t.to_json() != shipped[t.id].to_json() for t in loaded)
 
 
 def test_tasks_bytes_ignore_input_order(tasks: list[Task]) -> None:
@@ -183,7 +214,8 @@ def test_tasks_bytes_ignore_input_order(tasks: list[Task]) -> None:
 def test_write_fixtures_keeps_other_manifest_keys(tmp_path: Path) -> None:
     (tmp_path / "manifest.json").write_text(json.dumps(
         {"solver": {"note": "kept"}, "files": {"workflows.jsonl.gz": {"sha256": "x"}}}))
-    assert main(["generate", "--out", str(tmp_path), "--seed", "3"]) == 0
+    assert main(["generate", "--out", str(tmp_path), "--seed", "3", "--no-solve",
+                 "--per-cell", "1"]) == 0
     manifest = json.loads((tmp_path / "manifest.json").read_text())
     assert manifest["solver"] == {"note": "kept"}
     assert set(manifest["files"]) == {"workflows.jsonl.gz", "tasks.jsonl.gz"}
@@ -209,7 +241,7 @@ def test_generate_writes_a_local_fixtures_folder_never_the_package_s(
     assert "pass --force" in capsys.readouterr().err
     assert (FIXTURES_DIR / "manifest.json").read_bytes() == shipped
     monkeypatch.chdir(tmp_path)
-    assert main(["generate", "--seed", "4"]) == 0
+    assert main(["generate", "--seed", "4", "--per-cell", "1", "--no-solve"]) == 0
     assert json.loads((tmp_path / "fixtures" / "manifest.json").read_text())[
         "generator"]["seed"] == 4
 

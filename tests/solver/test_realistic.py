@@ -8,9 +8,10 @@ from hypothesis import strategies as st
 from pytest_resilibench.solver.realistic_report import realistic_section
 
 from pytest_resilibench.core.optimum.realistic import RState, realistic_mdp, realistic_solution
-from pytest_resilibench.core.tasks import load_tasks
+from pytest_resilibench.core.tasks import load_tasks, task_set_dir
 
-TASKS = load_tasks().by_id
+# The paper set: its realistic plans are stored, and its structures are the small ones.
+TASKS = load_tasks(task_set_dir("paper")).by_id
 SMALL = TASKS["t0015"]  # file_operations_reader -> file_operations_writer
 REMOTE = TASKS["t0009"]  # network_fetcher -> data_processing_validator -> file_operations_writer
 
@@ -70,7 +71,8 @@ def test_an_outage_is_answered_with_the_stand_in() -> None:
 
 
 def test_report_section_has_figures_by_difficulty() -> None:
-    tasks = [t for t in load_tasks().tasks[:30] if len(t.required_tools) <= 3]
+    tasks = [t for t in load_tasks(task_set_dir("paper")).tasks[:30]
+             if len(t.required_tools) <= 3]
     section = realistic_section(tasks)
     assert section["config"]["tasks"] == len(tasks)
     for row in section["by_difficulty"].values():

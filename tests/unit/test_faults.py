@@ -28,12 +28,13 @@ from pytest_resilibench.core.prompts import Variant, parse_plan, render_prompt
 from pytest_resilibench.core.registry import default_registry
 from pytest_resilibench.core.scoring import score_calls
 from pytest_resilibench.core.simulator import CallResult, EpisodeKey, Simulator
-from pytest_resilibench.core.tasks import Task, load_tasks
+from pytest_resilibench.core.tasks import Task, load_tasks, task_set_dir
 from pytest_resilibench.runtime.agents.builtin import make_builtin
 from pytest_resilibench.runtime.episode import run_episode
 
 REGISTRY = default_registry()
-TASKS = load_tasks()
+# The frozen paper set: the tasks below are picked for their structures.
+TASKS = load_tasks(task_set_dir("paper"))
 # network_fetcher -> data_processing_validator -> file_operations_writer: every event kind.
 REMOTE_TASK = TASKS.by_id["t0009"]
 # file_operations_reader -> file_operations_writer: the smallest structure.
@@ -369,10 +370,12 @@ def test_stored_realistic_plans_are_what_the_solver_computes() -> None:
     of solving at run time); a sample of tasks is solved again here."""
     from pytest_resilibench.core.faults import stored_plans
     from pytest_resilibench.core.optimum.realistic import realistic_solution
-    from pytest_resilibench.core.tasks import FIXTURES_DIR
     from pytest_resilibench.core.workflow import Workflow
 
-    plans = stored_plans(FIXTURES_DIR)
+    plans = stored_plans(task_set_dir("paper"))
     assert set(plans) == {t.id for t in TASKS.tasks}
     for task in (SMALL_TASK, REMOTE_TASK, TASKS.by_id["t0006"], TASKS.by_id["t0002"]):
         assert Workflow.from_json(plans[task.id]) == realistic_solution(task).workflow
+    # The default set stores none (its 3483 structures would take hours of DP): its prompts
+    # solve each structure's plan when they first need it.
+    assert stored_plans(task_set_dir("default")) == {}

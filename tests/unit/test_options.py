@@ -138,3 +138,18 @@ def test_rate_limit_options() -> None:
             o._per_minute(bad)
     assert wait[1] == "600" and o.RunConfig().max_wait == 600.0
     assert o.RunConfig().rpm is None and o.RunConfig().tpm is None
+
+
+def test_task_set_options(tmp_path: Path) -> None:
+    assert o._one_of(o.TASK_SET_NAMES)("paper") == "paper"
+    with pytest.raises(ValueError):
+        o._one_of(o.TASK_SET_NAMES)("mine")
+    with pytest.raises(ValueError, match=r"holds no tasks\.jsonl\.gz.*resilibench generate"):
+        o._task_dir(str(tmp_path))
+    (tmp_path / "tasks.jsonl.gz").write_bytes(b"")  # its contents are checked on load
+    assert o._task_dir(str(tmp_path)) == tmp_path
+    assert o._task_dir(str(tmp_path / "tasks.jsonl.gz")) == tmp_path
+    assert o.RunConfig().to_json()["task_set"] == "default"
+    assert o.RunConfig(task_set="paper").task_set_name == "paper"
+    # A folder of one's own wins over the shipped set's name.
+    assert o.RunConfig(task_set="paper", tasks=tmp_path).to_json()["task_set"] == str(tmp_path)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gzip
+import hashlib
 import itertools
 import json
 from pathlib import Path
@@ -19,12 +20,15 @@ from pytest_resilibench.core.tasks import (
     DIFFICULTIES,
     FIXTURES_DIR,
     TASK_SCHEMA,
+    TASK_SETS,
     TASK_TYPES,
     TASKS_FILE,
     WORKFLOWS_FILE,
     FixtureError,
     Task,
     load_tasks,
+    task_set_dir,
+    task_set_identity,
 )
 from pytest_resilibench.core.workflow import PlanStep, Workflow
 
@@ -58,7 +62,7 @@ def test_select_and_by_id() -> None:
 
 
 def test_reference_workflow_falls_back_to_required_tools() -> None:
-    task = load_tasks().by_id["t0008"]
+    task = load_tasks(task_set_dir("paper")).by_id["t0008"]
     workflow = task.reference_workflow()
     assert workflow.tools == task.required_tools
     for step in workflow.steps:
@@ -171,8 +175,30 @@ def test_a_file_the_manifest_does_not_list_is_refused(tmp_path: Path,
 
 
 def test_the_shipped_manifest_lists_every_file_that_shapes_a_prompt() -> None:
-    files = load_tasks().manifest["files"]
-    assert {TASKS_FILE, WORKFLOWS_FILE, REALISTIC_PLANS} <= set(files)
+    for name in TASK_SETS:
+        files = load_tasks(task_set_dir(name)).manifest["files"]
+        assert {TASKS_FILE, WORKFLOWS_FILE} <= set(files)
+        # Every file in the folder that a prompt reads is listed (and so verified).
+        present = {p.name for p in task_set_dir(name).glob("*.jsonl.gz")}
+        assert present <= set(files)
+    assert REALISTIC_PLANS in load_tasks(task_set_dir("paper")).manifest["files"]
+
+
+def test_the_shipped_sets_are_named_where_options_name_them() -> None:
+    from pytest_resilibench.integration.options import TASK_SET_NAMES
+
+    assert tuple(TASK_SETS) == TASK_SET_NAMES
+    assert task_set_dir("paper") == FIXTURES_DIR / "paper"
+    with pytest.raises(ValueError, match=r"unknown task set 'mine'.*--resili-tasks"):
+        task_set_dir("mine")
+
+
+def test_a_task_set_s_identity_is_its_name_and_tasks_hash() -> None:
+    manifest = load_tasks(task_set_dir("paper")).manifest
+    sha = hashlib.sha256((task_set_dir("paper") / TASKS_FILE).read_bytes()).hexdigest()
+    assert task_set_identity("paper", manifest) == {"name": "paper", "tasks_sha256": sha,
+                                                     "tasks": 5040}
+    assert task_set_identity("x", {}) == {"name": "x", "tasks_sha256": None, "tasks": None}
 
 
 @settings(max_examples=60, deadline=None,

@@ -1,0 +1,270 @@
+"""The default task set's grammar of data flows (docs/BENCHMARK.md: Tasks; issue 34).
+
+The paper's generator (`generate.py`, `templates.TEMPLATES`) draws each task from a handful of
+fixed operation sequences: 91 tool structures in 5040 tasks, so a memoriser maps a task's input
+keys to its plan. Here a task's flow is drawn from a grammar instead:
+
+    flow    := sources branches [join] deliver
+    sources := source [second source]         a second source is a join of two inputs
+    branches:= processor* (in a drawn order)  parallel steps on the sources' data
+    join    := aggregate | enqueue            combines the branches
+    deliver := [output] output                one or two deliverables, the last one final
+    side    := log | cache | track | tidy     a utility step at a drawn place
+    guarded := any step above, under a condition on the data the text states
+               ("if the data arrive as xml, ..."): required only when it holds
+
+with the paper's five task types (their tool counts, `generate.STEP_COUNTS`) and three
+difficulties (shorter flows at easy, longer at hard) as strata. Each operation is still matched
+to a tool by BM25 (spec: "RAG semantic matching"), and a guarded step's values are task inputs
+whether or not its condition holds, so no set of input keys fixes the plan. Values come from
+wider pools than the paper's (sites, batches, more organisations), so a fresh seed shares few.
+
+Every draw comes from the task's own stream, so the bytes are a pure function of the config.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from pytest_resilibench.base.rng import DrawStream
+from pytest_resilibench.core.matcher import ToolMatcher
+from pytest_resilibench.core.registry import DATA_FORMATS, FILE_EXTENSIONS, Role, ToolRegistry
+
+from . import templates
+
+__all__ = ["CONDITION_WORDINGS", "FLOW_SHAPES", "FlowDraw", "FlowShape", "bind_flow_value",
+           "draw_flow", "flow_data"]
+
+SOURCES = ("read", "scan", "fetch", "connect", "monitor")
+PROCESSORS = ("parse", "validate", "check_response", "transform", "filter", "convert",
+              "compress", "calculate", "analyze", "optimize", "simulate", "predict", "map")
+JOINS = ("aggregate", "enqueue")
+OUTPUTS = ("write", "post", "route", "schedule", "notify")
+SIDES = ("log", "cache", "track", "tidy")
+# The share of flows offered one guarded step beyond their drawn length.
+GUARD_EXTRA = 0.85
+# Formats a source's data may arrive in (what a guarded step's condition names).
+RAW_FORMATS = tuple(f for f in DATA_FORMATS if f != "binary")
+
+
+@dataclass(frozen=True)
+class FlowShape:
+    """What a task type's flows draw from."""
+
+    sources: tuple[str, ...]
+    second_sources: tuple[str, ...]   # empty: one source only
+    processors: tuple[str, ...]
+    delivers: tuple[str, ...]         # the final step (an output, or a join that outputs)
+    extra_outputs: tuple[str, ...]    # a deliverable before the final one; empty: none
+    weights: Mapping[str, float]      # kind of an extra step -> weight
+
+
+FLOW_SHAPES: dict[str, FlowShape] = {
+    "simple_task": FlowShape(
+        SOURCES, (), PROCESSORS, OUTPUTS + JOINS, (),
+        {"processor": 3.0, "side": 1.0, "guarded": 2.5}),
+    "basic_task": FlowShape(
+        SOURCES, (), PROCESSORS, OUTPUTS + JOINS, (),
+        {"processor": 3.0, "join": 1.0, "side": 1.0, "guarded": 2.5}),
+    "data_pipeline": FlowShape(
+        ("read", "scan", "connect", "fetch"), ("read", "fetch", "connect"), PROCESSORS,
+        ("write", "enqueue", "aggregate", "notify", "route"), (),
+        {"processor": 3.0, "join": 1.5, "source": 0.7, "side": 1.0, "guarded": 2.5}),
+    "api_integration": FlowShape(
+        ("fetch", "monitor", "connect"), ("authenticate", "fetch"),
+        ("parse", "validate", "check_response", "transform", "filter", "map", "convert",
+         "calculate"),
+        ("post", "route", "notify", "enqueue", "write", "schedule"), (),
+        {"processor": 3.0, "join": 0.7, "source": 1.0, "side": 0.7, "guarded": 2.5}),
+    "multi_stage_pipeline": FlowShape(
+        SOURCES, ("read", "fetch", "connect", "scan"), PROCESSORS, OUTPUTS + JOINS,
+        ("write", "post", "route", "notify"),
+        {"processor": 3.0, "join": 1.2, "source": 0.6, "output": 0.8, "side": 1.0,
+         "guarded": 2.5}),
+}
+
+# How the text states a guarded step: {clause} is the step's wording, {if_format} the format
+# the condition names. Every difficulty says plainly that the step is skipped otherwise.
+CONDITION_WORDINGS: dict[str, tuple[str, ...]] = {
+    "easy": ("if the data arrive as {if_format}, {clause}; otherwise skip that step",),
+    "medium": ("only when the incoming data are {if_format}: {clause} (not needed for any "
+               "other format)",),
+    "hard": ("should the incoming data turn out to be {if_format}, {clause}; any other "
+             "format needs no such step",),
+}
+
+# Wider value pools than the paper's: a fresh seed draws mostly new values.
+ORGS = ("acme", "globex", "initech", "umbrella", "hooli", "stark", "wayne", "tyrell",
+        "soylent", "cyberdyne", "aperture", "massive", "vandelay", "wonka", "oscorp",
+        "pied-piper", "dunder", "gringotts", "monarch", "nakatomi", "virtucon", "wernham",
+        "zorg", "duff")
+SITES = ("berlin", "lyon", "osaka", "austin", "leeds", "porto", "quebec", "pune", "perth",
+         "oslo", "lima", "cork", "turin", "graz", "ghent", "malmo")
+PERIODS = ("q1", "q2", "q3", "q4", "jan", "feb", "mar", "apr", "may", "jun", "jul", "aug",
+           "sep", "oct", "nov", "dec", "w07", "w19", "w33", "w48")
+
+
+@dataclass(frozen=True)
+class FlowDraw:
+    """One drawn flow: its tools in the order the text states them (the guarded one
+    included), and which of them is guarded (required only when its condition holds)."""
+
+    tools: tuple[str, ...]
+    guarded: str | None
+
+
+def _length(rng: DrawStream, difficulty: str, lo: int, hi: int) -> int:
+    """How many steps: easy flows are short, hard ones long."""
+    if difficulty == "easy":
+        return lo if rng.random() < 0.4 else min(hi, lo + 1)
+    if difficulty == "hard":
+        return hi if rng.random() < 0.6 else max(lo, hi - 1)
+    return rng.randint(lo, hi)
+
+
+def _weighted(rng: DrawStream, weights: Mapping[str, float]) -> str:
+    kinds = sorted(k for k, w in weights.items() if w > 0)
+    total = sum(weights[k] for k in kinds)
+    point = rng.random() * total
+    for kind in kinds:
+        point -= weights[kind]
+        if point < 0:
+            return kind
+    return kinds[-1]
+
+
+def _match(rng: DrawStream, op: str, matcher: ToolMatcher, used: Sequence[str]) -> str:
+    return matcher.best(rng.choice(templates.OPERATIONS[op]), exclude=list(used))
+
+
+def _tool_of(op: str, matcher: ToolMatcher) -> str:
+    return matcher.best(templates.OPERATIONS[op][0], exclude=[])
+
+
+def _clash(a: str, b: str, registry: ToolRegistry) -> bool:
+    """Whether a parameter one tool requires is an optional one of the other: its bound
+    value would be a trap for an agent that picks its own (`generate.task_problems`)."""
+    def optional(tool: str) -> set[str]:
+        spec = registry[tool]
+        return set(spec.parameters.get("properties", {})) - set(spec.required_parameters)
+
+    shared = ((set(registry[a].required_parameters) & optional(b))
+              | (set(registry[b].required_parameters) & optional(a)))
+    return bool(shared - {"format", "source"})
+
+
+def _fits(op: str, used: Sequence[str], matcher: ToolMatcher, registry: ToolRegistry) -> bool:
+    tool = _tool_of(op, matcher)
+    closure = registry.closure([*used, tool])
+    return tool not in used and not any(_clash(tool, other, registry) for other in closure)
+
+
+def draw_flow(rng: DrawStream, task_type: str, difficulty: str, steps: tuple[int, int],
+              matcher: ToolMatcher, registry: ToolRegistry) -> FlowDraw:
+    """Draw a flow of the type's shape: its tools in level order (sources, branches, join,
+    outputs), the parallel branches and side steps in the drawn order; the generator puts
+    them in dependency order (`generate.order_by_dependencies`), which keeps that order."""
+    shape = FLOW_SHAPES[task_type]
+    lo, hi = steps
+    n = _length(rng, difficulty, lo, hi)
+    used: list[str] = []
+
+    def take(op: str) -> str:
+        tool = _match(rng, op, matcher, used)
+        used.append(tool)
+        return tool
+
+    sources = [take(rng.choice(shape.sources))]
+    deliver = take(rng.choice(shape.delivers))
+    processors: list[str] = []
+    joins: list[str] = []
+    outputs: list[str] = []
+    sides: list[str] = []
+    guarded: str | None = None
+    # The n - 2 steps between the first source and the deliverable; then, in a share of the
+    # flows that have room for it, one guarded step more (required or not, the flow keeps
+    # within the type's tool counts).
+    extra = rng.random() < GUARD_EXTRA
+    for slot in range(n - 2 + 1):
+        if slot == n - 2 and not (extra and guarded is None and n < hi):
+            break
+        weights = dict(shape.weights) if slot < n - 2 else {"guarded": 1.0}
+        if joins or registry[deliver].role is Role.AGGREGATOR:
+            weights.pop("join", None)
+        if len(sources) > 1 or not shape.second_sources:
+            weights.pop("source", None)
+        if outputs or not shape.extra_outputs or registry[deliver].role is not Role.OUTPUT:
+            weights.pop("output", None)
+        if len(sides) > 1:
+            weights.pop("side", None)
+        if guarded is not None or (slot < n - 2 and n - 1 < lo):
+            weights.pop("guarded", None)  # without it the flow would be too short
+        kind = _weighted(rng, weights)
+        pool = {"processor": shape.processors, "join": JOINS, "source": shape.second_sources,
+                "output": shape.extra_outputs, "side": SIDES,
+                "guarded": shape.processors + SIDES}[kind]
+        candidates = [op for op in pool if _fits(op, used, matcher, registry)]
+        if not candidates:
+            if kind == "guarded":
+                break
+            candidates = [op for op in shape.processors if _fits(op, used, matcher, registry)]
+            kind = "processor"
+        tool = take(rng.choice(candidates))
+        if kind == "guarded":
+            guarded = tool
+            kind = "side" if registry[tool].role is Role.UTILITY else "processor"
+        {"processor": processors, "join": joins, "source": sources, "output": outputs,
+         "side": sides}[kind].append(tool)
+    # A compressed archive feeds nothing else: compression is the last branch.
+    processors.sort(key=lambda t: t == "file_operations_compressor")
+    body = [*sources, *processors, *joins, *outputs]
+    for side in sides:  # anywhere before the final deliverable
+        body.insert(rng.randint(0, len(body)), side)
+    return FlowDraw((*body, deliver), guarded)
+
+
+def bind_flow_value(param: str, rng: DrawStream, ctx: Mapping[str, Any], consumed: str) -> Any:
+    """A value for a task-bound parameter from the wider pools (None: the paper's generator
+    binds it, `generate._bind`)."""
+    stem, site, batch = ctx["theme"]["stem"], ctx["site"], ctx["batch"]
+    period, year, org = ctx["period"], ctx["year"], ctx["org"]
+    resource = ctx["theme"]["resource"]
+    dashed = stem.replace("_", "-")
+    values: dict[str, Any] = {
+        "directory": f"/data/{site}/{stem}/incoming/{year}",
+        "url": f"https://api.{org}.example.com/v{rng.randint(1, 4)}/{site}/{resource}",
+        "target_url": f"https://partners.{org}.example.com/ingest/{site}/{resource}",
+        "route_to": f"{dashed}-{site}",
+        "endpoint": f"postgresql://db-{site}.{org}.internal:5432/{stem}",
+        "service": f"{org}-{rng.choice(('gateway', 'identity', 'sso', 'vault', 'iam'))}",
+        "recipient": rng.choice((f"{ctx['theme']['team']}-{site}@{org}.example.com",
+                                 f"#{ctx['theme']['team']}-{site}",
+                                 f"oncall-{site}@{org}.example.com")),
+        "queue_name": f"{dashed}-{site}-batches",
+        "job_name": f"{dashed}-{site}-{period}-refresh",
+        "event": f"{stem}_{site}_{period}_{batch}_processed",
+        "key": f"{stem}:{site}:{year}-{period}:{batch}",
+        "message": f"{ctx['theme']['label']} batch {batch} for {site}, {period} {year}, started",
+        "horizon": rng.choice((3, 6, 7, 12, 14, 24, 30, 52, 90)),
+        "path": f"/data/{site}/{stem}_{year}_{period}_{batch}.{FILE_EXTENSIONS[consumed]}",
+    }
+    if param == "destination":
+        kind = rng.choice(("summary", "report", "clean", "export", "digest", "extract"))
+        return (f"/reports/{site}/{stem}_{kind}_{year}_{period}_{batch}."
+                f"{FILE_EXTENSIONS[consumed]}")
+    return values.get(param)
+
+
+def flow_data() -> dict[str, Any]:
+    """The grammar's data, hashed into the generator config (`GeneratorConfig.to_json`)."""
+    return {
+        "sources": SOURCES, "processors": PROCESSORS, "joins": JOINS, "outputs": OUTPUTS,
+        "sides": SIDES, "raw_formats": RAW_FORMATS, "guard_extra": GUARD_EXTRA,
+        "orgs": ORGS, "sites": SITES, "periods": PERIODS, "condition_wordings": CONDITION_WORDINGS,
+        "shapes": {k: {"sources": s.sources, "second_sources": s.second_sources,
+                       "processors": s.processors, "delivers": s.delivers,
+                       "extra_outputs": s.extra_outputs, "weights": dict(s.weights)}
+                   for k, s in FLOW_SHAPES.items()},
+    }

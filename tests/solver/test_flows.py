@@ -1,0 +1,107 @@
+"""The default task set's grammar of data flows (solver/flows.py): every drawn task keeps the
+generator's contract, guarded steps follow the condition the text states, and the shipped
+default set is neither small nor a lookup (issue 34)."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from pytest_resilibench.solver import flows
+from pytest_resilibench.solver.generate import (
+    STEP_COUNTS,
+    GeneratorConfig,
+    generate_task,
+    generate_tasks,
+    task_problems,
+)
+from pytest_resilibench.solver.task_stats import (
+    diversity,
+    fixed_by_keys,
+    lookup_prediction,
+    overlap,
+)
+
+from pytest_resilibench.base.rng import DrawStream
+from pytest_resilibench.core.matcher import ToolMatcher
+from pytest_resilibench.core.registry import default_registry
+from pytest_resilibench.core.tasks import Task, load_tasks, task_set_dir
+
+REGISTRY = default_registry()
+MATCHER = ToolMatcher(REGISTRY)
+# How each difficulty's condition names the format (flows.CONDITION_WORDINGS).
+_CONDITION = re.compile(r"(?:data arrive as|incoming data are|turn out to be) (\w+)")
+
+
+def _task(seed: int, index: int) -> Task:
+    return generate_task(index, config=GeneratorConfig(seed=seed), registry=REGISTRY,
+                         matcher=MATCHER)
+
+
+@settings(max_examples=150, deadline=None)
+@given(seed=st.integers(0, 2**31), index=st.integers(0, 5039))
+def test_any_drawn_task_keeps_the_generator_contract(seed: int, index: int) -> None:
+    task = _task(seed, index)
+    assert task_problems(task, REGISTRY) == []
+    lo, hi = STEP_COUNTS[task.type]
+    assert lo <= len(task.required_tools) <= hi
+    assert REGISTRY[task.required_tools[-1]].produces_output
+
+
+@settings(max_examples=150, deadline=None)
+@given(seed=st.integers(0, 2**31), index=st.integers(0, 5039))
+def test_a_guarded_step_runs_exactly_when_its_stated_condition_holds(seed: int,
+                                                                      index: int) -> None:
+    task = _task(seed, index)
+    rng = DrawStream(seed, "task", task.id)
+    flow = flows.draw_flow(rng, task.type, task.difficulty, STEP_COUNTS[task.type], MATCHER,
+                           REGISTRY)
+    named = _CONDITION.findall(task.description)
+    if flow.guarded is None:
+        assert not named
+        assert set(task.required_tools) == set(flow.tools)
+        return
+    assert len(named) == 1, task.description
+    holds = named[0] == task.inputs["format"]
+    assert (flow.guarded in task.required_tools) == holds
+    # Its values are inputs either way: the keys do not tell whether it runs.
+    assert set(REGISTRY[flow.guarded].required_parameters) <= set(task.inputs)
+
+
+def test_guarded_steps_go_both_ways_and_their_keys_stay() -> None:
+    tasks = generate_tasks(GeneratorConfig(seed=11, per_cell=20), registry=REGISTRY)
+    stated = [t for t in tasks if _CONDITION.search(t.description)]
+    kept = [t for t in stated
+            if _CONDITION.findall(t.description)[0] == t.inputs["format"]]
+    assert 0.3 < len(kept) / len(stated) < 0.7, (len(kept), len(stated))
+    assert len(stated) > len(tasks) / 3
+
+
+def test_a_new_seed_draws_new_structures_and_values() -> None:
+    first = generate_tasks(GeneratorConfig(seed=1, per_cell=60), registry=REGISTRY)
+    second = generate_tasks(GeneratorConfig(seed=2, per_cell=60), registry=REGISTRY)
+    shared = overlap(first, second)
+    assert shared["descriptions_shared"] == 0
+    assert shared["tool_sets_shared"] < 0.5
+    assert shared["input_values_shared"] < 0.5
+
+
+@pytest.fixture(scope="module")
+def default_set() -> list[Task]:
+    return list(load_tasks(task_set_dir("default")))
+
+
+def test_the_shipped_default_set_is_many_structures_and_no_lookup(
+        default_set: list[Task]) -> None:
+    assert diversity(default_set).tool_sets >= 1000
+    assert lookup_prediction(default_set).share <= 0.10
+    fixed, _shared = fixed_by_keys(default_set)
+    assert fixed / len(default_set) < 0.05  # few input-key sets fix the plan
+
+
+def test_the_shipped_default_set_is_what_the_grammar_draws(default_set: list[Task]) -> None:
+    fresh = [generate_task(i, registry=REGISTRY, matcher=MATCHER) for i in range(0, 5040, 53)]
+    stored = {t.id: t for t in default_set}
+    assert all(stored[t.id].to_json() == t.to_json() for t in fresh)
