@@ -51,6 +51,7 @@ from pytest_resilibench.base.jsontext import json_text
 from pytest_resilibench.base.names import DEFAULT_CONCURRENCY, TOOL_MODES, StopReason, ToolMode
 from pytest_resilibench.base.plainkey import plain_key
 from pytest_resilibench.base.redact import redact
+from pytest_resilibench.core.plan_extras import genuine_workflow
 from pytest_resilibench.core.record import EpisodeRecord, episode_id
 from pytest_resilibench.core.registry import ToolRegistry, default_registry
 from pytest_resilibench.core.scoring import Deliverable, deliverable_of, deviation, score_calls
@@ -502,9 +503,10 @@ def _reference(task: Task) -> list[dict[str, Any]]:
     found = _REFERENCES.get(task)
     if found is not None:
         return found
+    workflow = genuine_workflow(task, task.reference_workflow(), default_registry())
     reference = [
         {"tool": s.tool, "arguments": {**task.step_arguments.get(s.tool, {}), **s.arguments}}
-        for s in task.reference_workflow().steps
+        for s in workflow.steps
     ]
     _REFERENCES[task] = reference
     return reference
