@@ -320,14 +320,29 @@ def score_calls(
     )
 
 
-def _follows(call: Call, tool: str, arguments: Mapping[str, Any]) -> bool:
-    """Whether a call carries out a plan step: the step's tool with every argument it names."""
+# A plan's statements of what a step does anyway (plan_extras.py): a call that leaves one out
+# runs as the step says, so it still follows the step where the step's value is the right one.
+_DETAILS = frozenset({"source", "format", "content_type", "channel", "encoding"})
+
+
+def _follows(call: Call, tool: str, arguments: Mapping[str, Any],
+             expected: Mapping[str, Any] | None = None) -> bool:
+    """Whether a call carries out a plan step: the step's tool with every argument it names
+    (a detail the call leaves out counts where the step's value is the `expected` one)."""
     args = call.get("arguments")
     if call.get("tool") != tool:
         return False
     if not arguments:
         return True
-    return isinstance(args, Mapping) and all(args.get(k) == v for k, v in arguments.items())
+    if not isinstance(args, Mapping):
+        return False
+    for k, v in arguments.items():
+        if k in args:
+            if args[k] != v:
+                return False
+        elif not (k in _DETAILS and expected is not None and expected.get(k) == v):
+            return False
+    return True
 
 
 def _contradicts(arguments: Mapping[str, Any], expected: Mapping[str, Any]) -> bool:
@@ -373,7 +388,7 @@ def deviation(
         if is_wrong:
             wrong.append(i)
         for call in calls_of.get(tool, ()):
-            if _follows(call, tool, arguments):
+            if _follows(call, tool, arguments, expected):
                 break
         else:
             not_followed.append(i)
