@@ -26,15 +26,15 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "unit"))
 
-from surface_adversary import RULES, SurfaceRepairAgent  # noqa: E402
+from surface_adversary import RULES, SurfaceRepairAgent
 
-from pytest_resilibench.base.names import FLAWS, SEVERITIES  # noqa: E402
-from pytest_resilibench.core.prompts import Variant, plan_for  # noqa: E402
-from pytest_resilibench.core.registry import default_registry  # noqa: E402
-from pytest_resilibench.core.tasks import Task, load_tasks  # noqa: E402
-from pytest_resilibench.runtime.agents import make_agent  # noqa: E402
-from pytest_resilibench.runtime.protocol import Agent  # noqa: E402
-from pytest_resilibench.runtime.episode import EpisodeSpec, run_episodes  # noqa: E402
+from pytest_resilibench.base.names import FLAWS, SEVERITIES
+from pytest_resilibench.core.prompts import Variant, plan_for
+from pytest_resilibench.core.registry import default_registry
+from pytest_resilibench.core.tasks import Task, load_tasks
+from pytest_resilibench.runtime.agents import make_agent
+from pytest_resilibench.runtime.episode import EpisodeSpec, run_episodes
+from pytest_resilibench.runtime.protocol import Agent
 
 FP_LIMIT = 0.05
 

@@ -18,11 +18,11 @@ from pytest_resilibench.core.registry import Role, ToolRegistry
 from pytest_resilibench.core.tasks import Task
 from pytest_resilibench.runtime.agents.builtin import (
     FollowerAgent,
+    _inputs,
     _next_step,
     _plan_steps,
     _Step,
     _View,
-    _inputs,
 )
 from pytest_resilibench.runtime.protocol import ModelRequest
 

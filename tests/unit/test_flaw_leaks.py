@@ -17,8 +17,8 @@ from pytest_resilibench.runtime.agents import make_agent
 from pytest_resilibench.runtime.episode import EpisodeSpec, run_episodes
 from tests.unit.sample_tasks import SALES
 from tests.unit.surface_adversary import (
-    RULES,
     _SUFFIX,
+    RULES,
     _core,
     key_outside_inputs,
     value_not_in_inputs,

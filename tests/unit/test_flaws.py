@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from pytest_resilibench.base.names import FLOW_PARAMS
 from pytest_resilibench.core.flaws import (
     FLAWS,
     SEVERITIES,
@@ -20,7 +21,6 @@ from pytest_resilibench.core.flaws import (
     similar_tools,
     task_value,
 )
-from pytest_resilibench.base.names import FLOW_PARAMS
 from pytest_resilibench.core.plan_extras import genuine_workflow
 from pytest_resilibench.core.plan_text import shown_plan
 from pytest_resilibench.core.registry import DATA_FORMATS, default_registry
