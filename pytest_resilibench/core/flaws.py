@@ -51,7 +51,9 @@ __all__ = [
     "FLAWS",
     "SEVERITIES",
     "SEVERITY_CHANGES",
+    "VALUE_FLAWS",
     "inject_flaw",
+    "restated_flow",
     "similar_tools",
     "task_value",
 ]
@@ -559,7 +561,14 @@ def _wrong_value(
                  and re.match(schema.get("pattern", ""), v)]
         if other and stream.random() < 0.5:
             return stream.choice(other)
-    return _sibling(old, stream)
+    sibling = _sibling(old, stream)
+    if sibling is not None:
+        return sibling
+    # A value of another task field of the same kind (a queue named like the job).
+    kind_of = next((k for k in _KINDS if param in k), frozenset())
+    fields = [v for k, v in sorted(inputs.items()) if k in kind_of and k != param
+              and isinstance(v, str) and v != old and re.match(schema.get("pattern", ""), v)]
+    return stream.choice(fields) if fields else None
 
 
 # The generators' interchangeable parts (solver/generate.py writes task values from them): a
@@ -573,6 +582,10 @@ _SIBLINGS: tuple[tuple[str, ...], ...] = (
     ("v1", "v2", "v3"),
     ("2023", "2024", "2025", "2026"),
     ("daily", "weekly", "hourly", "monthly"),
+    ("alerts", "oncall", "team"),
+    ("batches", "events", "jobs"),
+    ("refresh", "rebuild", "sync"),
+    ("processed", "started", "failed"),
 )
 _PARTS = tuple((re.compile(rf"(?<![A-Za-z0-9]){re.escape(m)}(?![A-Za-z0-9])"), pool)
                for pool in _SIBLINGS for m in pool)
@@ -714,8 +727,16 @@ def _misfiled_or_inconsistent(plan: _Plan, i: int, accepted: bool) -> Change | N
             "old": old, "new": new, "consumes": consumed, "names": claimed, "accepted": True}
 
 
-# The flaws that edit values themselves (a wrong `source` or `format` is their edit).
-_VALUE_FLAWS = frozenset({"parameter_error", "logical_inconsistency"})
+def restated_flow(steps: Sequence[PlanStep], task: Task,
+                  registry: ToolRegistry) -> list[PlanStep]:
+    """`steps` with their data flow restated as `inject_flaw` restates a structural flaw's
+    (plan_audit.py replays records with it)."""
+    plan = _Plan(list(steps), task, registry, DrawStream("restate", task.id))
+    _restate_flow(plan)
+    return plan.steps
+
+
+VALUE_FLAWS = frozenset({"parameter_error", "logical_inconsistency"})
 
 
 def _restate_flow(plan: _Plan) -> None:
@@ -771,7 +792,7 @@ def inject_flaw(
     registry = registry or default_registry()
     plan = _Plan(list(workflow.steps), task, registry, DrawStream("flaw", task.id, flaw))
     changes = _INJECTORS[flaw](plan, SEVERITY_CHANGES[severity]) if plan.steps else []
-    if flaw not in _VALUE_FLAWS:
+    if flaw not in VALUE_FLAWS:
         _restate_flow(plan)
     renamed = {c["tool"]: c["new_tool"] for c in changes if "new_tool" in c}
     # A computed Advice is computed again; another profile's (docs/FAULTS.md) is kept.
