@@ -565,10 +565,12 @@ def _wrong_value(
     if sibling is not None:
         return sibling
     # A value of another task field of the same kind (a queue named like the job).
+    # else of any other text field (a title that names the task's word).
     kind_of = next((k for k in _KINDS if param in k), frozenset())
-    fields = [v for k, v in sorted(inputs.items()) if k in kind_of and k != param
+    fields = [v for k, v in sorted(inputs.items()) if k != param and k != "format"
               and isinstance(v, str) and v != old and re.match(schema.get("pattern", ""), v)]
-    return stream.choice(fields) if fields else None
+    alike = [v for k, v in sorted(inputs.items()) if k in kind_of and v in fields]
+    return stream.choice(alike or fields) if fields else None
 
 
 # The generators' interchangeable parts (solver/generate.py writes task values from them): a
@@ -586,6 +588,9 @@ _SIBLINGS: tuple[tuple[str, ...], ...] = (
     ("batches", "events", "jobs"),
     ("refresh", "rebuild", "sync"),
     ("processed", "started", "failed"),
+    ("digest", "brief", "notes", "update"),
+    ("day", "week", "month"),
+    ("night", "morning", "evening"),
 )
 _PARTS = tuple((re.compile(rf"(?<![A-Za-z0-9]){re.escape(m)}(?![A-Za-z0-9])"), pool)
                for pool in _SIBLINGS for m in pool)
