@@ -732,11 +732,12 @@ def _misfiled_or_inconsistent(plan: _Plan, i: int, accepted: bool) -> Change | N
             "old": old, "new": new, "consumes": consumed, "names": claimed, "accepted": True}
 
 
-def restated_flow(steps: Sequence[PlanStep], task: Task,
+def restated_flow(steps: Sequence[PlanStep], parent_tools: Sequence[str], task: Task,
                   registry: ToolRegistry) -> list[PlanStep]:
-    """`steps` with their data flow restated as `inject_flaw` restates a structural flaw's
-    (plan_audit.py replays records with it)."""
+    """`steps` (edited from a plan of `parent_tools`) with their data flow restated as
+    `inject_flaw` restates a structural flaw's (plan_audit.py replays records with it)."""
     plan = _Plan(list(steps), task, registry, DrawStream("restate", task.id))
+    plan.parent_tools = tuple(parent_tools)
     _restate_flow(plan)
     return plan.steps
 
@@ -756,11 +757,14 @@ def _restate_flow(plan: _Plan) -> None:
         if spec is None:
             continue
         source = step.arguments.get("source")
-        if isinstance(source, str) and source not in latest:
+        # A swapped-in step states its source as the genuine steps do.
+        swapped_in = (source is None and step.tool not in plan.parent_tools
+                      and "source" in _properties(spec))
+        if (isinstance(source, str) and source not in latest) or swapped_in:
             arguments = {k: v for k, v in step.arguments.items() if k != "source"}
             producer = (registry.default_source(spec.name, required, latest)
                         if spec.reads_input else None)
-            if producer is not None:
+            if producer is not None and (not swapped_in or producer in required):
                 arguments["source"] = producer
             plan.steps[i] = replace(step, arguments=dict(sorted(arguments.items())))
         latest[spec.name] = i

@@ -125,7 +125,7 @@ def replay(
     if removed:
         steps = [s for s, i in zip(steps, origin, strict=True) if i not in removed]
     if record.get("flaw", "parameter_error") not in VALUE_FLAWS:
-        steps = restated_flow(steps, task, registry)
+        steps = restated_flow(steps, parent.tools, task, registry)
     advice = None if parent.advice == plan_advice(parent.steps) else parent.advice
     return shown_plan(Workflow(tuple(steps), parent.advice), task.required_tools, registry,
                       renamed=renamed, advice=advice)

@@ -170,6 +170,14 @@ def extension_changed(task: Task, steps: Sequence[Step], registry: ToolRegistry)
                and paths[v.rsplit(".", 1)[0]] != v for _, v in _values(steps))
 
 
+def reading_step_without_source(task: Task, steps: Sequence[Step],
+                                registry: ToolRegistry) -> bool:
+    """A step that reads earlier data (after the first) but names no `source`."""
+    return any(i > 0 and str(s.get("tool")) in registry
+               and registry[str(s.get("tool"))].reads_input and "source" not in _args(s)
+               for i, s in enumerate(steps))
+
+
 RULES: dict[str, Rule] = {
     "key outside Inputs": key_outside_inputs,
     "value not an Inputs value": value_not_in_inputs,
@@ -189,6 +197,7 @@ RULES: dict[str, Rule] = {
     "tool needs non-Inputs key": tool_needs_other_keys,
     "source not an earlier step": source_not_earlier,
     "extension changed": extension_changed,
+    "reading step without source": reading_step_without_source,
 }
 
 
