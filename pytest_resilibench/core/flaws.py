@@ -627,8 +627,13 @@ def _logical_inconsistency(plan: _Plan, count: int) -> list[Change]:
                    if s.tool in plan.registry
                    and {"format", "source"} & set(_properties(plan.registry[s.tool]))]
     eligible = [i for i in takes_input if i > 0] or takes_input
-    # Steps that show a `format` first: a wrong one there changes a value, not the keys.
-    order = sorted(plan.permutation(eligible), key=lambda i: "format" not in steps[i].arguments)
+    # Steps that show a `format` first (a wrong one there changes a value, not the keys), and
+    # among them those whose data is no longer the task's raw data (the wrong format is then
+    # the raw one, a value the task itself shows).
+    raw = str(plan.task.inputs.get("format", "json"))
+    flow = plan.flow()
+    order = sorted(plan.permutation(eligible), key=lambda i: (
+        "format" not in steps[i].arguments, flow[i].consumed == raw))
     parent = list(steps)
     changes = _refused_then_accepted(plan, count, order, _inconsistent, either_first=False)
     if count > 1 and not any(c["accepted"] for c in changes):
