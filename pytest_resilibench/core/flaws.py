@@ -769,7 +769,10 @@ def _restate_flow(plan: _Plan) -> None:
             arguments = {k: v for k, v in step.arguments.items() if k != "source"}
             producer = (registry.default_source(spec.name, required, latest)
                         if spec.reads_input else None)
-            if producer is not None and (not swapped_in or producer in required):
+            # (a swapped-in step names its producer where a genuine step would: a task step,
+            # or another swapped-in step standing where one was)
+            if producer is not None and (not swapped_in or producer in required
+                                         or producer not in plan.parent_tools):
                 arguments["source"] = producer
             plan.steps[i] = replace(step, arguments=dict(sorted(arguments.items())))
         latest[spec.name] = i
