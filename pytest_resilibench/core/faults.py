@@ -229,8 +229,11 @@ def episode_faults(faults: TaskFaults, seed: int, task_id: str, repeat: int) -> 
     """Draw the episode-wide events (pure: the same key gives the same events)."""
     down = frozenset(step for step in faults.alternatives
                      if event_draws(seed, task_id, repeat, step, 0).random() < OUTAGE_RATE)
+    # Expired credentials need the authenticator: while it is down they stay valid, so every
+    # episode keeps a path (the draw is made all the same: other episodes' events keep theirs).
     expired = bool(faults.remote) and (
-        event_draws(seed, task_id, repeat, AUTHENTICATOR, 0).random() < AUTH_EXPIRY_RATE)
+        event_draws(seed, task_id, repeat, AUTHENTICATOR, 0).random() < AUTH_EXPIRY_RATE
+    ) and AUTHENTICATOR not in down
     return EpisodeFaults(down=down, credentials_expired=expired)
 
 

@@ -51,7 +51,9 @@ __all__ = [
     "FLAWS",
     "SEVERITIES",
     "SEVERITY_CHANGES",
+    "VALUE_FLAWS",
     "inject_flaw",
+    "restated_flow",
     "similar_tools",
     "task_value",
 ]
@@ -353,10 +355,19 @@ def _missing_step(plan: _Plan, count: int) -> list[Change]:
 
 
 def _redundant_operations(plan: _Plan, count: int) -> list[Change]:
-    """Repeat steps: a copy right after the original or later in the plan."""
+    """Repeat steps: a copy right after the original or later in the plan. The first copy
+    is of a step that acts outside the data (`ToolSpec.acts_outside`: a second post, write
+    or notification spoils the deliverable, scoring.py) where the plan has one; the others
+    are drawn from every step (a repeat costs a turn and a draw of luck)."""
     steps, changes = plan.steps, list[Change]()
     origin: list[int | None] = list(range(len(steps)))  # None marks an inserted copy
-    for original in (plan.permutation(range(len(steps))) * count)[:count]:
+    acting = [i for i, s in enumerate(steps)
+              if s.tool in plan.registry and plan.registry[s.tool].acts_outside]
+    drawn = plan.permutation(range(len(steps)))
+    if acting:
+        first = plan.stream.choice(acting)
+        drawn = [first, *(i for i in drawn if i != first)]
+    for original in (drawn * count)[:count]:
         at = origin.index(original) + 1
         at = plan.stream.randint(at, min(at + 1, len(steps)))
         steps.insert(at, steps[origin.index(original)])
@@ -506,10 +517,7 @@ def _corrupt(plan: _Plan, index: int, accepted: bool) -> Change | None:
             return None  # a wrong value off the deliverable's lineage would change nothing
         pool = [p for p in bound if p not in LOCATION_PARAMS]
     else:
-        pool = [p for p in bound if p in LOCATION_PARAMS] or [
-            p for p in sorted(props) if p not in FLOW_PARAMS
-            and ("enum" in props[p] or props[p].get("type") == "integer")
-            and p not in inputs]
+        pool = [p for p in bound if p in LOCATION_PARAMS]
     if not pool:
         return None
     param = plan.stream.choice(pool)
@@ -528,69 +536,81 @@ def _corrupt(plan: _Plan, index: int, accepted: bool) -> Change | None:
             "old": old, "new": new, "violates": violates, "accepted": accepted}
 
 
-# Near misses of an enum value the schema refuses (what a model might guess).
-_NOT_IN_ENUM = {"sum": "total", "mean": "average", "count": "tally", "min": "minimum",
-                "max": "maximum", "csv": "tsv", "json": "jsonl", "normalize": "normalise",
-                "daily": "every day", "hourly": "every hour", "weekly": "every week",
-                "once": "one-off", "statistical": "statistics", "minimize": "minimise",
-                "maximize": "maximise"}
-_SUFFIXES = ("_old", "_backup", "_v0", "_tmp")
-
-
 def _wrong_value(
     param: str, schema: Mapping[str, Any], old: Any, inputs: Mapping[str, Any], accepted: bool,
     stream: DrawStream,
 ) -> Any:
-    """A plausible wrong value (None: none plausible). Accepted: another allowed value of an
-    enum, another of the integers tasks use, a near miss of a string. Refused: another input's
-    value of the same kind (a URL where a path goes), a near-miss location, a near miss of an
-    enum value outside the enum, an integer past the maximum."""
+    """A plausible wrong value, of the forms right values take (None: none plausible): another
+    member of an enum, another of the integers tasks use, a sibling of a string the task
+    generator could have made (another period, organisation, region or version: `_sibling`)
+    or, refused, another input's value of the same kind (a URL where a path goes). Never a
+    suffix nor a form the schema does not allow: a wrong value must not mark itself."""
     if "enum" in schema:
-        if accepted:
-            others = [v for v in schema["enum"] if v != old]
-            return stream.choice(others) if others else None
-        base = old if old is not None else schema.get("default", schema["enum"][0])
-        miss = _NOT_IN_ENUM.get(str(base), f"{base}s")
-        return miss if miss not in schema["enum"] else None
+        others = [v for v in schema["enum"] if v != old]
+        return stream.choice(others) if accepted and others else None
     kind = schema.get("type")
     if kind == "integer":
-        if accepted and isinstance(old, int):
+        if isinstance(old, int):
             return stream.choice([v for v in (7, 12, 14, 30, 90) if v != old])
-        hi = schema.get("maximum")
-        if hi is None:
-            return None
-        return int(hi) * 2
+        return None
     if not isinstance(old, str) or not old:
         return None
     if not accepted:
         other = [v for k, v in sorted(inputs.items()) if k in LOCATION_PARAMS and k != param
-                 and isinstance(v, str) and v != old]
+                 and isinstance(v, str) and v != old
+                 and re.match(schema.get("pattern", ""), v)]
         if other and stream.random() < 0.5:
             return stream.choice(other)
-    return _mutate_string(old, stream)
+    sibling = _sibling(old, stream)
+    if sibling is not None:
+        return sibling
+    # A value of another task field of the same kind (a queue named like the job).
+    # else of any other text field (a title that names the task's word).
+    kind_of = next((k for k in _KINDS if param in k), frozenset())
+    fields = [v for k, v in sorted(inputs.items()) if k != param and k != "format"
+              and isinstance(v, str) and v != old and re.match(schema.get("pattern", ""), v)]
+    alike = [v for k, v in sorted(inputs.items()) if k in kind_of and v in fields]
+    return stream.choice(alike or fields) if fields else None
 
 
+# The generators' interchangeable parts (solver/generate.py writes task values from them): a
+# wrong value swaps one for another, so it reads like a value of another task.
+_SIBLINGS: tuple[tuple[str, ...], ...] = (
+    ("q1", "q2", "q3", "q4", "jan", "apr", "jul", "oct"),
+    ("acme", "globex", "initech", "umbrella", "hooli", "stark", "wayne", "tyrell"),
+    ("eu-west", "us-east", "ap-south"),
+    ("gateway", "identity", "sso"),
+    ("summary", "report", "clean", "export"),
+    ("v1", "v2", "v3"),
+    ("2023", "2024", "2025", "2026"),
+    ("daily", "weekly", "hourly", "monthly"),
+    ("alerts", "oncall", "team"),
+    ("batches", "events", "jobs"),
+    ("refresh", "rebuild", "sync"),
+    ("processed", "started", "failed"),
+    ("digest", "brief", "notes", "update"),
+    ("day", "week", "month"),
+    ("night", "morning", "evening"),
+)
+_PARTS = tuple((re.compile(rf"(?<![A-Za-z0-9]){re.escape(m)}(?![A-Za-z0-9])"), pool)
+               for pool in _SIBLINGS for m in pool)
 _SWAPPED_OPERATORS = {" - ": " + ", " + ": " - ", " * ": " / ", " / ": " * ", " > ": " < ",
                       " < ": " > ", " >= ": " <= ", " <= ": " >= ", " == ": " != "}
 
 
-def _mutate_string(value: str, stream: DrawStream) -> str:
-    """A near miss of a task value: the opposite operator, another number, or a suffix
-    before the extension."""
+def _sibling(value: str, stream: DrawStream) -> str | None:
+    """Another value of the same form: an expression with the opposite operator, else one
+    interchangeable part swapped for another of its kind (None: the value has none)."""
     for operator, opposite in _SWAPPED_OPERATORS.items():
         if operator in value:
             return value.replace(operator, opposite, 1)
-    number = re.search(r"\d+", value)
-    if number and "/" not in value and "." not in value:
-        return value[: number.start()] + number.group() + "0" + value[number.end():]
-    suffix = stream.choice(_SUFFIXES)
-    if "@" in value:
-        local, _, domain = value.partition("@")
-        return f"{local}{suffix}@{domain}"
-    head, slash, last = value.rpartition("/")
-    stem, dot, ext = last.rpartition(".")
-    last = f"{stem}{suffix}.{ext}" if dot and stem else f"{last}{suffix}"
-    return f"{head}{slash}{last}"
+    spots = [(m.start(), m.end(), pool) for part, pool in _PARTS
+             for m in part.finditer(value)]
+    if not spots:
+        return None
+    start, end, pool = stream.choice(spots)
+    new = stream.choice([p for p in pool if p != value[start:end]])
+    return value[:start] + new + value[end:]
 
 
 def _logical_inconsistency(plan: _Plan, count: int) -> list[Change]:
@@ -607,7 +627,13 @@ def _logical_inconsistency(plan: _Plan, count: int) -> list[Change]:
                    if s.tool in plan.registry
                    and {"format", "source"} & set(_properties(plan.registry[s.tool]))]
     eligible = [i for i in takes_input if i > 0] or takes_input
-    order = plan.permutation(eligible)
+    # Steps that show a `format` first (a wrong one there changes a value, not the keys), and
+    # among them those whose data is no longer the task's raw data (the wrong format is then
+    # the raw one, a value the task itself shows).
+    raw = str(plan.task.inputs.get("format", "json"))
+    flow = plan.flow()
+    order = sorted(plan.permutation(eligible), key=lambda i: (
+        "format" not in steps[i].arguments, flow[i].consumed == raw))
     parent = list(steps)
     changes = _refused_then_accepted(plan, count, order, _inconsistent, either_first=False)
     if count > 1 and not any(c["accepted"] for c in changes):
@@ -651,15 +677,29 @@ def _inconsistent(plan: _Plan, i: int, accepted: bool) -> Change | None:
         return {"kind": "source", "index": i, "tool": step.tool, "parameter": "source",
                 "old": step.arguments.get("source"), "new": arguments["source"],
                 "arguments": arguments, "skips": skips, "accepted": True}
-    seen = {str(plan.task.inputs.get("format", "json"))}
-    seen.update(f for fl in flow[: i + 1] for f in (fl.consumed, fl.produced))
-    wrong_formats = [f for f in DATA_FORMATS if f not in seen]
+    raw = str(plan.task.inputs.get("format", "json"))
+    shown_format = step.arguments.get("format")
+    if shown_format == raw and flow[i].consumed == raw:
+        # It reads the task's raw data, as its format says: it names an earlier output of
+        # another format instead (the format no longer fits what it reads: refused).
+        others = [k for k in range(i) if steps[k].tool != step.tool
+                  and k != flow[i].producer and flow[k].produced != raw]
+        if others and "source" in props:
+            k = plan.stream.choice(others)
+            steps[i] = replace(step, arguments=dict(sorted(
+                {**step.arguments, "source": steps[k].tool}.items())))
+            return {"kind": "source", "index": i, "tool": step.tool, "parameter": "source",
+                    "old": step.arguments.get("source"), "new": steps[k].tool,
+                    "consumes": flow[k].produced, "format": raw, "accepted": False}
+    # The task's own data format where the step reads data made from it (the slip of a
+    # planner who forgot the parse), else a format the task shows elsewhere, else any other.
+    shown = {raw, *(f for fl in flow for f in (fl.consumed, fl.produced))}
+    wrong_formats = ([raw] if raw != flow[i].consumed else sorted(shown - {flow[i].consumed})
+                     or [f for f in DATA_FORMATS if f != flow[i].consumed])
     kinds = [k for k in ("format", "source") if k in props]
-    if not wrong_formats and "format" in kinds:
-        kinds.remove("format")
     if not kinds:
         return None
-    kind = plan.stream.choice(kinds)
+    kind = "format" if "format" in step.arguments else plan.stream.choice(kinds)
     if kind == "format":
         new: str = plan.stream.choice(wrong_formats)
         detail: dict[str, Any] = {"consumes": flow[i].consumed}
@@ -667,8 +707,9 @@ def _inconsistent(plan: _Plan, i: int, accepted: bool) -> Change | None:
         later = [s.tool for s in steps[i + 1:] if s.tool != step.tool]
         outside = [t for t in similar_tools(plan.registry, step.tool)
                    if t not in plan.parent_tools][:_TOP_CANDIDATES]
-        new = f"{plan.stream.choice(later or outside)}#1"
-        detail = {"produced_by_then": [f"{s.tool}#1" for s in steps[:i]]}
+        # A tool's name, as genuine steps name their source: one that has made nothing yet.
+        new = plan.stream.choice(later or outside)
+        detail = {"produced_by_then": [s.tool for s in steps[:i]]}
     old = step.arguments.get(kind)
     steps[i] = replace(step, arguments=dict(sorted({**step.arguments, kind: new}.items())))
     return {"kind": kind, "index": i, "tool": step.tool, "parameter": kind,
@@ -694,6 +735,52 @@ def _misfiled_or_inconsistent(plan: _Plan, i: int, accepted: bool) -> Change | N
                                                          "destination": new}.items())))
     return {"kind": "format", "index": i, "tool": step.tool, "parameter": "destination",
             "old": old, "new": new, "consumes": consumed, "names": claimed, "accepted": True}
+
+
+def restated_flow(steps: Sequence[PlanStep], parent_tools: Sequence[str], task: Task,
+                  registry: ToolRegistry) -> list[PlanStep]:
+    """`steps` (edited from a plan of `parent_tools`) with their data flow restated as
+    `inject_flaw` restates a structural flaw's (plan_audit.py replays records with it)."""
+    plan = _Plan(list(steps), task, registry, DrawStream("restate", task.id))
+    plan.parent_tools = tuple(parent_tools)
+    _restate_flow(plan)
+    return plan.steps
+
+
+VALUE_FLAWS = frozenset({"parameter_error", "logical_inconsistency"})
+
+
+def _restate_flow(plan: _Plan) -> None:
+    """After steps moved, went or changed tool: each `source` that names no earlier step
+    names what the step now reads (the simulator's default input), and each optional
+    `format` the data it now consumes, as a genuine plan's do (`plan_extras.py`). So the
+    flaw is the moved, missing or swapped step, not a dangling name that marks it."""
+    registry, required = plan.registry, plan.task.required_tools
+    latest: dict[str, int] = {}
+    for i, step in enumerate(plan.steps):
+        spec = registry.get(step.tool)
+        if spec is None:
+            continue
+        source = step.arguments.get("source")
+        # A swapped-in step states its source as the genuine steps do.
+        swapped_in = (source is None and step.tool not in plan.parent_tools
+                      and "source" in _properties(spec))
+        if (isinstance(source, str) and source not in latest) or swapped_in:
+            arguments = {k: v for k, v in step.arguments.items() if k != "source"}
+            producer = (registry.default_source(spec.name, required, latest)
+                        if spec.reads_input else None)
+            # (a swapped-in step names its producer where a genuine step would: a task step,
+            # or another swapped-in step standing where one was)
+            if producer is not None and (not swapped_in or producer in required
+                                         or producer not in plan.parent_tools):
+                arguments["source"] = producer
+            plan.steps[i] = replace(step, arguments=dict(sorted(arguments.items())))
+        latest[spec.name] = i
+    for i, (step, data) in enumerate(zip(list(plan.steps), plan.flow(), strict=True)):
+        spec = registry.get(step.tool)
+        if (spec is not None and step.arguments.get("format", data.consumed) != data.consumed
+                and "format" not in spec.required_parameters):
+            plan.steps[i] = replace(step, arguments={**step.arguments, "format": data.consumed})
 
 
 _INJECTORS: dict[str, Injector] = {
@@ -722,6 +809,8 @@ def inject_flaw(
     registry = registry or default_registry()
     plan = _Plan(list(workflow.steps), task, registry, DrawStream("flaw", task.id, flaw))
     changes = _INJECTORS[flaw](plan, SEVERITY_CHANGES[severity]) if plan.steps else []
+    if flaw not in VALUE_FLAWS:
+        _restate_flow(plan)
     renamed = {c["tool"]: c["new_tool"] for c in changes if "new_tool" in c}
     # A computed Advice is computed again; another profile's (docs/FAULTS.md) is kept.
     advice = None if workflow.advice == plan_advice(workflow.steps) else workflow.advice

@@ -22,6 +22,8 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from pytest_resilibench.core.flaws import VALUE_FLAWS, restated_flow
+from pytest_resilibench.core.plan_extras import genuine_workflow
 from pytest_resilibench.core.plan_text import (
     PREREQUISITE_MARK,
     plan_advice,
@@ -52,7 +54,11 @@ def surface_problems(
     problems: list[str] = []
     tools = [s.tool for s in plan.steps]
     listed = {json_key(c.get("new")) for c in (record or {}).get("changes", ())}
-    task_values = {json_key(v) for v in task.inputs.values()}
+    # The task's values and the genuine plan's own (its data flow and implied options,
+    # plan_extras.py): what a genuine step may show.
+    genuine = genuine_workflow(task, task.reference_workflow(), registry)
+    task_values = {json_key(v) for v in task.inputs.values()} | {
+        json_key(v) for s in genuine.steps for v in s.arguments.values()}
     for n, step in enumerate(plan.steps, 1):
         expected = step_purpose(step.tool, tools, task.required_tools, registry)
         if step.purpose != expected:
@@ -68,7 +74,8 @@ def surface_problems(
                          for u in users if u not in tools]
         for param, value in step.arguments.items():
             key = json_key(value)
-            if param == "format" and value in DATA_FORMATS:
+            if (param == "format" and value in DATA_FORMATS) or (
+                    param == "source" and value in tools[:n - 1]):
                 continue
             if key not in task_values and key not in listed:
                 problems.append(f"step {n}: {param}={value!r} comes from nowhere in the task")
@@ -117,6 +124,8 @@ def replay(
                                 steps[i].on_failure)
     if removed:
         steps = [s for s, i in zip(steps, origin, strict=True) if i not in removed]
+    if record.get("flaw", "parameter_error") not in VALUE_FLAWS:
+        steps = restated_flow(steps, parent.tools, task, registry)
     advice = None if parent.advice == plan_advice(parent.steps) else parent.advice
     return shown_plan(Workflow(tuple(steps), parent.advice), task.required_tools, registry,
                       renamed=renamed, advice=advice)

@@ -33,6 +33,7 @@ from pytest_resilibench.base.names import (
 )
 from pytest_resilibench.base.plainkey import is_flat
 from pytest_resilibench.core.flaws import inject_flaw
+from pytest_resilibench.core.plan_extras import genuine_workflow
 from pytest_resilibench.core.plan_text import shown_plan
 from pytest_resilibench.core.registry import ToolRegistry, default_registry
 from pytest_resilibench.core.tasks import Task
@@ -149,7 +150,8 @@ def _derived(task: Task, registry: ToolRegistry) -> _Derived:
     found = _DERIVED.get(task)
     if found is not None and found.registry is registry:
         return found
-    parent = shown_plan(task.reference_workflow(), task.required_tools, registry)
+    reference = genuine_workflow(task, task.reference_workflow(), registry)
+    parent = shown_plan(reference, task.required_tools, registry)
     derived = _DERIVED[task] = _Derived(registry, _header(task), parent, _as_shown(parent))
     return derived
 
@@ -313,7 +315,9 @@ _RULES = (
     "success, and each step's first success must come after the first successes of the "
     "steps before it.\n"
     "- The deliverable counts only if it is made as the task asks (its destination, values "
-    "and format) from data that went through every step.\n"
+    "and format) from data that went through every step, and delivered once: a second "
+    "success of a step that writes, posts, notifies, routes, schedules or enqueues delivers it "
+    "twice and spoils it (a retry after a failure is no repeat).\n"
     f"- When the task is done, reply with {COMPLETION_SIGNAL} (and no tool call); it is read "
     "only in a reply without a tool call.\n"
     f"- Every reply that is not {COMPLETION_SIGNAL} costs one turn; the task's constraints "

@@ -84,6 +84,13 @@ class ToolSpec:
         return self.role in (Role.OUTPUT, Role.AGGREGATOR)
 
     @property
+    def acts_outside(self) -> bool:
+        """Whether a success acts on the world beyond the episode's data (a file written, a
+        post, a notification, a route, a job scheduled, messages enqueued): a second success
+        does it a second time (scoring.py: a deliverable is delivered once)."""
+        return self.role is Role.OUTPUT or self.operation == "queue"
+
+    @property
     def error_codes(self) -> tuple[str, ...]:
         return tuple(code for code, _ in self.failure_modes)
 

@@ -6,7 +6,9 @@ call), in the order made; `arguments` is read for deviations from the plan, `out
 - coverage: every required tool has a successful call;
 - order: measured over the whole required list: every required tool succeeded, and their
   first successes came in the required order (one lucky call in order is no progress);
-- output: the task's deliverable was produced where and as the task asked (`Deliverable`): a
+- output: the task's deliverable was produced where and as the task asked (`Deliverable`), and
+  once where delivering it acts outside the data (no success of the output step after it: a
+  second post, file write or notification spoils it; a retry after a failure is no repeat): a
   success of the output step whose call and every call its data descends from used the task's
   values (no `deviations`: not another destination, function or condition), whose data went
   through every required step the task's data flow passes through (no skipped step; the
@@ -147,6 +149,9 @@ class Deliverable:
     tool: str
     format: str | None
     lineage: frozenset[str]
+    # Whether it is delivered by acting outside the data (`ToolSpec.acts_outside`: a post, a
+    # file, a notification): then it is delivered once, and a second success spoils it.
+    once: bool = False
 
 
 def deliverable_of(task: Task, registry: ToolRegistry) -> Deliverable:
@@ -175,8 +180,10 @@ def deliverable_of(task: Task, registry: ToolRegistry) -> Deliverable:
         latest_by_tool[spec.name] = latest = spec.name
     output = required[-1]
     fmt = task.expected_outputs.get("format")
+    spec = registry.get(output)
     return Deliverable(output, fmt if isinstance(fmt, str) else None,
-                       lineage.get(output, frozenset({output})) & frozenset(required))
+                       lineage.get(output, frozenset({output})) & frozenset(required),
+                       once=spec is not None and spec.acts_outside)
 
 
 def _delivered_as_asked(steps: Sequence[Call], deliverable: Deliverable) -> bool:
@@ -186,14 +193,14 @@ def _delivered_as_asked(steps: Sequence[Call], deliverable: Deliverable) -> bool
         output = call.get("output")
         if call.get("ok") and isinstance(output, Mapping) and isinstance(output.get("ref"), str):
             made[output["ref"]] = call
-    for call in steps:
+    for at_call, call in enumerate(steps):
         output = call.get("output")
         if not (call.get("ok") and call.get("tool") == deliverable.tool
-                and isinstance(output, Mapping)):
+                and isinstance(output, Mapping)) or call.get("event") == "tainted":
             continue
         if "inputs" not in output:  # an environment that does not report lineage (live/)
             if not call.get("deviations"):
-                return True
+                return _once(steps[at_call + 1:], deliverable)
             continue
         tools: set[str] = set()
         refs: set[str] = set()
@@ -207,8 +214,15 @@ def _delivered_as_asked(steps: Sequence[Call], deliverable: Deliverable) -> bool
             at = made.get(ref) if isinstance(ref, str) and ref not in refs else None
             refs.add(str(ref))
         if sound and deliverable.lineage <= tools:
-            return True
+            return _once(steps[at_call + 1:], deliverable)
     return False
+
+
+def _once(later: Sequence[Call], deliverable: Deliverable) -> bool:
+    """Whether no call after the deliverable's delivered it again (a second post, write or
+    notification: the recipient got it twice), where it is delivered once."""
+    return not deliverable.once or not any(
+        c.get("ok") and c.get("tool") == deliverable.tool for c in later)
 
 
 def _as_steps(calls: Sequence[Call], alternatives: Mapping[str, str]) -> list[Call]:
@@ -306,14 +320,29 @@ def score_calls(
     )
 
 
-def _follows(call: Call, tool: str, arguments: Mapping[str, Any]) -> bool:
-    """Whether a call carries out a plan step: the step's tool with every argument it names."""
+# A plan's statements of what a step does anyway (plan_extras.py): a call that leaves one out
+# runs as the step says, so it still follows the step where the step's value is the right one.
+_DETAILS = frozenset({"source", "format", "content_type", "channel", "encoding"})
+
+
+def _follows(call: Call, tool: str, arguments: Mapping[str, Any],
+             expected: Mapping[str, Any] | None = None) -> bool:
+    """Whether a call carries out a plan step: the step's tool with every argument it names
+    (a detail the call leaves out counts where the step's value is the `expected` one)."""
     args = call.get("arguments")
     if call.get("tool") != tool:
         return False
     if not arguments:
         return True
-    return isinstance(args, Mapping) and all(args.get(k) == v for k, v in arguments.items())
+    if not isinstance(args, Mapping):
+        return False
+    for k, v in arguments.items():
+        if k in args:
+            if args[k] != v:
+                return False
+        elif not (k in _DETAILS and expected is not None and expected.get(k) == v):
+            return False
+    return True
 
 
 def _contradicts(arguments: Mapping[str, Any], expected: Mapping[str, Any]) -> bool:
@@ -359,7 +388,7 @@ def deviation(
         if is_wrong:
             wrong.append(i)
         for call in calls_of.get(tool, ()):
-            if _follows(call, tool, arguments):
+            if _follows(call, tool, arguments, expected):
                 break
         else:
             not_followed.append(i)

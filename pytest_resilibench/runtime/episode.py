@@ -49,9 +49,16 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from pytest_resilibench.base.jsontext import json_text
-from pytest_resilibench.base.names import DEFAULT_CONCURRENCY, TOOL_MODES, StopReason, ToolMode
+from pytest_resilibench.base.names import (
+    COMPLETION_SIGNAL,
+    DEFAULT_CONCURRENCY,
+    TOOL_MODES,
+    StopReason,
+    ToolMode,
+)
 from pytest_resilibench.base.plainkey import plain_key
 from pytest_resilibench.base.redact import redact
+from pytest_resilibench.core.plan_extras import genuine_workflow
 from pytest_resilibench.core.record import EpisodeRecord, episode_id
 from pytest_resilibench.core.registry import ToolRegistry, default_registry
 from pytest_resilibench.core.scoring import Deliverable, deliverable_of, deviation, score_calls
@@ -198,7 +205,11 @@ def _notes(parsed: ParsedReply, reply: ModelReply) -> list[str]:
         keys = ", ".join(call.ignored)
         notes.append(f"Ignored {keys} beside arguments: the call ran without {keys}; put "
                      "every argument inside arguments.")
-    if mentions_completion(reply.content):
+    if call is not None and call.name == COMPLETION_SIGNAL:
+        # A model that wraps the signal in a call has seen the results: say what to send.
+        notes.append(f"{COMPLETION_SIGNAL} is not a tool: to finish, reply with the bare word "
+                     f"{COMPLETION_SIGNAL} and no tool call.")
+    elif mentions_completion(reply.content):
         notes.append("TASK_COMPLETED is only accepted in a reply without a tool call; "
                      "send it once you have seen the results.")
     return notes
@@ -505,9 +516,10 @@ def _reference(task: Task) -> list[dict[str, Any]]:
     found = _REFERENCES.get(task)
     if found is not None:
         return found
+    workflow = genuine_workflow(task, task.reference_workflow(), default_registry())
     reference = [
         {"tool": s.tool, "arguments": {**task.step_arguments.get(s.tool, {}), **s.arguments}}
-        for s in task.reference_workflow().steps
+        for s in workflow.steps
     ]
     _REFERENCES[task] = reference
     return reference

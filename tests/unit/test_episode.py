@@ -409,3 +409,15 @@ def test_notes_are_sentences_and_ignored_keys_are_reported() -> None:
 
 async def _first(records: AsyncIterator[EpisodeRecord]) -> EpisodeRecord:
     return await anext(records)
+
+
+def test_the_signal_sent_as_a_call_gets_a_hint_to_send_the_bare_word() -> None:
+    """Issue 34: a model that wraps TASK_COMPLETED in a call has seen the results; the note
+    says what to send, not to wait for results."""
+    agent = Scripted(['<tool_call>{"name": "TASK_COMPLETED"}</tool_call>', "TASK_COMPLETED"])
+    rec = run(agent)
+    first = read_observation(rec.messages[3])
+    assert first is not None
+    assert first["note"] == ("TASK_COMPLETED is not a tool: to finish, reply with the bare word "
+                             "TASK_COMPLETED and no tool call.")
+    assert rec.stop_reason == "completed"

@@ -66,8 +66,10 @@ def seeds_where(task: Task, wanted: Any, limit: int = 2000) -> Iterator[int]:
 # sha256 of 720 paper episodes (3 built-in agents x 40 tasks x 3 variants x 2 seeds): outcome,
 # conditions, calls, messages and turns; the realistic profile left it unchanged, issue 13
 # (prompts, plan wording, scoring, the prompt-only adaptive agent) deliberately changed it, and
-# so did its follow-up (a step reads its data dependency's output before a prerequisite's).
-PAPER_DIGEST = "9d98868977aa279d135d183e76348881baf7bafcd70095f41bbec5a41218f893"
+# so did its follow-up (a step reads its data dependency's output before a prerequisite's),
+# and issue 34 (the plan's genuine extras, "delivered once" in the system prompt, the poster and
+# scheduler naming where they delivered).
+PAPER_DIGEST = "5c469690a2871d16dce876c7335d4fc5b8072b18ac6a68a8e8a9707ed13f6f1c"
 
 
 def _paper_digest(**kwargs: Any) -> str:
@@ -379,3 +381,26 @@ def test_stored_realistic_plans_are_what_the_solver_computes() -> None:
     # The default set stores none (its 3483 structures would take hours of DP): its prompts
     # solve each structure's plan when they first need it.
     assert stored_plans(task_set_dir("default")) == {}
+
+
+def test_no_episode_has_the_authenticator_down_and_the_credentials_expired() -> None:
+    """Issue 34: renewing needs the authenticator, so an outage of it never comes with
+    expired credentials (the episode would have no path); both still happen apart."""
+    from pytest_resilibench.core.faults import AUTHENTICATOR, episode_faults, task_faults
+    from pytest_resilibench.core.registry import default_registry
+    from pytest_resilibench.core.tasks import load_tasks
+
+    registry = default_registry()
+    tasks = [t for t in load_tasks()
+             if AUTHENTICATOR in task_faults(t, registry).alternatives][:40]
+    assert tasks
+    seen = {"down": 0, "expired": 0}
+    for task in tasks:
+        faults = task_faults(task, registry)
+        for seed in range(60):
+            events = episode_faults(faults, seed, task.id, 0)
+            down = AUTHENTICATOR in events.down
+            assert not (down and events.credentials_expired), (task.id, seed)
+            seen["down"] += down
+            seen["expired"] += events.credentials_expired
+    assert seen["down"] and seen["expired"]

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Any
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from pytest_resilibench.base.names import FLOW_PARAMS
 from pytest_resilibench.core.flaws import (
     FLAWS,
     SEVERITIES,
@@ -20,6 +21,7 @@ from pytest_resilibench.core.flaws import (
     similar_tools,
     task_value,
 )
+from pytest_resilibench.core.plan_extras import genuine_workflow
 from pytest_resilibench.core.plan_text import shown_plan
 from pytest_resilibench.core.registry import DATA_FORMATS, default_registry
 from pytest_resilibench.core.simulator import EpisodeKey, Simulator
@@ -84,16 +86,20 @@ def tasks(draw: st.DrawFn) -> Task:
 
 
 def parent_of(task: Task) -> Workflow:
-    return shown_plan(task.reference_workflow(), task.required_tools, REGISTRY)
+    """The plan flaws start from, as the prompts build it (with the genuine extras)."""
+    reference = genuine_workflow(task, task.reference_workflow(), REGISTRY)
+    return shown_plan(reference, task.required_tools, REGISTRY)
 
 
 def inject(flaw: str, severity: str, task: Task) -> tuple[Workflow, dict[str, Any]]:
     return inject_flaw(flaw, severity, parent_of(task), task, REGISTRY)
 
 
-def step_keys(workflow: Workflow) -> list[str]:
-    """The steps as hashable strings (a step's arguments are a dict)."""
-    return [json.dumps(s.to_json(), sort_keys=True) for s in workflow.steps]
+def step_keys(workflow: Workflow, without: Collection[str] = ()) -> list[str]:
+    """The steps as hashable strings (a step's arguments are a dict), less `without` keys."""
+    return [json.dumps({**s.to_json(), "arguments": {
+        k: v for k, v in s.arguments.items() if k not in without}}, sort_keys=True)
+        for s in workflow.steps]
 
 
 def is_subsequence(short: Sequence[str], long: Sequence[str]) -> bool:
@@ -175,7 +181,13 @@ def test_sequence_disorder_keeps_the_steps_and_breaks_a_dependency(
 ) -> None:
     parent = parent_of(task)
     flawed, _ = inject("sequence_disorder", severity, task)
-    assert Counter(step_keys(flawed)) == Counter(step_keys(parent))
+    # The same steps; only the data flow each states (`source`, an optional `format`) is
+    # restated for where the step now stands (issue 34: no dangling name marks the move).
+    assert Counter(step_keys(flawed, without=FLOW_PARAMS)) == Counter(
+        step_keys(parent, without=FLOW_PARAMS))
+    for step in flawed.steps:
+        source = step.arguments.get("source")
+        assert source is None or source in flawed.tools[:flawed.tools.index(step.tool)]
     assert violated_dependencies(parent, parent.tools) == []
     assert violated_dependencies(flawed, parent.tools)
 
@@ -295,7 +307,9 @@ def test_logical_inconsistency_consumes_what_no_predecessor_produces(
             assert step.arguments["destination"] == change["new"] != task.inputs["destination"]
             assert change["new"].rsplit(".", 1)[0] == change["old"].rsplit(".", 1)[0]
         elif change["kind"] == "source":
-            assert step.arguments["source"].split("#")[0] not in earlier
+            # An output not made yet, or one whose format is not the one the step states.
+            assert (step.arguments["source"] not in earlier
+                    or change["consumes"] != step.arguments["format"])
         else:
             assert step.arguments["format"] != change["consumes"]
     refused = deterministic_failures(task, flawed)
@@ -346,11 +360,14 @@ def test_a_tasks_flawed_plans_are_pinned() -> None:
     changes = {f: inject(f, "light", SALES)[1]["changes"] for f in FLAWS}
     assert changes["parameter_error"] == [
         {"kind": "parameter", "index": 0, "tool": "file_operations_reader",
-         "parameter": "path", "old": "data/sales_2025.csv", "new": "data/sales_2025_backup.csv",
+         "parameter": "path", "old": "data/sales_2025.csv", "new": "data/sales_2024.csv",
          "violates": "task_inputs", "accepted": False}]
     assert changes["logical_inconsistency"] == [
-        {"kind": "format", "index": 2, "tool": "data_processing_transformer",
-         "parameter": "format", "old": None, "new": "xml", "consumes": "csv", "accepted": False}]
+        {"kind": "format", "index": 1, "tool": "data_processing_parser",
+         "parameter": "format", "old": "csv", "new": "json", "consumes": "csv", "accepted": False}]
+    # The first repeat is of the step that acts outside the data (issue 34).
+    assert changes["redundant_operations"] == [
+        {"kind": "duplicated", "tool": "network_poster", "index": 4, "at": 5}]
     assert changes["tool_misuse"] == [
         {"kind": "replaced", "index": 0, "tool": "file_operations_reader",
          "new_tool": "file_operations_compressor", "arguments": {}}]

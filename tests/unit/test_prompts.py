@@ -134,7 +134,8 @@ def test_optimal_shows_the_reference_plan_step_by_step() -> None:
     assert prompt.plan is not None and prompt.plan.tools == SALES.required_tools
     assert parse_plan(text) == prompt.plan
     assert ('\n2. data_processing_parser — parse raw text or structured data into records with '
-            'typed fields, extracting structure — arguments: {"format": "csv"} — if it fails: '
+            'typed fields, extracting structure — arguments: {"format": "csv", "source": '
+            '"file_operations_reader"} — if it fails: '
             'retry\n') in text
 
 

@@ -281,3 +281,21 @@ def test_the_writer_reports_the_destination_it_wrote() -> None:
             break
     assert result.ok and result.output is not None
     assert result.output["path"] == "/reports/out.csv"
+
+
+def test_every_output_tool_names_where_it_delivered() -> None:
+    """Issue 34: a success of a tool that acts outside the data says where it went (the
+    poster its target URL, the scheduler its job), so a model never has to guess."""
+    registry = default_registry()
+    values = {"destination": "/reports/x.json", "target_url": "https://p.example.com/in",
+              "route_to": "svc-eu-west", "recipient": "ops@example.com",
+              "job_name": "nightly-refresh", "schedule": "daily", "queue_name": "q-batches"}
+    acting = [spec for spec in registry if spec.acts_outside]
+    assert {s.name for s in acting} >= {"network_poster", "integration_scheduler"}
+    for spec in acting:
+        arguments = {p: values[p] for p in spec.required_parameters}
+        sim = Simulator(registry, EpisodeKey(0, "t"), task_tools=(spec.name,),
+                        inputs={"format": "json", **arguments}, base_success=1.0)
+        result = next(r for r in (sim.call(spec.name, arguments) for _ in range(20)) if r.ok)
+        named = next(p for p in spec.required_parameters if p != "schedule")
+        assert values[named] in result.observation()["output"].values(), spec.name

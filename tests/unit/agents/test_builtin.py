@@ -220,7 +220,10 @@ def test_copying_a_flawed_plan_never_out_scores_the_baseline_by_partial_credit(
     """The plan copier's weighted score (full 1, partial 0.5) on a flawed plan exceeds its
     baseline score only where it also succeeds fully more often."""
     baseline = outcome_shares("builtin:follower", tasks, Variant("baseline"), repeats=1)
-    for flaw in FLAWS:
+    # Not redundant_operations: its copier runs every step in order and then delivers twice
+    # (issue 34: the repeat spoils the deliverable), progress that partial credit counts as
+    # it does any deliverable made wrong; test_flaw_leaks.py holds what the repeat costs.
+    for flaw in (f for f in FLAWS if f != "redundant_operations"):
         flawed = outcome_shares("builtin:follower", tasks, Variant("flawed", flaw, "medium"),
                                 repeats=1)
         score = {name: s["full"] + s["partial"] / 2

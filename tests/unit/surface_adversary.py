@@ -1,0 +1,233 @@
+"""An adversary that reads plans without meaning (issue 34): surface rules that try to tell a
+flawed plan from the genuine one, and a surface-repair agent that copies a plan after
+"repairing" it by those rules alone.
+
+A rule sees what a prompt shows: the task's Inputs, the plan's steps (tool and arguments) and
+the tools' schemas. It knows nothing of what the task means: which step makes which data, what
+the task's options imply. `bench/bench_flaw_leaks.py` runs every rule over tasks x flaws x
+severities; tests/unit/test_flaw_leaks.py holds the limits on a sample.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from pytest_resilibench.core.registry import Role, ToolRegistry
+from pytest_resilibench.core.tasks import Task
+from pytest_resilibench.runtime.agents.builtin import (
+    FollowerAgent,
+    _inputs,
+    _next_step,
+    _plan_steps,
+    _Step,
+    _View,
+)
+from pytest_resilibench.runtime.protocol import ModelRequest
+
+Step = Mapping[str, Any]  # {"tool", "arguments"}
+Rule = Callable[[Task, Sequence[Step], ToolRegistry], bool]
+
+
+def _args(step: Step) -> Mapping[str, Any]:
+    args = step.get("arguments") or {}
+    return args if isinstance(args, Mapping) else {}
+
+
+def _values(steps: Sequence[Step]) -> list[tuple[str, Any]]:
+    return [(k, v) for s in steps for k, v in _args(s).items()]
+
+
+def _core(text: str) -> str:
+    """A value without its extension, URL scheme or mail domain: what a suffix is added to."""
+    text = text.split("@")[0]
+    text = re.sub(r"^[a-z]+://", "", text)
+    return re.sub(r"\.[A-Za-z0-9]{1,4}$", "", text)
+
+
+_SUFFIX = re.compile(r"_(old|backup|bak|tmp|copy|new|final|v\d+)(?=$|[.@/])")
+
+
+def key_outside_inputs(task: Task, steps: Sequence[Step], registry: ToolRegistry) -> bool:
+    return any(k not in task.inputs for k, _ in _values(steps))
+
+
+def value_not_in_inputs(task: Task, steps: Sequence[Step], registry: ToolRegistry) -> bool:
+    known = {str(v) for v in task.inputs.values()}
+    return any(str(v) not in known for _, v in _values(steps))
+
+
+def inputs_value_with_suffix(task: Task, steps: Sequence[Step], registry: ToolRegistry) -> bool:
+    """A value that is an Inputs value with something added (`x_v10`, `x_old.csv`)."""
+    cores = {_core(v) for v in task.inputs.values() if isinstance(v, str) and len(v) >= 4}
+    for _, value in _values(steps):
+        if not isinstance(value, str) or value in task.inputs.values():
+            continue
+        core = _core(value)
+        if any(core != c and core.startswith(c) for c in cores):
+            return True
+    return False
+
+
+def suffix_marker(task: Task, steps: Sequence[Step], registry: ToolRegistry) -> bool:
+    return any(isinstance(v, str) and _SUFFIX.search(v) for _, v in _values(steps))
+
+
+def value_outside_enum(task: Task, steps: Sequence[Step], registry: ToolRegistry) -> bool:
+    """A value the parameter's enum does not have (a pluralised member, a synonym)."""
+    for step in steps:
+        spec = registry.get(str(step.get("tool")))
+        props = spec.parameters.get("properties", {}) if spec else {}
+        for k, v in _args(step).items():
+            if "enum" in props.get(k, {}) and v not in props[k]["enum"]:
+                return True
+    return False
+
+
+def schema_invalid(task: Task, steps: Sequence[Step], registry: ToolRegistry) -> bool:
+    return any(str(s.get("tool")) in registry
+               and registry.argument_errors(str(s.get("tool")), dict(_args(s)))
+               for s in steps)
+
+
+def source_key(task: Task, steps: Sequence[Step], registry: ToolRegistry) -> bool:
+    return any("source" in _args(s) for s in steps)
+
+
+def format_key(task: Task, steps: Sequence[Step], registry: ToolRegistry) -> bool:
+    """A `format` on a step whose tool does not require one."""
+    return any("format" in _args(s) and (str(s.get("tool")) not in registry or "format" not in
+                                         registry[str(s.get("tool"))].required_parameters)
+               for s in steps)
+
+
+def format_not_input_format(task: Task, steps: Sequence[Step], registry: ToolRegistry) -> bool:
+    return any(k == "format" and v != task.inputs.get("format") for k, v in _values(steps))
+
+
+def ref_with_number(task: Task, steps: Sequence[Step], registry: ToolRegistry) -> bool:
+    return any(isinstance(v, str) and "#" in v for _, v in _values(steps))
+
+
+def inputs_key_other_value(task: Task, steps: Sequence[Step], registry: ToolRegistry) -> bool:
+    """An Inputs key (not `format`) with another value than the Inputs'."""
+    return any(k in task.inputs and k != "format" and v != task.inputs[k]
+               for k, v in _values(steps))
+
+
+def tool_repeated(task: Task, steps: Sequence[Step], registry: ToolRegistry) -> bool:
+    tools = [s.get("tool") for s in steps]
+    return len(tools) != len(set(tools))
+
+
+def against_dependency_order(task: Task, steps: Sequence[Step], registry: ToolRegistry) -> bool:
+    """A step before a tool the registry says it depends on (for the task's tools)."""
+    tools = [str(s.get("tool")) for s in steps]
+    for i, tool in enumerate(tools):
+        if tool in registry and set(registry.dependencies(tool, task.required_tools)) & set(
+                tools[i + 1:]):
+            return True
+    return False
+
+
+def against_role_order(task: Task, steps: Sequence[Step], registry: ToolRegistry) -> bool:
+    """Roles out of source < processor < aggregator < output order (utilities aside)."""
+    levels = [registry[str(s.get("tool"))].level for s in steps
+              if str(s.get("tool")) in registry
+              and registry[str(s.get("tool"))].role is not Role.UTILITY]
+    return levels != sorted(levels)
+
+
+def input_unused(task: Task, steps: Sequence[Step], registry: ToolRegistry) -> bool:
+    """An Inputs key (not `format`) no step carries."""
+    used = {k for k, _ in _values(steps)}
+    return any(k not in used for k in task.inputs if k != "format")
+
+
+def tool_needs_other_keys(task: Task, steps: Sequence[Step], registry: ToolRegistry) -> bool:
+    """A step whose tool requires a parameter that is not an Inputs key."""
+    return any(str(s.get("tool")) in registry and any(
+        p not in task.inputs and p not in ("format", "source")
+        for p in registry[str(s.get("tool"))].required_parameters) for s in steps)
+
+
+def source_not_earlier(task: Task, steps: Sequence[Step], registry: ToolRegistry) -> bool:
+    """A `source` naming no tool of an earlier step."""
+    for i, step in enumerate(steps):
+        source = _args(step).get("source")
+        if isinstance(source, str) and source.split("#")[0] not in {
+                str(s.get("tool")) for s in steps[:i]}:
+            return True
+    return False
+
+
+def extension_changed(task: Task, steps: Sequence[Step], registry: ToolRegistry) -> bool:
+    """A path-like value whose stem is an Inputs value's but whose extension is not."""
+    paths = {v.rsplit(".", 1)[0]: v for v in task.inputs.values()
+             if isinstance(v, str) and "/" in v and "." in v.rsplit("/", 1)[-1]}
+    return any(isinstance(v, str) and "." in v and v.rsplit(".", 1)[0] in paths
+               and paths[v.rsplit(".", 1)[0]] != v for _, v in _values(steps))
+
+
+def reading_step_without_source(task: Task, steps: Sequence[Step],
+                                registry: ToolRegistry) -> bool:
+    """A step that reads earlier data (after the first) but names no `source`."""
+    return any(i > 0 and str(s.get("tool")) in registry
+               and registry[str(s.get("tool"))].reads_input and "source" not in _args(s)
+               for i, s in enumerate(steps))
+
+
+RULES: dict[str, Rule] = {
+    "key outside Inputs": key_outside_inputs,
+    "value not an Inputs value": value_not_in_inputs,
+    "Inputs value + suffix": inputs_value_with_suffix,
+    "suffix marker (_old, _v10)": suffix_marker,
+    "value outside the enum": value_outside_enum,
+    "schema invalid": schema_invalid,
+    "`source` key": source_key,
+    "`format` key (not required)": format_key,
+    "format != Inputs format": format_not_input_format,
+    "value with `#`": ref_with_number,
+    "Inputs key, other value": inputs_key_other_value,
+    "tool repeated": tool_repeated,
+    "against dependency order": against_dependency_order,
+    "against role order": against_role_order,
+    "an Inputs key unused": input_unused,
+    "tool needs non-Inputs key": tool_needs_other_keys,
+    "source not an earlier step": source_not_earlier,
+    "extension changed": extension_changed,
+    "reading step without source": reading_step_without_source,
+}
+
+
+# --- the surface-repair agent ------------------------------------------------------------------
+def surface_repair(steps: Sequence[_Step], inputs: Mapping[str, Any]) -> tuple[_Step, ...]:
+    """The plan "repaired" by surface rules: drop repeated tools, keep only Inputs keys, set
+    them to the Inputs values (the six-line rule of issue 34)."""
+    repaired: list[_Step] = []
+    seen: set[str] = set()
+    for step in steps:
+        if step.tool in seen:
+            continue
+        seen.add(step.tool)
+        repaired.append(_Step(step.tool, {k: inputs[k] for k in step.arguments if k in inputs}))
+    return tuple(repaired)
+
+
+class SurfaceRepairAgent(FollowerAgent):
+    """A plan copier that first applies `surface_repair` to the plan it is shown."""
+
+    kind = "surface_repair"
+
+    def decide(
+        self, request: ModelRequest, view: _View
+    ) -> tuple[str, Mapping[str, Any]] | None:
+        shown = _plan_steps(view.text)
+        if shown is None:
+            return None
+        steps = surface_repair(shown, _inputs(view.text))
+        index, _ = _next_step(steps, view.history)
+        if index >= len(steps):
+            return None
+        return steps[index].tool, steps[index].arguments

@@ -1,0 +1,125 @@
+"""Flaws that only reading catches (issue 34): the adversarial property tests. The rules and
+the surface-repair agent are `surface_adversary.py`'s; bench/bench_flaw_leaks.py runs them
+at scale and prints the whole table."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from pytest_resilibench.base.names import FLAWS, SEVERITIES
+from pytest_resilibench.core.prompts import Variant, plan_for
+from pytest_resilibench.core.registry import default_registry
+from pytest_resilibench.core.scoring import deliverable_of, score_calls
+from pytest_resilibench.core.tasks import Task, load_tasks
+from pytest_resilibench.runtime.agents import make_agent
+from pytest_resilibench.runtime.episode import EpisodeSpec, run_episodes
+from tests.unit.sample_tasks import SALES
+from tests.unit.surface_adversary import (
+    _SUFFIX,
+    RULES,
+    _core,
+    key_outside_inputs,
+    value_not_in_inputs,
+)
+
+REGISTRY = default_registry()
+
+
+@pytest.fixture(scope="module")
+def tasks() -> list[Task]:
+    return list(load_tasks())[::25]
+
+
+def _steps(task: Task, variant: Variant) -> list[dict[str, object]]:
+    plan, _ = plan_for(task, variant, REGISTRY)
+    assert plan is not None
+    return [{"tool": s.tool, "arguments": dict(s.arguments)} for s in plan.steps]
+
+
+def _rate(rule: object, tasks: list[Task], variant: Variant) -> float:
+    return sum(bool(rule(t, _steps(t, variant), REGISTRY))  # type: ignore[operator]
+               for t in tasks) / len(tasks)
+
+
+@pytest.mark.parametrize("rule", [key_outside_inputs, value_not_in_inputs],
+                         ids=lambda r: r.__name__)
+def test_keys_and_values_beyond_the_inputs_tell_no_flaw(tasks: list[Task], rule: object) -> None:
+    """Genuine plans carry them as often as flawed ones: each flaw <= 5 pp above."""
+    genuine = _rate(rule, tasks, Variant("optimal"))
+    for flaw in FLAWS:
+        for severity in SEVERITIES:
+            assert _rate(rule, tasks, Variant("flawed", flaw, severity)) - genuine <= 0.05, (
+                flaw, severity)
+
+
+def test_wrong_values_take_the_forms_right_values_take(tasks: list[Task]) -> None:
+    """No suffix, nothing the schema refuses, no enum member it lacks: a parameter_error
+    value is one the task generator could have written."""
+    for task in tasks:
+        for severity in SEVERITIES:
+            _, record = plan_for(task, Variant("flawed", "parameter_error", severity), REGISTRY)
+            assert record is not None
+            for change in record["changes"]:
+                new, old = change["new"], change["old"]
+                if isinstance(new, str) and isinstance(old, str):  # not the old value + more
+                    assert not (_core(new) != _core(old) and _core(new).startswith(_core(old)))
+                    assert bool(_SUFFIX.search(new)) <= bool(_SUFFIX.search(old)), change
+                assert change["violates"] != "schema", change
+    for severity in SEVERITIES:
+        for rule in ("value outside the enum", "schema invalid", "Inputs value + suffix"):
+            assert _rate(RULES[rule], tasks, Variant("flawed", "parameter_error", severity)) \
+                <= _rate(RULES[rule], tasks, Variant("optimal")) + 0.10, (rule, severity)
+
+
+def test_logical_inconsistency_adds_only_keys_genuine_plans_carry(tasks: list[Task]) -> None:
+    for rule in ("`source` key", "value with `#`", "key outside Inputs"):
+        genuine = _rate(RULES[rule], tasks, Variant("optimal"))
+        for severity in SEVERITIES:
+            flawed = _rate(RULES[rule], tasks,
+                           Variant("flawed", "logical_inconsistency", severity))
+            assert flawed - genuine <= 0.10, (rule, severity)
+
+
+def _call(tool: str, ok: bool, ref: str, inputs: list[str]) -> dict[str, object]:
+    output = {"ref": ref, "inputs": inputs} if ok else None
+    return {"tool": tool, "ok": ok, "arguments": {}, "output": output}
+
+
+def test_a_second_delivery_spoils_the_deliverable_a_retry_does_not() -> None:
+    deliverable = deliverable_of(SALES, REGISTRY)
+    assert deliverable.once  # a post acts outside the data
+    made = [_call(t, True, f"{t}#1", [f"{p}#1"] if p else [])
+            for t, p in zip(SALES.required_tools, (None, *SALES.required_tools[:-1]),
+                            strict=True)]
+    made[2]["output"]["inputs"] = ["file_operations_reader#1"]  # type: ignore[index]
+    made[1]["output"]["inputs"] = ["file_operations_reader#1"]  # type: ignore[index]
+
+    def output(calls: list[dict[str, object]]) -> bool:
+        return score_calls(calls, SALES.required_tools, completed=True, registry=REGISTRY,
+                           deliverable=deliverable).conditions.output
+
+    assert output(made)
+    retried = [*made[:-1], _call("network_poster", False, "", []), made[-1]]
+    assert output(retried)
+    again = [*made, _call("network_poster", True, "network_poster#2",
+                          ["data_processing_aggregator#1"])]
+    assert not output(again)
+
+
+def test_a_plan_copier_pays_for_repeated_steps(tasks: list[Task]) -> None:
+    """builtin:follower loses >= 40 pp of full success on redundant_operations (medium)."""
+    chosen = tasks[:60]
+    agent = make_agent("builtin:follower")
+    variants = [Variant("optimal"), Variant("flawed", "redundant_operations", "medium")]
+
+    async def rates() -> dict[str, float]:
+        full: dict[str, int] = {}
+        specs = [EpisodeSpec(t, v, 11) for v in variants for t in chosen]
+        async for record in run_episodes(specs, agent, concurrency=16):
+            full[record.variant] = full.get(record.variant, 0) + (record.outcome == "full")
+        return {k: n / len(chosen) for k, n in full.items()}
+
+    got = asyncio.run(rates())
+    assert got["optimal"] - got.get("flawed-redundant_operations-medium", 0.0) >= 0.40, got
