@@ -30,11 +30,11 @@ import copy
 import json
 from collections.abc import Mapping
 from functools import cached_property
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 from pytest_resilibench.base.names import COMPLETION_SIGNAL, StopReason
 from pytest_resilibench.runtime.agent_error import from_agent, is_own_agent
-from pytest_resilibench.runtime.protocol import ModelReply, ToolCall
+from pytest_resilibench.runtime.protocol import ModelReply, Observation, Progress, ToolCall
 
 if TYPE_CHECKING:
     from pytest_resilibench.core.prompts import Prompt
@@ -97,7 +97,7 @@ class LoopEpisode:
         return self._keeper.record.stop_reason
 
     async def call(self, name: str, arguments: Mapping[str, Any] | str | None = None
-                   ) -> dict[str, Any]:
+                   ) -> Observation:
         """Call a tool: one turn. `arguments` is an object, or the raw JSON string a model
         sent (what agent SDKs hand over); what is no call (no tool name, arguments that are
         not JSON) costs the turn with an error, as a model's broken call does. Returns the
@@ -111,13 +111,14 @@ class LoopEpisode:
                 reply = self._reply(name, arguments)
                 parsed = keeper.receive(reply)
                 if parsed is None:  # a call once the budget is spent: not executed
-                    return {"tool": _tool_name(name), "status": "error",
-                            "error_code": BUDGET_EXHAUSTED,
-                            "message": "no turns left: the call was not executed and the "
-                                       "episode is over", "progress": keeper.progress()}
+                    refused: Observation = {"tool": _tool_name(name), "status": "error",
+                        "error_code": BUDGET_EXHAUSTED,
+                        "message": "no turns left: the call was not executed and the episode "
+                                   "is over", "progress": cast(Progress, keeper.progress())}
+                    return refused
                 payload = await keeper.answer(reply, parsed)
                 # What the model would read: a copy, so the record stays the agent's to keep.
-                observation: dict[str, Any] = json.loads(json.dumps(payload))
+                observation: Observation = json.loads(json.dumps(payload))
             except Exception as exc:
                 self._keep(exc)
                 raise
