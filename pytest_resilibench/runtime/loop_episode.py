@@ -87,6 +87,11 @@ class LoopEpisode:
         return self._keeper.record.repeat
 
     @property
+    def max_turns(self) -> int:
+        """The turn budget: at most this many calls are executed (the prompt says it too)."""
+        return self._keeper.record.max_turns
+
+    @property
     def over(self) -> bool:
         """Whether the episode has ended (budget, early stop or `finish()`)."""
         return self._keeper.over
