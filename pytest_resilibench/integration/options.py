@@ -88,6 +88,7 @@ class RunConfig:
     faults: FaultProfile = "paper"
     live_base_urls: dict[str, str] = field(default_factory=dict)
     trajectories: bool = False
+    skip_bad_agents: bool = False
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -377,6 +378,9 @@ _OPTIONS: list[tuple[str, Callable[[str], Any] | None, str | None, str]] = [
      "sim (the simulator in process), mcp (the same simulator behind our MCP server, one "
      "stdio server per process for all its episodes) or live (the HTTP services)"),
     ("trajectories", None, None, "keep every episode's messages and calls in the report"),
+    ("skip-bad-agents", None, None,
+     "with several models, run the ones whose agent can be built and warn about each other "
+     "one (by default one bad spec stops the run, naming each)"),
 ]
 
 
@@ -487,6 +491,7 @@ def read_config(config: pytest.Config) -> RunConfig:
         faults=values["faults"],
         live_base_urls=live,
         trajectories=bool(values["trajectories"]),
+        skip_bad_agents=bool(values["skip-bad-agents"]),
     )
 
 
