@@ -57,7 +57,10 @@ class LoopEpisode:
 
     def __init__(self, keeper: TurnKeeper, prompt: Prompt, registry: ToolRegistry) -> None:
         self._keeper = keeper
-        self._prompt = prompt
+        # The prompt's messages and tools only: never the plan's injection record, which is
+        # the answer key of a flawed variant.
+        self._messages = prompt.messages
+        self._tools = prompt.tools
         self._registry = registry
         self._lock = asyncio.Lock()
         self._replies = 0
@@ -68,13 +71,13 @@ class LoopEpisode:
     @cached_property
     def messages(self) -> list[dict[str, Any]]:
         """The variant's prompt as OpenAI chat messages (system, user); yours to extend."""
-        return [dict(message) for message in self._prompt.messages]
+        return [dict(message) for message in self._messages]
 
     @cached_property
     def tools(self) -> list[dict[str, Any]]:
         """The tools as OpenAI function schemas (`{"type": "function", "function": ...}`),
         in either tool mode; a copy, yours to modify."""
-        tools = self._prompt.tools
+        tools = self._tools
         return copy.deepcopy(tools) if tools is not None else self._registry.to_openai()
 
     @property
