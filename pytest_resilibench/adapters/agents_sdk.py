@@ -74,6 +74,8 @@ class AgentsSdkAgent:
     def __init__(self, agent: Agent[Any], *, run_config: RunConfig | None = None,
                  name: str | None = None) -> None:
         require("agents-sdk", "agents", _FEATURE)
+        import agents  # noqa: F401  # here, on pytest's thread, not in the episode thread
+
         self.agent = agent
         self.run_config = run_config
         self.name = name or agent.name

@@ -71,6 +71,11 @@ class LangGraphAgent:
     def __init__(self, build: Callable[[list[BaseTool]], Any], *, name: str = "langgraph",
                  recursion_limit: int | None = None) -> None:
         require("langgraph", "langgraph", _FEATURE)
+        # Here, on pytest's thread, not in the episode thread (integration/preload.py).
+        import langchain_core.callbacks
+        import langchain_core.messages
+        import langchain_core.tools  # noqa: F401
+
         self.build = build
         self.name = name
         self.recursion_limit = recursion_limit

@@ -459,6 +459,7 @@ class ResiliSession:
                 "rpm": config.rpm, "tpm": config.tpm, "max_wait_s": config.max_wait,
                 "shared_limit": True,
                 "model_args": config.model_args, "api": config.api,
+                "api_version": config.api_version,
                 "max_consecutive_errors": config.max_consecutive_errors,
                 "price": price_of(spec, load_prices(config.prices)), "max_cost_usd": max_cost}
 
