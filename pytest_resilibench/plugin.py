@@ -442,7 +442,7 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
     tr.section("ResiliBench results")
     for why in state.skipped_agents.values():  # --resili-skip-bad-agents
         tr.write_line(f"resilibench: skipped {why}", yellow=True, bold=True)
-    tr.write_line(render_terminal(state.summary))
+    tr.write_line(render_terminal(state.display_summary or state.summary))
     tr.write_line(LEGEND)
     for line in state.resume_lines():
         tr.write_line(line)

@@ -343,6 +343,16 @@ class ResiliSession:
             self._config = replace(self._config, models=tuple(
                 spec for spec in self._config.models if spec not in skipped))
 
+    @property
+    def display_summary(self) -> Summary | None:
+        """The summary as the terminal shows it: each model by its agent's name where it has
+        one of its own (`model_labels`); the report keeps the specs, which pair episodes."""
+        if self._summary is None:
+            return None
+        from pytest_resilibench.reporting.analysis import relabel_models
+
+        return relabel_models(self._summary, self.model_labels())
+
     def model_labels(self) -> dict[str, str]:
         """The tables' name of each model whose agent has a `name` of its own (unique, and no
         other model's spec); the others are shown by their spec."""
@@ -584,10 +594,7 @@ class ResiliSession:
         from pytest_resilibench.reporting.analysis import summary
 
         self._store.sort()
-        labels = self.model_labels()
-        self._summary = summary(
-            [{**ep, "model": labels.get(ep["model"], ep["model"])} for ep in self.episodes]
-            if labels else self.episodes)
+        self._summary = summary(self.episodes)
         if self._provider_stats:  # real models: what their providers did
             from pytest_resilibench.runtime.agents.probe import throughput
 
