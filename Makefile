@@ -8,7 +8,7 @@ RUN_STAMP := $(VENV)/.installed-run
 DEV_STAMP := $(VENV)/.installed-dev
 PYTEST_ARGS ?=
 
-.PHONY: run test lint bench clean
+.PHONY: run test lint bench clean chromium
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -28,7 +28,18 @@ $(DEV_STAMP): pyproject.toml | $(BIN)/python
 run: $(RUN_STAMP)
 	$(BIN)/pytest suites -p no:cacheprovider -q $(PYTEST_ARGS)
 
-test: $(DEV_STAMP)
+# The browser test drives Debian's Chromium: installed here when missing and we are root (a
+# fresh CI machine); without it that test skips and says why.
+chromium:
+	@if [ ! -x /usr/bin/chromium ] && [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	  echo "installing chromium (apt-get) for the browser test"; \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium >/dev/null 2>&1 || \
+	  { apt-get update -q >/dev/null 2>&1 && \
+	    DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium >/dev/null 2>&1; } || \
+	  echo "could not install chromium: the browser test will skip"; \
+	fi
+
+test: $(DEV_STAMP) chromium
 	$(BIN)/pytest tests -n 2 --dist loadgroup -q $(PYTEST_ARGS)
 
 lint: $(DEV_STAMP)

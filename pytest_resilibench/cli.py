@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -355,12 +356,17 @@ def _cmd_serve_openai(args: argparse.Namespace) -> int:
         served[name.strip()] = cast(Agent, agent)
     server = OpenAITestServer(served, seed=args.seed, latency_ms=args.latency_ms,
                               faults=faults, host=args.host, port=args.port,
-                              strict=args.strict, api_key=args.api_key).start()
+                              strict=args.strict, api_key=args.api_key,
+                              max_in_flight=args.max_in_flight,
+                              limit_retry_after_s=args.limit_retry_after_s).start()
     # The first line names the bound port (port 0 picks a free one); scripts read it.
     models = ", ".join(["builtin:NAME", *served])
     strict = ", strict" if args.strict else ""
+    limit = ("" if args.max_in_flight is None else
+             f"; at most {args.max_in_flight} in flight, 429 beyond")
     print(f"serving {server.base_url} (models {models}{strict}; latency {args.latency_ms:g} ms, "
-          f"faults {args.fault_rate:g} of {','.join(kinds)}, seed {args.seed})", flush=True)
+          f"faults {args.fault_rate:g} of {','.join(kinds)}, seed {args.seed}{limit})",
+          flush=True)
     try:
         server.serve_forever()
     finally:
@@ -389,51 +395,79 @@ def _add_serve_openai(sub: _Subparsers) -> None:
     p.add_argument("--strict", action="store_true",
                    help="refuse what OpenAI refuses (unknown fields, what the model family "
                         "does not take), as the real API does")
+    p.add_argument("--max-in-flight", type=_int_in(1), default=None, metavar="N",
+                   help="a provider's concurrency limit: requests beyond N in flight get 429 "
+                        "with Retry-After (default: no limit)")
+    p.add_argument("--limit-retry-after-s", type=_SECONDS, default=1.0,
+                   help="Retry-After of a 429 from --max-in-flight (default 1 s)")
     p.set_defaults(handler=_cmd_serve_openai)
 
 
 def _cmd_report(args: argparse.Namespace) -> int:
     from pytest_resilibench.base.atomic import atomic_write
     from pytest_resilibench.base.outputs import default_path, prepare
-    from pytest_resilibench.reporting import analysis
+    from pytest_resilibench.reporting import analysis, headline
 
     run = analysis.load_report(args.run)
     summary = analysis.summary(run["episodes"])
-    sys.stdout.write(analysis.render_terminal(summary))
-    comparison = None
+    comparison = other = runs = None
     if args.compare:
         other = analysis.load_report(args.compare)
         # RUN is the candidate, OTHER the reference: the drop is OTHER -> RUN.
         comparison = analysis.compare(other["episodes"], run["episodes"],
                                       max_drop_pp=args.max_drop, alpha=args.alpha)
-        sys.stdout.write("\n" + analysis.render_compare(comparison))
+        runs = {"old": analysis.identify(args.compare, other),
+                "new": analysis.identify(args.run, run)}
+    head = headline.build(summary, episodes=run["episodes"],
+                          gate=run["environment"].get("gate") or [], comparison=comparison)
+    # The tables, the comparison, and the headline last: in a terminal the end stays in view.
+    terminal = analysis.render_terminal(summary, head=head)
+    if comparison is not None:
+        body, _, last = terminal.rpartition("\n\nResiliBench: ")
+        terminal = (f"{body}\n\n{analysis.render_compare(comparison, runs=runs)}\n"
+                    f"ResiliBench: {last}")
+    sys.stdout.write(terminal)
     stem = Path(args.run).stem
+    page: Path | None = None
+    if args.html is not None:
+        from pytest_resilibench.reporting.report_html import write_html
+
+        page = write_html(args.html or default_path(f"{stem}.html"), run, summary=summary,
+                          comparison=comparison, other=other, runs=runs)
     if args.markdown is not None:
-        text = analysis.render_markdown(summary)
-        if comparison is not None:
-            text += "\n" + analysis.render_compare(comparison, fmt="github")
         md = prepare(args.markdown or default_path(f"{stem}.md"))
+        link = None if page is None else os.path.relpath(page.resolve(), md.resolve().parent)
+        text = analysis.render_markdown(summary, head=head, comparison=comparison, runs=runs,
+                                        html_link=link)
         atomic_write(md, text.encode("utf-8"))
         print(f"markdown report: {md}")
-    if args.html is not None:
+    if page is not None:
+        print(f"HTML report: {page} ({_mib(page.stat().st_size)}, open it in a browser)")
+    if args.png is not None:
         try:
-            from pytest_resilibench.reporting.report_html import write_html
-            out = write_html(args.html or default_path(f"{stem}.html"), run, summary=summary,
-                             comparison=comparison)
+            from pytest_resilibench.reporting.report_png import write_pngs
+
+            written = write_pngs(summary, args.png or default_path(f"{stem}-plots"))
         except ImportError as exc:
             print(f"resilibench report: error: {exc}", file=sys.stderr)
             return 2
-        print(f"HTML report: {out} ({out.stat().st_size / 1e6:.1f} MB, open it in a browser)")
+        print(f"PNG plots: {', '.join(str(p) for p in written) or 'none (no data to plot)'}")
     if comparison is not None and comparison["overall"]["kind"] == "regression":
         return 1
     return 0
 
 
+def _mib(size: int) -> str:
+    """A file size in MiB, the one unit the CLI and the docs use."""
+    return f"{size / 2**20:.2f} MiB"
+
+
 def _add_report(sub: _Subparsers) -> None:
     p = sub.add_parser("report", help="tables, plots and trajectories of a run's JSON report",
-                       description="Print a run's tables; write them as HTML (plots and "
-                       "trajectories, one offline file) or markdown; with --compare, a paired "
-                       "verdict of RUN against OTHER (exit 1 on a regression).")
+                       description="Print a run's tables and headline; write them as HTML "
+                       "(charts and trajectories, one offline file), markdown or PNG plots; "
+                       "with --compare, a paired verdict of RUN against OTHER per model (exit 1 "
+                       "on a regression).")
     p.add_argument("run", metavar="RUN.json", help="a resilibench.report/1 file")
     # Without a path, outputs go to .resilibench/ (outputs.py), which git ignores.
     p.add_argument("--html", metavar="OUT.html", nargs="?", const="",
@@ -441,6 +475,9 @@ def _add_report(sub: _Subparsers) -> None:
                         ".resilibench/RUN.html)")
     p.add_argument("--markdown", metavar="OUT.md", nargs="?", const="",
                    help="write the tables as markdown (default: .resilibench/RUN.md)")
+    p.add_argument("--png", metavar="DIR", nargs="?", const="",
+                   help="write the plots as PNG files, drawn with matplotlib (the [report] "
+                        "extra; default: .resilibench/RUN-plots/)")
     p.add_argument("--compare", metavar="OTHER.json",
                    help="reference run: pair episodes on the same tool luck and judge the drop")
     p.add_argument("--max-drop", type=_float_in(0.0, 100.0), default=5.0, metavar="PP",

@@ -436,14 +436,23 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
     if state is None or state.summary is None:
         return
     from pytest_resilibench.reporting.analysis import render_terminal
+    from pytest_resilibench.reporting.headline import build
     from pytest_resilibench.reporting.vocabulary import LEGEND, order_stats
 
     tr = terminalreporter
     tr.section("ResiliBench results")
     for why in state.skipped_agents.values():  # --resili-skip-bad-agents
         tr.write_line(f"resilibench: skipped {why}", yellow=True, bold=True)
-    tr.write_line(render_terminal(state.display_summary or state.summary))
-    tr.write_line(LEGEND)
+    full = state.config.summary == "full" or config.get_verbosity() > 0
+    # The tables name each model by its agent's `name` where it has one of its own.
+    shown = state.display_summary or state.summary
+    # The headline's gate lines are the coloured ones below (the same words).
+    head = build(shown)
+    if full:
+        tr.write_line(LEGEND)
+    tr.write_line(render_terminal(shown, head=head, full=full).rstrip("\n"))
+    if not full:
+        tr.write_line("(every table: -v or --resili-summary=full)")
     for line in state.resume_lines():
         tr.write_line(line)
     if state.config.report is not None:

@@ -2,7 +2,8 @@
 error naming the install command, at start-up, never an ImportError per item.
 
 Extras (pyproject.toml): `solver` (torch, tqdm: PPO training), `mcp` (the MCP server and
-`--resili-env=mcp`), `report` (matplotlib: the HTML report's plots), `dev`.
+`--resili-env=mcp`), `report` (matplotlib: PNG plots on request, `resilibench report --png`; the
+HTML report needs none), `dev`.
 """
 
 from __future__ import annotations

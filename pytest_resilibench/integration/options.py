@@ -90,6 +90,7 @@ class RunConfig:
     live_base_urls: dict[str, str] = field(default_factory=dict)
     trajectories: bool = False
     skip_bad_agents: bool = False
+    summary: str = "headline"  # the terminal's: the headline, or the full tables too
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -396,6 +397,9 @@ _OPTIONS: list[tuple[str, Callable[[str], Any] | None, str | None, str]] = [
     ("skip-bad-agents", None, None,
      "with several models, run the ones whose agent can be built and warn about each other "
      "one (by default one bad spec stops the run, naming each)"),
+    ("summary", _one_of(("headline", "full")), "headline",
+     "what the terminal prints at the end: the headline per model, or full (every table "
+     "too, as -v does)"),
 ]
 
 
@@ -508,6 +512,7 @@ def read_config(config: pytest.Config) -> RunConfig:
         live_base_urls=live,
         trajectories=bool(values["trajectories"]),
         skip_bad_agents=bool(values["skip-bad-agents"]),
+        summary=values["summary"],
     )
 
 

@@ -2,7 +2,8 @@
 
 pytest runs one item at a time; a real model answers in seconds. So once this process knows
 its items (all of them without xdist, its round-robin share with it), the runner starts their
-episodes in item order, `concurrency` at a time, and each item just waits for its own result.
+episodes about in item order (the longest first among the next few: start_order.py),
+`concurrency` at a time, and each item just waits for its own result.
 Run-ahead is bounded by a window so finished-but-unclaimed records never pile up in memory.
 A case that was not announced (an xdist re-schedule after a worker crash) runs on demand.
 
@@ -32,6 +33,7 @@ from pytest_resilibench.integration.batches import Batches
 from pytest_resilibench.integration.cases import Case
 from pytest_resilibench.integration.options import RunConfig
 from pytest_resilibench.integration.preload import import_before_threads
+from pytest_resilibench.integration.start_order import longest_first
 from pytest_resilibench.runtime.environment import Environment
 from pytest_resilibench.runtime.protocol import AnyAgent, close_agent
 
@@ -229,7 +231,8 @@ class EpisodeRunner:
         claimed, slots = self._claimed, self._slots_of()
         pending: set[asyncio.Task[None]] = set()
         try:
-            for case in cases:
+            # Longest first within a look-ahead of one slot each: a shorter tail (start_order.py).
+            for case in longest_first(cases, slots.concurrency, _plan_steps):
                 await claimed.acquire()  # released when an item takes its result
                 with self._lock:
                     taken = self._started_by.setdefault(case.id, "feeder") != "feeder"
@@ -323,3 +326,8 @@ class EpisodeRunner:
             except Exception as exc:  # closing one agent must not leak the others
                 errors.append(exc)
         self._agents.clear()
+
+
+def _plan_steps(case: Case) -> int:
+    """What an episode's length is expected from: its reference plan's steps."""
+    return len(case.task.reference_workflow().steps)

@@ -7,6 +7,7 @@ reports, the summary, the JSON report and the gate.
 
 from __future__ import annotations
 
+import datetime as _dt
 import json
 import os
 import tempfile
@@ -102,6 +103,8 @@ class ResiliSession:
         self._lost: list[str] = []
         self._gate_results: list[GateResult] = []
         self._summary: Summary | None = None
+        # When the run began (the report's `environment.started`: a comparison names its runs).
+        self._started = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
         self._attached = 0
         self._baseline: list[dict[str, Any]] | None = None
         self._sequential: SequentialGate | None = None
@@ -637,7 +640,8 @@ class ResiliSession:
         assert self._config.report is not None and self._summary is not None
         head = envelope(
             config=self._report_config(), summary=self._summary, rootdir=self._rootdir,
-            extra={"gate": [r.line for r in self._gate_results], "lost": list(self._lost)},
+            extra={"gate": [r.line for r in self._gate_results], "lost": list(self._lost),
+                   "started": self._started},
         )
         head["complete"] = not self._lost
         head["expected"] = len(self._planned) - len(self._left_out)

@@ -14,7 +14,7 @@ from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NotRequired, TypedDict, cast
+from typing import TYPE_CHECKING, Any, NotRequired, TypedDict, cast
 
 import numpy as np
 from tabulate import tabulate
@@ -32,6 +32,9 @@ from pytest_resilibench.reporting.report import REPORT_SCHEMA
 from pytest_resilibench.reporting.sequential import PAIR_FIELDS
 from pytest_resilibench.runtime.protocol import error_cause
 
+if TYPE_CHECKING:
+    from pytest_resilibench.reporting.headline import Headline
+
 __all__ = [
     "DIFFICULTIES",
     "OUTCOMES",
@@ -41,8 +44,11 @@ __all__ = [
     "TASK_TYPES",
     "Table",
     "compare",
+    "compare_model_table",
     "compare_table",
+    "flips_table",
     "headline",
+    "identify",
     "known_first",
     "load_report",
     "no_result",
@@ -50,6 +56,7 @@ __all__ = [
     "render_compare",
     "render_markdown",
     "render_terminal",
+    "runs_table",
     "summary",
     "tables",
     "unit_key",
@@ -92,6 +99,7 @@ class Row(Rates, total=False):
 
     model: str
     variant: str
+    faults: str
     task_type: str
     difficulty: str
     flaw: str
@@ -217,11 +225,12 @@ class Summary(TypedDict):
     errors_by_model: dict[str, int]
     infra_causes: list[InfraCause]
     usage: list[Usage]
+    by_model: list[Row]  # per model and fault profile: every variant pooled (the headline's)
     by_model_variant: list[Row]
     variant_averages: list[VariantAverage]
     by_task_type: list[Row]
     by_difficulty: list[Row]
-    by_type_difficulty: list[Row]
+    by_type_difficulty: list[Row]  # per model (a grid pooled over models hides them)
     by_flaw: list[Row]
     drops: Drops
     identical_variants: list[IdenticalVariants]
@@ -246,9 +255,29 @@ class VariantVerdict(ComparedVerdict):
     variant: str
 
 
+class ModelVerdict(ComparedVerdict):
+    model: str  # the new run's model
+    old_model: str  # the old run's (the same, but for runs of one model each)
+
+
+class Flip(TypedDict):
+    """A pair whose full success changed between the runs: `lost` (full before, not now) or
+    `gained`; the ids are each run's episode."""
+
+    change: str
+    model: str
+    variant: str
+    task_id: str
+    old_id: str
+    new_id: str
+    old_outcome: str
+    new_outcome: str
+
+
 class Comparison(TypedDict):
     """What `compare` returns: the runs' models, what pairs an episode, the pairs and the
-    scored episodes left unpaired (old, new), the verdicts overall and per variant."""
+    scored episodes left unpaired (old, new), the verdicts overall, per model and per
+    variant, and the pairs that flipped."""
 
     models: dict[str, list[str]]  # old | new -> models
     paired_on: list[str]
@@ -257,7 +286,9 @@ class Comparison(TypedDict):
     max_drop_pp: float
     alpha: float
     overall: ComparedVerdict
+    by_model: list[ModelVerdict]
     by_variant: list[VariantVerdict]
+    flipped: list[Flip]
 
 
 def variant_order(label: str) -> tuple[int, str]:
@@ -609,14 +640,17 @@ def summary(
         "errors_by_model": dict(sorted(errors.items())),
         "infra_causes": _infra_causes(eps),
         "usage": _usage(eps, models),
+        # The fault profile is a row's field ("paper" where the episode has none): a rate over
+        # both profiles would mean neither.
+        "by_model": rows("model", "faults", groups=_by_model_profile(eps)),
         "by_model_variant": by_mv,
         "variant_averages": averages,
         "by_task_type": rows("model", "task_type", order=lambda k: (
             str(k[0]), _rank(k[1], TASK_TYPES))),
         "by_difficulty": rows("model", "difficulty", order=lambda k: (
             str(k[0]), _rank(k[1], DIFFICULTIES))),
-        "by_type_difficulty": rows("task_type", "difficulty", order=lambda k: (
-            _rank(k[0], TASK_TYPES), _rank(k[1], DIFFICULTIES))),
+        "by_type_difficulty": rows("model", "task_type", "difficulty", order=lambda k: (
+            str(k[0]), _rank(k[1], TASK_TYPES), _rank(k[2], DIFFICULTIES))),
         "by_flaw": rows("model", "flaw", "severity", subset=flawed, order=lambda k: (
             str(k[0]), variant_order(f"flawed-{k[1]}"), _rank(k[2], SEVERITIES))),
         "drops": {"by_model": drops_by_model, "by_flaw": drops_by_flaw},
@@ -639,6 +673,13 @@ def summary(
     if sections:
         result["faults"], result["by_event"] = sections["faults"], sections["by_event"]
     return result
+
+
+def _by_model_profile(eps: Sequence[Episode]) -> dict[tuple[Any, ...], list[Episode]]:
+    groups: dict[tuple[Any, ...], list[Episode]] = defaultdict(list)
+    for ep in eps:
+        groups[(str(ep.get("model")), str(ep.get("faults") or "paper"))].append(ep)
+    return groups
 
 
 def _identical_variants(
@@ -1063,17 +1104,26 @@ def _slope_label(r: Surface) -> str:
     return f"{10 * r['slope']:+.1f} pp per +0.1"
 
 
-def _render(s: Summary, fmt: str, heading: Callable[[str], str]) -> str:
+def _render_table(t: Table, fmt: str, heading: Callable[[str], str]) -> str:
     # Blank lines around every table and its legend: in markdown a line straight under a
     # table is read as one more row (GFM tables end at a blank line).
-    parts = []
-    for t in tables(s):
-        block = [heading(t.title), tabulate(t.rows, headers=t.headers, tablefmt=fmt,
-                                            disable_numparse=True)]
-        if t.note:
-            block.append(t.note)
-        parts.append(("\n\n" if fmt == "github" else "\n").join(block))
-    return "\n\n".join([headline(s), *parts]) + "\n"
+    block = [heading(t.title), tabulate(t.rows, headers=t.headers, tablefmt=fmt,
+                                        disable_numparse=True)]
+    if t.note:
+        block.append(t.note)
+    return ("\n\n" if fmt == "github" else "\n").join(block)
+
+
+# Tables longer than this fold into a `<details>` element in the markdown.
+MARKDOWN_FOLD_ROWS = 8
+
+
+def _fold(title: str, body: str, rows: int) -> str:
+    """A markdown block, folded into `<details>` when it is long (blank lines around the
+    content: GitHub renders markdown inside the element only then)."""
+    if rows <= MARKDOWN_FOLD_ROWS:
+        return body
+    return f"<details><summary>{title} ({rows} rows)</summary>\n\n{body}\n\n</details>"
 
 
 def headline(s: Summary) -> str:
@@ -1102,13 +1152,36 @@ def relabel_models(s: Summary, labels: Mapping[str, str]) -> Summary:
     return cast(Summary, swap(s))
 
 
-def render_terminal(s: Summary) -> str:
-    """Compact plain-text tables, one titled section each (what the plugin prints)."""
-    return _render(s, "simple", lambda title: f"-- {title} --")
+def render_terminal(s: Summary, *, head: Headline | None = None, full: bool = True) -> str:
+    """When `full`, the compact plain-text tables, one titled section each; then the headline
+    (`headline.py`), last, where a terminal leaves it in view (what the plugin prints)."""
+    from pytest_resilibench.reporting import headline as headline_
+
+    parts = [_render_table(t, "simple", lambda title: f"-- {title} --")
+             for t in (tables(s) if full else [])]
+    parts.append("\n".join(headline_.lines(head if head is not None else headline_.build(s))))
+    return "\n\n".join(parts) + "\n"
 
 
-def render_markdown(s: Summary, *, title: str = "ResiliBench report") -> str:
-    return f"# {title}\n\n" + _render(s, "github", lambda t: f"## {t}")
+def render_markdown(s: Summary, *, title: str = "ResiliBench report",
+                    head: Headline | None = None, comparison: Comparison | None = None,
+                    runs: Mapping[str, Mapping[str, Any]] | None = None,
+                    html_link: str | None = None) -> str:
+    """The headline first (with a link to the HTML report, `html_link`, when one was
+    written), then the comparison (when there is one: the runs, the verdict per model, per
+    variant and the flipped pairs), then the tables, long ones folded."""
+    from pytest_resilibench.reporting import headline as headline_
+
+    h = head if head is not None else headline_.build(s, comparison=comparison)
+    parts = [f"# {title}", headline_.render_markdown(h).rstrip("\n")]
+    if html_link:
+        parts.append(f"Charts, every episode and why it ended: [the HTML report]({html_link})")
+    if comparison is not None:
+        parts.append(render_compare(comparison, fmt="github", runs=runs).rstrip("\n"))
+    for i, t in enumerate(tables(s)):
+        body = _render_table(t, "github", lambda name: f"## {name}")
+        parts.append(body if i == 0 else _fold(t.title, body, len(t.rows)))
+    return "\n\n".join(parts) + "\n"
 
 
 # --- reports on disk and run-to-run comparison -------------------------------------------------
@@ -1185,8 +1258,10 @@ def compare(
         return {**v.to_json(), "text": v.describe()}
 
     groups: dict[str, list[tuple[Episode, Episode]]] = defaultdict(list)
+    by_model: dict[tuple[str, str], list[tuple[Episode, Episode]]] = defaultdict(list)
     for a, b in pairs:
         groups[str(a.get("variant"))].append((a, b))
+        by_model[(str(b.get("model")), str(a.get("model")))].append((a, b))
     return {
         "models": {"old": models_old, "new": models_new},
         "paired_on": list((("model",) if with_model else ()) + PAIR_FIELDS),
@@ -1196,21 +1271,73 @@ def compare(
         "max_drop_pp": max_drop_pp,
         "alpha": alpha,
         "overall": verdict(pairs),
+        "by_model": [{"model": new_model, "old_model": old_model,
+                      **verdict(by_model[(new_model, old_model)])}
+                     for new_model, old_model in sorted(by_model)],
         "by_variant": [{"variant": v, **verdict(groups[v])}
                        for v in sorted(groups, key=variant_order)],
+        "flipped": _flips(pairs),
     }
+
+
+def _flips(pairs: Sequence[tuple[Episode, Episode]]) -> list[Flip]:
+    """The pairs whose full success changed, losses first, then by model, variant, task."""
+    flips: list[Flip] = [
+        {"change": "lost" if _full(a) else "gained", "model": str(b.get("model")),
+         "variant": str(b.get("variant")), "task_id": str(b.get("task_id")),
+         "old_id": str(a.get("id")), "new_id": str(b.get("id")),
+         "old_outcome": str(a.get("outcome")), "new_outcome": str(b.get("outcome"))}
+        for a, b in pairs if _full(a) != _full(b)]
+    return sorted(flips, key=lambda f: (f["change"] != "lost", f["model"],
+                                        variant_order(f["variant"]), f["task_id"]))
+
+
+def compare_model_table(c: Comparison) -> Table:
+    """The verdict per model (paired within it), the first thing a comparison shows."""
+    rows = [[_model_label(v), v["n"], *_verdict_cells(v)] for v in c.get("by_model", [])]
+    rows.append(["all models", c["overall"]["n"], *_verdict_cells(c["overall"])])
+    links = [_links({"model": v["model"]}, 7) for v in c.get("by_model", [])]
+    return Table(
+        f"Verdict per model: drop old → new in full success (allowed {c['max_drop_pp']:g} pp)",
+        ["model", "pairs", "drop pp", f"{100 * (1 - c['alpha']):g}% CI", "p", "verdict",
+         "more pairs needed"],
+        rows, "", [*links, [None] * 7])
+
+
+def _links(target: Filter, cells: int) -> list[Filter | None]:
+    return [target] * cells
+
+
+def _model_label(v: ModelVerdict) -> str:
+    return v["model"] if v["model"] == v["old_model"] else f"{v['old_model']} → {v['model']}"
 
 
 def compare_table(c: Comparison) -> Table:
     rows = [["all", c["overall"]["n"], *_verdict_cells(c["overall"])]]
     rows += [[v["variant"], v["n"], *_verdict_cells(v)] for v in c["by_variant"]]
     return Table(
-        f"Paired comparison: drop old → new in full success (allowed {c['max_drop_pp']:g} pp)",
+        f"Paired comparison per variant: drop old → new in full success (allowed "
+        f"{c['max_drop_pp']:g} pp)",
         ["variant", "pairs", "drop pp", f"{100 * (1 - c['alpha']):g}% CI", "p", "verdict",
          "more pairs needed"],
         rows,
         f"paired on {', '.join(c['paired_on'])}; unpaired episodes left out: "
-        f"{c['unpaired']['old']} old, {c['unpaired']['new']} new")
+        f"{c['unpaired']['old']} old, {c['unpaired']['new']} new",
+        [[None] * 7, *[_links({"variant": v["variant"]}, 7) for v in c["by_variant"]]])
+
+
+def flips_table(c: Comparison, limit: int | None = None) -> Table:
+    """The pairs that flipped (losses first); `limit` rows at most."""
+    flips = c.get("flipped", [])
+    shown = flips if limit is None else flips[:limit]
+    more = len(flips) - len(shown)
+    return Table(
+        f"Flipped episodes: {sum(f['change'] == 'lost' for f in flips)} lost full success, "
+        f"{sum(f['change'] == 'gained' for f in flips)} gained",
+        ["change", "model", "variant", "task", "old", "new"],
+        [[f["change"], f["model"], f["variant"], f["task_id"], f["old_outcome"],
+          f["new_outcome"]] for f in shown],
+        f"{more} more in the JSON and HTML" if more else "")
 
 
 def _verdict_cells(v: ComparedVerdict) -> list[str]:
@@ -1219,12 +1346,46 @@ def _verdict_cells(v: ComparedVerdict) -> list[str]:
             "–" if v["more_needed"] is None else str(v["more_needed"])]
 
 
-def render_compare(c: Comparison, *, fmt: str = "simple") -> str:
-    t = compare_table(c)
-    body = tabulate(t.rows, headers=t.headers, tablefmt=fmt, disable_numparse=True)
-    if fmt == "github":  # blank lines end the table (see `_render`)
-        return f"## {t.title}\n\n{body}\n\n{t.note}\n\nverdict: {c['overall']['text']}\n"
-    return f"-- {t.title} --\n{body}\n{t.note}\nverdict: {c['overall']['text']}\n"
+RUN_FIELDS = ("path", "started", "created", "commit", "models", "fixture_hash")
+
+
+def identify(path: str | Path, report: Mapping[str, Any]) -> dict[str, Any]:
+    """What tells a run apart: its file, when it started and ended, the commit it ran at, its
+    models and the fixtures' hash; `missing` names what the report does not record."""
+    env = report.get("environment") or {}
+    config = report.get("config") or {}
+    models = sorted({str(ep.get("model")) for ep in report.get("episodes", [])})
+    found: dict[str, Any] = {
+        "path": str(path), "started": env.get("started"), "created": env.get("created"),
+        "commit": env.get("commit"), "models": ", ".join(models) or None,
+        "fixture_hash": config.get("fixture_hash")}
+    return {**found, "missing": [k for k in RUN_FIELDS if found.get(k) in (None, "")]}
+
+
+def runs_table(runs: Mapping[str, Mapping[str, Any]]) -> Table:
+    """Old and new side by side, a row per identifying field."""
+    names = {"path": "file", "started": "started", "created": "written", "commit": "git commit",
+             "models": "models", "fixture_hash": "fixture hash"}
+    rows = [[names[k], *(runs[side].get(k) or "not recorded" for side in ("old", "new"))]
+            for k in RUN_FIELDS]
+    return Table("Runs compared", ["", "old", "new"], rows)
+
+
+def render_compare(c: Comparison, *, fmt: str = "simple",
+                   runs: Mapping[str, Mapping[str, Any]] | None = None,
+                   flips: int | None = 20) -> str:
+    """The comparison: the runs (when known), the verdict per model, per variant, and the
+    flipped pairs (at most `flips` rows), then the overall verdict's sentence."""
+    heading: Callable[[str], str] = (lambda t: f"## {t}") if fmt == "github" else (
+        lambda t: f"-- {t} --")
+    found = [*([runs_table(runs)] if runs else []), compare_model_table(c), compare_table(c)]
+    parts = [_render_table(t, fmt, heading) for t in found]
+    if c.get("flipped"):
+        t = flips_table(c, flips)
+        body = _render_table(t, fmt, heading)
+        parts.append(_fold(t.title, body, len(t.rows)) if fmt == "github" else body)
+    parts.append(f"verdict: {c['overall']['text']}")
+    return "\n\n".join(parts) + "\n"
 
 
 def _or_dash(value: object) -> object:

@@ -2,7 +2,9 @@
 // The episodes arrive gzip-compressed in #resili-data (report_data.py); they are decompressed
 // once with the browser's DecompressionStream and rendered on demand. Every view lives in the
 // URL fragment (#view=episodes&model=...&q=..., #view=episode&ep=..., #view=pair&a=...&b=...),
-// so a link, a reload or a screenshot shows the same view.
+// so a link, a reload or a screenshot shows the same view. A comparison's page also carries
+// the old run's episodes (#resili-old), keyed "old:ID": its flipped pairs open old and new
+// side by side. The "why" of an episode comes computed (why.py): shown, never derived here.
 // Model output is untrusted: it reaches the page through textContent only, never innerHTML.
 "use strict";
 (function () {
@@ -44,7 +46,7 @@
     task_id: (ep) => str(ep.task_id), stop_reason: (ep) => str(ep.stop_reason),
   };
   const SELECTS = ["model", "variant", "flaw", "severity", "task_type", "difficulty", "outcome",
-                   "vs_optimal", "base_success", "repeat"];
+                   "stop_reason", "vs_optimal", "base_success", "repeat"];
   const LABELS = {task_type: "type", vs_optimal: "vs optimal", base_success: "base",
                   task_id: "task", kind: "kind", stop_reason: "stop reason"};
 
@@ -56,17 +58,22 @@
     ["outcome", (ep) => ep._outcome, "outcome"], ["turns", (ep) => ep.turns, "num"],
     ["calls", (ep) => ep.tool_calls, "num"], ["tokens", tokens, "num"],
     ["cost", (ep) => ep.cost_usd, "num"], ["vs optimal", (ep) => ep._vs, "text"],
+    ["why", (ep) => ep.why, "why"],
   ];
 
   let LOAD_MS = 0;
-  async function load() {
-    const started = performance.now();
-    const b64 = document.getElementById("resili-data").textContent.trim();
+  async function decode(id) {
+    const b64 = document.getElementById(id).textContent.trim();
     const bin = atob(b64);
     const bytes = new Uint8Array(bin.length);
     for (let i = 0; i < bin.length; i++) bytes[i] = bin.charCodeAt(i);
     const stream = new Blob([bytes]).stream().pipeThrough(new DecompressionStream("gzip"));
-    const data = JSON.parse(await new Response(stream).text());
+    return JSON.parse(await new Response(stream).text());
+  }
+
+  async function load() {
+    const started = performance.now();
+    const data = await decode("resili-data");
     PROMPTS = data.prompts;
     EPS = data.episodes;
     EPS.forEach((ep, i) => {
@@ -94,6 +101,18 @@
       }
     }
     BASES = new Set(EPS.map((ep) => ep.base_success)).size;
+    if (document.getElementById("resili-old")) {  // the old run of a comparison
+      const old = await decode("resili-old");
+      old.episodes.forEach((ep, i) => {
+        ep._key = "old:" + (str(ep.id) || "e" + i);
+        ep._old = true;
+        ep._prompts = old.prompts;
+        ep._outcome = outcomeKey(ep.outcome);
+        ep._kind = kindOf(ep.variant);
+        ep._vs = "";
+        BYKEY.set(ep._key, ep);
+      });
+    }
     LOAD_MS = Math.round(performance.now() - started);
     READY = true;
   }
@@ -201,6 +220,7 @@
               + (ep.base_success != null && BASES > 1 ? " b" + ep.base_success : "")));
         }
         if (type === "outcome") return el("td", {}, outcomeCell(v));
+        if (type === "why") return el("td", {class: "why"}, str(v));
         if (name === "cost") return el("td", {class: "num"}, v === null || v === undefined ? "–" : Number(v).toFixed(4));
         return el("td", {class: type === "num" ? "num" : (name === "vs optimal" && v ? "vs " + v : null)}, str(v));
       }),
@@ -218,7 +238,9 @@
   }
 
   // --- one episode, and its pair ------------------------------------------------------------
-  function siblings(ep) { return (UNITS.get(ep._unit) || []).filter((o) => o !== ep); }
+  function siblings(ep) {
+    return ep._old ? [] : (UNITS.get(ep._unit) || []).filter((o) => o !== ep);
+  }
   function pairOf(ep) {
     if (ep.variant === "optimal") return siblings(ep).find((o) => o._kind === "flawed") || null;
     return siblings(ep).find((o) => o.variant === "optimal") || null;
@@ -271,10 +293,10 @@
         el("td", {class: "num"}, c.success_probability == null ? "" : Number(c.success_probability).toFixed(2))))));
   }
 
-  function message(m) {
+  function message(m, prompts) {
     const role = str(m.role);
     if (role === "system" && m.prompt !== undefined) {
-      const text = PROMPTS[m.prompt] || "";
+      const text = (prompts || PROMPTS)[m.prompt] || "";
       return el("details", {class: "msg system"},
         el("summary", {}, `system prompt ${m.prompt + 1} (${text.length} characters, shared by the run)`),
         el("pre", {}, text));
@@ -292,7 +314,7 @@
       return el("p", {class: "note"}, "Trajectory not kept in this report (run with "
         + "--resili-trajectories to keep the conversation and calls).");
     }
-    return el("div", {class: "conversation"}, ep.messages.map(message));
+    return el("div", {class: "conversation"}, ep.messages.map((m) => message(m, ep._prompts)));
   }
 
   function notFound(key) {
@@ -314,6 +336,7 @@
         others.length ? [" · same tool luck: ", others.map((o) => [el("a", {
           href: hash({view: "pair", a: (ep.variant === "optimal" ? ep : o)._key,
                       b: (ep.variant === "optimal" ? o : ep)._key})}, o.variant), " "])] : ""),
+      el("p", {class: "why", id: "why"}, str(ep.why_sentence)),
       facts(ep), el("h3", {}, "Tool calls"), callsTable(ep),
       el("h3", {}, "Conversation"), conversation(ep));
   }
@@ -349,8 +372,8 @@
       : `First difference at turn ${first} (rows in colour differ).`;
     return [el("p", {class: "note", id: "divergence"}, note),
       el("table", {class: "turns"}, el("thead", {}, el("tr", {}, el("th", {}, "turn"),
-        el("th", {}, a.variant + " — " + (WORDS[a._outcome] || a._outcome)),
-        el("th", {}, b.variant + " — " + (WORDS[b._outcome] || b._outcome)))), el("tbody", {}, rows))];
+        el("th", {}, (a._old ? "old run · " : "") + a.variant + " — " + (WORDS[a._outcome] || a._outcome)),
+        el("th", {}, (a._old ? "new run · " : "") + b.variant + " — " + (WORDS[b._outcome] || b._outcome)))), el("tbody", {}, rows))];
   }
 
   function renderPair(params) {
@@ -359,21 +382,26 @@
     if (!a || !b) { root.replaceChildren(notFound(str(params.get(a ? "b" : "a")))); return; }
     const choices = siblings(a).filter((o) => o !== b);
     const [pa, pb] = planDiff(a, b);
+    const runs = a._old && !b._old;  // the same episode in the old and the new run
+    const side = (ep) => (runs ? (ep._old ? "old run" : "new run") + " · " + ep.variant : ep.variant);
     root.replaceChildren(
       el("h2", {}, a.task_id + " · " + a.model + " · repeat " + str(a.repeat) + ": "
-        + a.variant + " against " + b.variant),
-      el("p", {class: "note"}, "Both episodes met the same tool luck (same task, repeat, seed and "
-        + "base success): where they part, the plan made the difference."),
+        + (runs ? "old run against new run (" + b.variant + ")" : a.variant + " against " + b.variant)),
+      el("p", {class: "note"}, runs
+        ? "The same task, variant, repeat, seed and base success in the two runs: the same tool "
+          + "luck, so where they part, the agent (or its setup) made the difference."
+        : "Both episodes met the same tool luck (same task, repeat, seed and "
+          + "base success): where they part, the plan made the difference."),
       el("p", {class: "links"}, el("a", {href: "#view=episodes"}, "‹ all episodes"),
         choices.length ? [" · compare with: ", choices.map((o) =>
           [el("a", {href: hash({view: "pair", a: a._key, b: o._key})}, o.variant), " "])] : ""),
       el("div", {}, turnTable(a, b)),
       el("h3", {}, "Task and plan (lines only one side has are marked)"),
-      el("div", {class: "pair"}, el("div", {}, el("h4", {}, a.variant), pa),
-                                  el("div", {}, el("h4", {}, b.variant), pb)),
+      el("div", {class: "pair"}, el("div", {}, el("h4", {}, side(a)), pa),
+                                  el("div", {}, el("h4", {}, side(b)), pb)),
       el("div", {class: "pair"},
-        el("div", {}, el("h3", {}, el("a", {href: hash({view: "episode", ep: a._key})}, a.variant), " · ", outcomeCell(a._outcome)), facts(a), conversation(a)),
-        el("div", {}, el("h3", {}, el("a", {href: hash({view: "episode", ep: b._key})}, b.variant), " · ", outcomeCell(b._outcome)), facts(b), conversation(b))));
+        el("div", {}, el("h3", {}, el("a", {href: hash({view: "episode", ep: a._key})}, side(a)), " · ", outcomeCell(a._outcome)), el("p", {class: "why"}, str(a.why_sentence)), facts(a), conversation(a)),
+        el("div", {}, el("h3", {}, el("a", {href: hash({view: "episode", ep: b._key})}, side(b)), " · ", outcomeCell(b._outcome)), el("p", {class: "why"}, str(b.why_sentence)), facts(b), conversation(b))));
   }
 
   // --- routing ------------------------------------------------------------------------------

@@ -22,8 +22,9 @@ Early stops (stop_reason):
   model's own fault: no usable call (format errors), an unknown tool, or arguments refused
   deterministically. Random failures do not count: they are the luck under test and the turn
   budget already bounds them; stopping on them would cut a sound retry policy short.
-Other stop reasons: `completed`, `max_turns`, `infra_error` (the provider gave up, or a user's
-agent raised `InfrastructureError`: outcome `error`), `harness_error` (a bug here, in a
+Other stop reasons: `completed` (the signal with turns left), `max_turns` (every turn spent,
+whether or not the reply after the last one said done), `infra_error` (the provider gave up,
+or a user's agent raised `InfrastructureError`: outcome `error`), `harness_error` (a bug here, in a
 built-in agent or a provider: outcome `error` with the traceback's last frames),
 `agent_error` (a user's agent's own code raised: outcome `failed`, the agent's failure, with
 the exception and the agent's line in `agent_error`; agent_error.py), `run_returned` (a
@@ -322,7 +323,9 @@ class TurnKeeper:
                   else parse_text(reply.content))
         if parsed.completed:
             self.completed = True
-            self._end("completed")
+            # Said done once every turn was spent: the budget ended it (the `completion`
+            # condition still credits the signal), never read as a free choice to stop.
+            self._end("max_turns" if self.turns.used >= record.max_turns else "completed")
             return None
         if self.turns.used >= record.max_turns:
             self._end("max_turns")

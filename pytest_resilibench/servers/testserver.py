@@ -424,6 +424,9 @@ class OpenAITestServer:
 
     async def _answer(self, request: Request, api: str, deployment: str | None) -> Response:
         self.stats.requests += 1
+        # `latency_ms` is the whole answer's time, the policy's own work included (a provider
+        # that answers in 0.5 s answers in 0.5 s, whatever its load): Little's law holds.
+        deadline = asyncio.get_running_loop().time() + self.latency_s
         try:
             body = json.loads(await request.body())
         except (json.JSONDecodeError, UnicodeDecodeError):
@@ -460,9 +463,8 @@ class OpenAITestServer:
             self.stats.faults[fault] += 1
             if await _client_gone_within(request, self.faults.hold_s):
                 return Response(status_code=499)  # nobody is listening any more
-        elif self.latency_s:
-            await asyncio.sleep(self.latency_s)
         if fault in ("429", "500", "503", "reset"):
+            await _sleep_until(deadline)
             self.stats.faults[fault] += 1
             return await self._fault_response(fault, request)
 
@@ -489,6 +491,8 @@ class OpenAITestServer:
         else:
             payload = completion_json(reply, model=model, request_id=identity,
                                       messages=messages)
+        if fault != "timeout":  # a held request has taken its time already
+            await _sleep_until(deadline)
         if fault == "malformed":
             self.stats.faults[fault] += 1
             # Half the time broken JSON, half the time JSON that is not a completion.
@@ -579,6 +583,13 @@ async def _ask(policy: Policy, request: ModelRequest) -> ModelReply:
     if not isinstance(reply, ModelReply):
         raise TypeError(f"policy returned {type(reply).__name__}, not ModelReply")
     return reply
+
+
+async def _sleep_until(deadline: float) -> None:
+    """Sleep until the event loop's clock reads `deadline` (at once if it has)."""
+    delay = deadline - asyncio.get_running_loop().time()
+    if delay > 0:
+        await asyncio.sleep(delay)
 
 
 def _int_or_zero(text: str | None) -> int:

@@ -13,10 +13,6 @@ from pytest_resilibench.cli import main
 from pytest_resilibench.reporting import vocabulary
 from tests.plugin.conftest import load
 
-# Imported here, at collection: pytester drops the modules a test first imports (its sys.modules
-# snapshot), and a second copy of matplotlib's modules breaks the plots of later tests.
-pytest.importorskip("matplotlib.figure")
-
 RETIRED = ("unsolved", "UNSOLVED", "infrastructure error", "1 infra errors", "1 episodes")
 
 

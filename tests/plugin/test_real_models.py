@@ -38,7 +38,7 @@ def test_o3_runs_with_zero_infra_errors_and_keeps_its_reasoning(
     report = suite.path / "run.json"
     result = suite.runpytest(*ARGS, f"--resili-base-url={o3_server.base_url}",
                              f"--resili-api={api}", f"--resili-tool-mode={mode}",
-                             f"--resili-report={report}", *more)
+                             f"--resili-report={report}", "--resili-summary=full", *more)
     assert result.ret == 0, result.stdout.str()[-3000:]
     assert o3_server.stats.refused == {}
     data = load(report)

@@ -248,9 +248,11 @@ def test_markdown_comparison_is_a_table_followed_by_its_note() -> None:
     a = optimal_and_flawed(20, optimal_full=15, flawed_full=10)
     b = optimal_and_flawed(20, optimal_full=12, flawed_full=10)
     c = analysis.compare(a, b, max_drop_pp=5)
-    ((headers, rows),) = _markdown_tables(analysis.render_compare(c, fmt="github"))
-    assert headers == analysis.compare_table(c).headers
-    assert len(rows) == len(analysis.compare_table(c).rows)
+    found = _markdown_tables(analysis.render_compare(c, fmt="github"))
+    expected = [analysis.compare_model_table(c), analysis.compare_table(c),
+                analysis.flips_table(c)]
+    assert [h for h, _ in found] == [t.headers for t in expected]
+    assert [len(rows) for _, rows in found] == [len(t.rows) for t in expected]
 
 
 def test_identical_baseline_and_cot_are_noted_only_when_identical() -> None:
@@ -341,3 +343,47 @@ def test_a_group_s_rates_from_the_run_s_figure_table_are_its_own(
     met = sum(ep["errors_met"] for ep in scored)
     assert got["recovery_rate"] == (sum(ep["errors_recovered"] for ep in scored) / met
                                     if met else None)
+
+
+def _ids(eps: list[dict[str, Any]], run: str) -> list[dict[str, Any]]:
+    return [{**ep, "id": f"{run}-{ep['model']}-{ep['variant']}-{ep['task_id']}"} for ep in eps]
+
+
+def test_compare_gives_a_verdict_per_model_and_lists_the_flipped_pairs() -> None:
+    old = _ids(optimal_and_flawed(30, optimal_full=30, flawed_full=20, model="a")
+               + optimal_and_flawed(30, optimal_full=20, flawed_full=20, model="b"), "old")
+    # a loses 12 optimal successes (a regression); b gains 3 flawed ones.
+    new = _ids(optimal_and_flawed(30, optimal_full=18, flawed_full=20, model="a")
+               + optimal_and_flawed(30, optimal_full=20, flawed_full=23, model="b"), "new")
+    c = analysis.compare(old, new, max_drop_pp=5)
+    verdicts = {v["model"]: v for v in c["by_model"]}
+    assert verdicts["a"]["kind"] == "regression" and verdicts["a"]["n"] == 60
+    assert verdicts["a"]["drop_pp"] == pytest.approx(20.0)
+    assert verdicts["b"]["drop_pp"] == pytest.approx(-5.0)
+    assert [(f["change"], f["model"], f["variant"]) for f in c["flipped"]] == (
+        [("lost", "a", "optimal")] * 12 + [("gained", "b", "flawed-semantic_drift")] * 3)
+    first = c["flipped"][0]
+    assert (first["old_id"], first["new_id"]) == ("old-a-optimal-t0018", "new-a-optimal-t0018")
+    table = analysis.compare_model_table(c)
+    assert [r[0] for r in table.rows] == ["a", "b", "all models"]
+
+
+def test_identify_names_what_a_report_does_not_record() -> None:
+    report = {"environment": {"created": "2026-01-01T00:00:00+00:00", "commit": None},
+              "config": {"fixture_hash": "abc"}, "episodes": [episode(id="x")]}
+    found = analysis.identify("old.json", report)
+    assert found["missing"] == ["started", "commit"]
+    assert (found["models"], found["fixture_hash"]) == ("m", "abc")
+    table = analysis.runs_table({"old": found, "new": found})
+    assert ["git commit", "not recorded", "not recorded"] in table.rows
+
+
+def test_the_headline_says_why_episodes_are_missing_or_failed() -> None:
+    from pytest_resilibench.reporting import headline
+
+    eps = optimal_and_flawed(4, optimal_full=4, flawed_full=2)
+    eps += [episode(task_id=f"e{i}", outcome="error", infra_error="HTTP 500: boom")
+            for i in range(3)]
+    eps += [episode(task_id="e9", outcome="error", infra_error="not sent: passed the cap")]
+    lines = headline.lines(headline.build(analysis.summary(eps)))
+    assert "  4 infra errors (most common, 3: HTTP 500: boom)" in lines

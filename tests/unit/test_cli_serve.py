@@ -9,6 +9,7 @@ import select
 import subprocess
 import sys
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from typing import IO
 
 import httpx
@@ -115,3 +116,36 @@ def test_a_server_on_every_address_serves_whom_its_flags_allow(
     assert refused.status_code == 401 and "API key" in refused.json()["error"]
     admitted = httpx.get(url, headers={"Authorization": "Bearer k-1"}, timeout=FAILURE_BOUND_S)
     assert admitted.status_code != 401
+
+
+def test_serve_openai_max_in_flight_is_a_providers_limit(
+        launch: list[subprocess.Popen[str]]) -> None:
+    """`--max-in-flight N`: the N+1th request at once gets 429 with the Retry-After given."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "pytest_resilibench.cli", "serve-openai", "--port", "0",
+         "--latency-ms", "1500", "--max-in-flight", "1", "--limit-retry-after-s", "2.5",
+         "--model", "m=builtin:adaptive"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    launch.append(proc)
+    assert proc.stdout is not None
+    line = first_line(proc.stdout)
+    assert "at most 1 in flight" in line, line
+    found = re.search(r"(http://127\.0\.0\.1:\d+/v1)", line)
+    assert found, line
+    body = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
+    with httpx.Client(base_url=found[1], timeout=FAILURE_BOUND_S) as client:
+        def post(_: int) -> httpx.Response:
+            return client.post("/chat/completions", json=body)
+
+        with ThreadPoolExecutor(3) as pool:
+            answers = list(pool.map(post, range(3)))
+    limited = [a for a in answers if a.status_code == 429]
+    # The first request holds the one slot for 1.5 s; at least one other arrives meanwhile.
+    assert limited and all(a.headers["retry-after"] == "2.5" for a in limited)
+    assert any(a.status_code == 200 for a in answers)
+
+
+def test_serve_openai_refuses_a_limit_below_one(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["serve-openai", "--max-in-flight", "0"])
+    assert "--max-in-flight" in capsys.readouterr().err

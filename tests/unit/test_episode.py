@@ -190,6 +190,13 @@ def test_max_turns_then_one_reply_for_the_signal() -> None:
 def test_completion_after_the_budget_costs_no_turn() -> None:
     rec = run(Scripted([READ, WRITE, "TASK_COMPLETED"]), seed=lucky_seed(), max_turns=2)
     assert rec.outcome == "full" and rec.turns == 2
+    # Every turn was spent: the budget ended the episode, though the signal is credited.
+    assert rec.stop_reason == "max_turns" and rec.conditions["completion"]
+
+
+def test_completion_with_turns_left_reads_completed() -> None:
+    rec = run(Scripted([READ, WRITE, "TASK_COMPLETED"]), seed=lucky_seed(), max_turns=3)
+    assert (rec.outcome, rec.turns, rec.stop_reason) == ("full", 2, "completed")
 
 
 def test_repeated_identical_calls_stop() -> None:

@@ -4,7 +4,6 @@ episode reachable; input errors exit 2; `--compare` gives a paired verdict."""
 from __future__ import annotations
 
 import asyncio
-import base64
 import html
 import json
 import re
@@ -17,9 +16,7 @@ from typing import Any
 import pytest
 
 from pytest_resilibench.cli import main
-from pytest_resilibench.reporting import analysis, report_data, report_html, vocabulary
-
-pytest.importorskip("matplotlib")
+from pytest_resilibench.reporting import analysis, report_data, report_html, vocabulary, why
 
 HOSTILE = '<script>alert("x")</script> & <b>bold</b>'
 
@@ -92,19 +89,50 @@ def parse(doc: str) -> _Collector:
     return c
 
 
-def test_html_is_self_contained_with_inline_plots() -> None:
+def test_html_is_self_contained_with_inline_svg_charts_first() -> None:
     doc = report_html.render_html(sweep_run())
     c = parse(doc)
     assert not [t for t, a in c.tags if t == "link"]
+    assert not [t for t, a in c.tags if t == "img"]  # no raster images: SVG drawn from data
     for tag, attrs in c.tags:
         for key in ("src", "href"):
             value = attrs.get(key) or ""
             assert not re.match(r"(https?:)?//", value), (tag, value)
-    images = [a["src"] for t, a in c.tags if t == "img"]
-    assert len(images) == 4  # variants, drop per flaw, robustness curves, heatmap
-    for src in images:
-        assert src is not None and src.startswith("data:image/png;base64,")
-        assert base64.b64decode(src.split(",", 1)[1])[:8] == b"\x89PNG\r\n\x1a\n"
+    # The headline, then the charts, then the tables.
+    assert doc.index('id="headline"') < doc.index('id="charts"') < doc.index("<h2>Tables</h2>")
+    svgs = re.findall(r'<svg [^>]*aria-label="([^"]*)"', doc)
+    assert svgs == ["m: full success % by prompt variant",
+                    "m: optimal → flawed drop per flaw, pp",
+                    "m: full success % by task type and difficulty"]
+
+
+def test_charts_are_per_model_with_drops_largest_first_and_link_to_their_episodes() -> None:
+    from pytest_resilibench.reporting import charts
+
+    eps = []
+    for model in ("a", "b"):
+        for i in range(8):
+            eps.append(episode(i, model=model, id=f"{model}-o{i}"))
+            for k, flaw in enumerate(("missing_step", "tool_misuse", "semantic_drift")):
+                lost = i < (2 * k + 1 if model == "a" else 6 - 2 * k)
+                eps.append(episode(i, model=model, id=f"{model}-{flaw}-{i}",
+                                   variant=f"flawed-{flaw}", flaw=flaw, severity="medium",
+                                   outcome="failed" if lost else "full"))
+    s = analysis.summary(eps)
+    drawn = charts.charts(s)
+    assert [c.model for c in drawn] == ["a"] * 3 + ["b"] * 3
+    for model in ("a", "b"):
+        (drop_chart,) = [c.svg for c in drawn if c.model == model and "drop" in c.title]
+        labels = re.findall(r'class="bar" data-label="([^"]*)"', drop_chart)
+        drops = {d["flaw"]: d["drop_pp"] or 0.0 for d in s["drops"]["by_flaw"]
+                 if d["model"] == model}
+        assert labels == sorted(drops, key=lambda f: -drops[f])  # largest first
+        for href, label in re.findall(r'<a href="#([^"]*)" class="bar" data-label="([^"]*)"',
+                                      drop_chart):
+            params = dict(urllib.parse.parse_qsl(html.unescape(href)))
+            assert params == {"view": "episodes", "model": model, "flaw": label,
+                              "vs_optimal": "lost"}
+    assert labels == ["missing_step", "tool_misuse", "semantic_drift"]  # model b's order
 
 
 def _with_vs_optimal(eps: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -208,14 +236,48 @@ def test_episodes_without_trajectories_still_list() -> None:
     assert shown == ep
 
 
-def test_missing_matplotlib_is_a_clear_error(monkeypatch: pytest.MonkeyPatch,
-                                             tmp_path: Path) -> None:
+def test_html_needs_no_matplotlib_and_pngs_name_their_extra(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A base install: matplotlib cannot be imported.
+    monkeypatch.setitem(sys.modules, "matplotlib", None)
     monkeypatch.setitem(sys.modules, "matplotlib.figure", None)
-    with pytest.raises(ImportError, match=r"pytest-resilibench\[report\]"):
-        report_html.render_html(sweep_run())
     path = tmp_path / "run.json"
     path.write_text(json.dumps(sweep_run()))
-    assert main(["report", str(path), "--html", str(tmp_path / "out.html")]) == 2
+    assert main(["report", str(path), "--html", str(tmp_path / "out.html")]) == 0
+    assert "<svg " in (tmp_path / "out.html").read_text()
+    assert main(["report", str(path), "--png", str(tmp_path / "png")]) == 2
+    assert "pytest-resilibench[report]" in capsys.readouterr().err
+
+
+def test_png_plots_are_written_on_request(tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib.figure")
+    path = tmp_path / "run.json"
+    path.write_text(json.dumps(sweep_run()))
+    assert main(["report", str(path), "--png", str(tmp_path / "png")]) == 0
+    written = sorted(p.name for p in (tmp_path / "png").iterdir())
+    assert written == ["drops.png", "surfaces.png", "variants.png"]
+    for name in written:
+        assert (tmp_path / "png" / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_the_episode_table_carries_why_and_the_view_its_sentence() -> None:
+    eps = [episode(0, id="ok"),
+           episode(1, id="late", outcome="partial", stop_reason="max_turns", turns=10,
+                   max_turns=10, conditions={"coverage": True, "order": False,
+                                             "output": False, "completion": True},
+                   deviation={"not_followed": [2, 4], "wrong_steps": [4]})]
+    doc = report_html.render_html(run(eps))
+    packed = report_data.unpack(report_data.decode(re.search(
+        r'id="resili-data">([^<]*)<', doc).group(1)))  # type: ignore[union-attr]
+    late = next(ep for ep in packed if ep["id"] == "late")
+    assert late["why"] == ("✗ order, output · ran out of turns (10/10) · left plan at step 3")
+    assert late["why_sentence"] == why.sentence(eps[1])
+    assert late["why_sentence"].startswith("Partial success: the order and output conditions "
+                                           "were not met; the agent ran out of turns (10/10)")
+    assert "first left the plan at step 3, a correct step" in late["why_sentence"]
+    # What the page adds is not part of the episodes it carries.
+    assert report_html.embedded_episodes(doc) == [dict(ep) for ep in report_data.order(eps)]
 
 
 def test_cli_prints_tables_and_writes_markdown_and_html(
@@ -226,7 +288,10 @@ def test_cli_prints_tables_and_writes_markdown_and_html(
     assert main(["report", str(path), "--markdown", str(md), "--html", str(out)]) == 0
     printed = capsys.readouterr().out
     assert "-- Optimal → flawed plan, paired on the same tool luck --" in printed
-    assert md.read_text().startswith("# ResiliBench report")
+    assert printed.index("-- Optimal") < printed.index("ResiliBench: ")  # headline last
+    assert "HTML report: " in printed and " MiB, open it" in printed
+    assert md.read_text().startswith("# ResiliBench report\n\n**ResiliBench: ")
+    assert "[the HTML report](r.html)" in md.read_text()
     assert out.read_text().startswith("<!DOCTYPE html>")
 
 

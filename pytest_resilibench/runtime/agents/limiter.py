@@ -146,29 +146,46 @@ class MemoryStore:
 class FileStore:
     """The state in a JSON file, changed under an exclusive `flock` (processes on one host).
     A file that cannot be parsed (a crash mid-write cannot happen under the lock, but a
-    stranger's file could) starts afresh."""
+    stranger's file could) starts afresh. A change that leaves the state empty (the last
+    process left) removes the file, so runs leave nothing in the temp folder."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
 
     def update(self, change: Callable[[dict[str, Any]], _T]) -> _T:
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+        while True:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX)
+                if not self._still_there(fd):  # removed while we waited for the lock
+                    continue
+                with os.fdopen(os.dup(fd), "r+", encoding="utf-8") as file:
+                    try:
+                        state = json.loads(file.read() or "{}")
+                    except ValueError:
+                        state = {}
+                    if not isinstance(state, dict):
+                        state = {}
+                    result = change(state)
+                    if not state:
+                        self.path.unlink(missing_ok=True)  # under the lock: see _still_there
+                    else:
+                        file.seek(0)
+                        file.truncate()
+                        file.write(json.dumps(state))
+                return result
+            finally:
+                os.close(fd)  # releases the lock
+
+    def _still_there(self, fd: int) -> bool:
+        """Whether the open file is still the one at `path` (not unlinked by the last process
+        to leave while this one waited for the lock)."""
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
-            with os.fdopen(os.dup(fd), "r+", encoding="utf-8") as file:
-                try:
-                    state = json.loads(file.read() or "{}")
-                except ValueError:
-                    state = {}
-                if not isinstance(state, dict):
-                    state = {}
-                result = change(state)
-                file.seek(0)
-                file.truncate()
-                file.write(json.dumps(state))
-            return result
-        finally:
-            os.close(fd)  # releases the lock
+            on_disk = os.stat(self.path)
+        except FileNotFoundError:
+            return False
+        mine = os.fstat(fd)
+        return (mine.st_dev, mine.st_ino) == (on_disk.st_dev, on_disk.st_ino)
 
 
 def shared_path(model: str, base_url: str | None) -> Path:
@@ -422,7 +439,10 @@ class AdaptiveLimiter:
     def leave(self) -> None:
         """This process no longer sends: its share goes to the others."""
         def change(state: dict[str, Any]) -> None:
-            (state.get("procs") or {}).pop(str(self._pid), None)
+            procs = state.get("procs") or {}
+            procs.pop(str(self._pid), None)
+            if not procs:  # the last one out: the next run starts afresh anyway (_look)
+                state.clear()
 
         with contextlib.suppress(OSError):
             self._store.update(change)

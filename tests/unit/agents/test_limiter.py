@@ -6,6 +6,7 @@ No wall-clock assertions: a controllable clock, counts and orderings.
 from __future__ import annotations
 
 import asyncio
+import json
 import multiprocessing as mp
 from pathlib import Path
 from typing import Any
@@ -330,3 +331,41 @@ def test_a_429_storm_ends_with_every_request_answered() -> None:
     assert agent.stats.faults == {"rate_limit": limited}
     assert agent.stats.api_calls == 40 + limited
     assert agent.limiter.window < 16
+
+
+def test_the_last_process_to_leave_removes_the_shared_file(tmp_path: Path) -> None:
+    path = tmp_path / "limit.json"
+    first = AdaptiveLimiter(8, store=FileStore(path), clock=Clock(), pid=1,
+                            alive=lambda pid: True)
+    second = AdaptiveLimiter(8, store=FileStore(path), clock=Clock(), pid=2,
+                             alive=lambda pid: True)
+    first.leave()
+    assert json.loads(path.read_text())["procs"].keys() == {"2"}
+    second.leave()
+    assert not path.exists()
+
+
+def test_an_update_that_waited_on_a_removed_file_goes_to_the_new_one(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The last process removed the file while this one waited for its lock: the change
+    must land in the file now at the path, not in the removed one."""
+    import fcntl
+
+    path = tmp_path / "limit.json"
+    path.write_text('{"n": 1}')
+    real_flock = fcntl.flock
+    removed: list[bool] = []
+
+    def flock(fd: int, op: int) -> None:
+        if not removed:  # another process takes the lock first and removes the file
+            removed.append(True)
+            path.unlink()
+        real_flock(fd, op)
+
+    monkeypatch.setattr(fcntl, "flock", flock)
+
+    def bump(state: dict[str, Any]) -> None:
+        state["n"] = state.get("n", 0) + 10
+
+    FileStore(path).update(bump)
+    assert json.loads(path.read_text()) == {"n": 10}
