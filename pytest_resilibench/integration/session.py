@@ -335,8 +335,11 @@ class ResiliSession:
                     "\n(--resili-skip-bad-agents runs the others: "
                     f"{', '.join(good)})")
             raise ValueError("\n".join(bad.values()) + more)
+        from pytest_resilibench.base.redact import redact
+
         self.skip_models(bad)
-        self.skipped_agents = dict(bad)
+        # Shown in the terminal and kept in the report: masked as all the plugin writes.
+        self.skipped_agents = {spec: redact(why) for spec, why in bad.items()}
 
     def skip_models(self, specs: Iterable[str]) -> None:
         """Leave these models out of the run (bad agents that `--resili-skip-bad-agents`
@@ -627,7 +630,9 @@ class ResiliSession:
         labels = self.model_labels()
         return {**self._config.to_json(), "package_version": __version__,
                 "fixture_hash": fixture_hash(self.task_set.manifest),
-                **({"agent_names": labels} if labels else {})}
+                **({"agent_names": labels} if labels else {}),
+                # --resili-skip-bad-agents: the specs left out, and why
+                **({"skipped_agents": self.skipped_agents} if self.skipped_agents else {})}
 
     def write_report(self) -> None:
         """The JSON report, atomically, with Ctrl-C held off until it is written (a second one

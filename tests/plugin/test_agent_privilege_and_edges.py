@@ -152,6 +152,8 @@ def test_skip_bad_agents_runs_the_good_ones(suite: pytest.Pytester, spies: Path,
     data = load(report)
     assert data["received"] == data["expected"] == 15
     assert {ep["model"] for ep in data["episodes"]} == {"builtin:follower"}
+    assert data["config"]["models"] == ["builtin:follower"]
+    assert list(data["config"]["skipped_agents"]) == ["py:spy_agents:broken"]
 
 
 def test_skip_bad_agents_with_no_good_one_still_stops(suite: pytest.Pytester,
