@@ -19,9 +19,10 @@ $(RUN_STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e .
 	touch $(RUN_STAMP)
 
-# The tests need every extra: PPO (torch, pinned to a CPU wheel), MCP, plots, dev tools.
+# The tests need every extra: PPO (torch, pinned to a CPU wheel), MCP, plots, the agent
+# framework adapters, dev tools.
 $(DEV_STAMP): pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install --quiet -e ".[dev,solver,mcp,report]"
+	$(BIN)/python -m pip install --quiet -e ".[dev,solver,mcp,report,agents-sdk,langgraph]"
 	touch $(DEV_STAMP) $(RUN_STAMP)
 
 run: $(RUN_STAMP)

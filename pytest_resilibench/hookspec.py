@@ -22,7 +22,8 @@ def pytest_resilibench_make_agent(config: pytest.Config, spec: str) -> AnyAgent 
 
     Any spec may be answered (`team:planner`, or `builtin:follower` to wrap the built-in).
     The agent is a turn-level `Agent` (`async complete(request)`) or a `LoopAgent`
-    (`async run(episode)`), both with `name` and `async aclose()` (runtime/protocol.py). Called
+    (`async run(episode)`), both with `name` and, optionally, `async aclose()` (docs/API.md;
+    `from pytest_resilibench import ModelReply, Episode, ...`). Called
     once per spec at start-up on the controller (to check the spec; that agent is closed
     again) and once per spec in each process that runs episodes: every xdist worker builds
     its own agents. An exception here is a usage error naming the spec.

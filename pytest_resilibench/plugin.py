@@ -136,6 +136,7 @@ def _activate(config: pytest.Config) -> ResiliSession:
             raise pytest.UsageError(redact(str(exc))) from None
     else:
         session.load_resumed(workerinput.get("resili_resume", ()))
+        session.skip_models(workerinput.get("resili_skip_models", ()))
     config.stash[SESSION_KEY] = session
     from pytest_resilibench.integration.heap import FrozenHeap
 
@@ -426,6 +427,12 @@ def _verdict_reports(state: ResiliSession) -> list[pytest.TestReport]:
 
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
     state = config.stash.get(SESSION_KEY, None)
+    if state is None and config.option.keyword:  # not asked: a hint, if -k looks for it
+        from pytest_resilibench.integration.hints import keyword_hint
+
+        hint = keyword_hint(config.option.keyword)
+        if hint is not None:
+            terminalreporter.write_line(hint, yellow=True)
     if state is None or state.summary is None:
         return
     from pytest_resilibench.reporting.analysis import render_terminal
@@ -434,14 +441,18 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
 
     tr = terminalreporter
     tr.section("ResiliBench results")
+    for why in state.skipped_agents.values():  # --resili-skip-bad-agents
+        tr.write_line(f"resilibench: skipped {why}", yellow=True, bold=True)
     full = state.config.summary == "full" or config.get_verbosity() > 0
     if state.config.env != "live":
         tr.write_line(state.task_set_line())
+    # The tables name each model by its agent's `name` where it has one of its own.
+    shown = state.display_summary or state.summary
     # The headline's gate lines are the coloured ones below (the same words).
-    head = build(state.summary)
+    head = build(shown)
     if full:
         tr.write_line(LEGEND)
-    tr.write_line(render_terminal(state.summary, head=head, full=full).rstrip("\n"))
+    tr.write_line(render_terminal(shown, head=head, full=full).rstrip("\n"))
     if not full:
         tr.write_line("(every table: -v or --resili-summary=full)")
     for line in state.resume_lines():
@@ -692,6 +703,7 @@ class _XdistController:
 
         node.workerinput[ROUND_ROBIN_FLAG] = node.config.getoption("dist") == "load"
         node.workerinput["resili_resume"] = self.session.resume_sources
+        node.workerinput["resili_skip_models"] = list(self.session.skipped_agents)
         if self.stopper is not None and self.stopper.stop_file is not None:
             node.workerinput["resili_stop_file"] = self.stopper.stop_file
 

@@ -14,8 +14,7 @@ turn) and hand back the observation; call `episode.finish()` when it says it is 
 
 from __future__ import annotations
 
-from pytest_resilibench.core.prompts import parse_plan
-from pytest_resilibench.runtime.loop_episode import LoopEpisode
+from pytest_resilibench import Episode, parse_plan
 
 # Tries per step before moving on to the next: a tool that failed this often in a row is
 # unlikely to come back within the turn budget.
@@ -25,7 +24,7 @@ MAX_TRIES = 6
 class Planner:
     name = "planner"
 
-    async def run(self, episode: LoopEpisode) -> None:
+    async def run(self, episode: Episode) -> None:
         task = next(m["content"] for m in episode.messages if m["role"] == "user")
         plan = parse_plan(task)  # the "Execution plan:" block, None for a prompt without one
         for step in plan.steps if plan is not None else ():
@@ -40,8 +39,7 @@ class Planner:
                     break
         episode.finish()
 
-    async def aclose(self) -> None:
-        return None  # nothing to release: a real agent closes its client here
+    # An `async def aclose(self)` (optional) is awaited once at the end: close a client there.
 
 
 def make_agent() -> Planner:

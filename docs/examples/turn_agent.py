@@ -19,9 +19,7 @@ from __future__ import annotations
 
 import json
 
-from pytest_resilibench.core.prompts import parse_plan
-from pytest_resilibench.runtime.agents import ModelReply, ModelRequest, ToolCall
-from pytest_resilibench.runtime.protocol import read_observation
+from pytest_resilibench import ModelReply, ModelRequest, ToolCall, parse_plan, read_observation
 
 MAX_TRIES = 6
 DONE = ModelReply(content="TASK_COMPLETED")

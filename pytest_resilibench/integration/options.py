@@ -75,6 +75,7 @@ class RunConfig:
     temperature: float | str | None = "auto"  # auto: the model family's (agents/profiles.py)
     model_args: dict[str, Any] = field(default_factory=dict)
     api: str = "chat"
+    api_version: str | None = None
     max_consecutive_errors: int = 10
     max_cost: float | None = None
     prices: Path | None = None
@@ -90,6 +91,7 @@ class RunConfig:
     faults: FaultProfile = "paper"
     live_base_urls: dict[str, str] = field(default_factory=dict)
     trajectories: bool = False
+    skip_bad_agents: bool = False
     summary: str = "headline"  # the terminal's: the headline, or the full tables too
     task_set: str = "default"  # a shipped set (TASK_SET_NAMES), unless `tasks` names a folder
     tasks: Path | None = None
@@ -118,6 +120,7 @@ class RunConfig:
             "temperature": self.temperature,
             "model_args": self.model_args,
             "api": self.api,
+            "api_version": self.api_version,
             "env": self.env,
             "faults": self.faults,
             "gate": self.gate,
@@ -321,6 +324,15 @@ def _output_file(text: str) -> Path:
     return path
 
 
+def _api_version(text: str) -> str:
+    """An Azure OpenAI api-version: a date, with an optional `-preview` (or `v1`)."""
+    version = text.strip()
+    if not re.fullmatch(r"\d{4}-\d{2}-\d{2}(-preview)?|v1|latest|preview", version):
+        raise ValueError(f"an api-version is a date such as 2024-10-21 (or "
+                         f"2025-04-01-preview), got {text!r}")
+    return version
+
+
 # --- registration -----------------------------------------------------------------------------
 # (name, parser, default, help). The dest is `resili_<name>` on the command line and in the ini.
 _OPTIONS: list[tuple[str, Callable[[str], Any] | None, str | None, str]] = [
@@ -372,6 +384,10 @@ _OPTIONS: list[tuple[str, Callable[[str], Any] | None, str | None, str]] = [
     ("api", _one_of(APIS), "chat",
      "chat (chat completions) or responses (OpenAI's Responses API; reasoning carried "
      "across tool turns)"),
+    ("api-version", _api_version, None,
+     "Azure OpenAI: the api-version of every request (e.g. 2024-10-21); the models are "
+     "deployment names, the endpoint --resili-base-url or AZURE_OPENAI_ENDPOINT, the key "
+     "AZURE_OPENAI_API_KEY"),
     ("max-consecutive-errors", _int_at_least(1), "10",
      "stop sending a model's requests after this many failed in a row (the rest of its "
      "episodes become infra errors, not sent)"),
@@ -407,6 +423,9 @@ _OPTIONS: list[tuple[str, Callable[[str], Any] | None, str | None, str]] = [
      "run a task set of your own: a folder `resilibench generate --seed S --out DIR` wrote "
      "(e.g. a held-out set kept out of the public wheel); overrides --resili-task-set"),
     ("trajectories", None, None, "keep every episode's messages and calls in the report"),
+    ("skip-bad-agents", None, None,
+     "with several models, run the ones whose agent can be built and warn about each other "
+     "one (by default one bad spec stops the run, naming each)"),
     ("summary", _one_of(("headline", "full")), "headline",
      "what the terminal prints at the end: the headline per model, or full (every table "
      "too, as -v does)"),
@@ -505,6 +524,7 @@ def read_config(config: pytest.Config) -> RunConfig:
         temperature=values["temperature"],
         model_args=values["model-args"] or {},
         api=values["api"],
+        api_version=values["api-version"],
         max_consecutive_errors=values["max-consecutive-errors"],
         max_cost=values["max-cost"],
         prices=values["prices"],
@@ -520,6 +540,7 @@ def read_config(config: pytest.Config) -> RunConfig:
         faults=values["faults"],
         live_base_urls=live,
         trajectories=bool(values["trajectories"]),
+        skip_bad_agents=bool(values["skip-bad-agents"]),
         summary=values["summary"],
         task_set=values["task-set"],
         tasks=values["tasks"],

@@ -34,7 +34,9 @@ PACKAGE = "pytest_resilibench"
 # Imported whole: what episodes, agents and the summary use. `servers` and `solver` are not
 # (optional extras: mcp, torch); a run that uses a server imports it on this thread when it
 # starts the server, and `import_before_threads` then completes that subpackage.
-_SUBPACKAGES = ("base", "core", "runtime", "integration", "reporting")
+# `adapters` imports its frameworks only when an adapter is built (on this thread: the
+# runner makes its agents here), so importing it whole costs nothing.
+_SUBPACKAGES = ("adapters", "base", "core", "runtime", "integration", "reporting")
 # Third-party modules that those import lazily (core/registry.py, agents/prompt_reader.py):
 # importing jsonschema runs `inspect.signature`, which `ast.parse`s.
 _LAZY_DEPENDENCIES = ("jsonschema", "rank_bm25")

@@ -35,7 +35,7 @@ from pytest_resilibench.integration.options import RunConfig
 from pytest_resilibench.integration.preload import import_before_threads
 from pytest_resilibench.integration.start_order import longest_first
 from pytest_resilibench.runtime.environment import Environment
-from pytest_resilibench.runtime.protocol import AnyAgent
+from pytest_resilibench.runtime.protocol import AnyAgent, close_agent
 
 if TYPE_CHECKING:
     from pytest_resilibench.runtime.episode import EpisodeSlots
@@ -322,7 +322,7 @@ class EpisodeRunner:
         errors: list[Any] = []
         for agent in self._agents.values():
             try:
-                await agent.aclose()
+                await close_agent(agent)
             except Exception as exc:  # closing one agent must not leak the others
                 errors.append(exc)
         self._agents.clear()

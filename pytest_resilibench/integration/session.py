@@ -12,7 +12,7 @@ import json
 import os
 import tempfile
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from functools import cached_property
 from pathlib import Path
@@ -122,6 +122,10 @@ class ResiliSession:
         self._written = False  # the report, at the end
         self._unwritten_line: str | None = None  # or why not, and where its episodes are
         self._replayed = 0
+        # Each model's agent `name` (built at start-up: `check_models`), and the bad specs
+        # `--resili-skip-bad-agents` left out, with why.
+        self.agent_names: dict[str, str] = {}
+        self.skipped_agents: dict[str, str] = {}
 
     @property
     def config(self) -> RunConfig:
@@ -327,12 +331,56 @@ class ResiliSession:
                 ModelCallCache(self._config.cache).close()
             except (ValueError, OSError) as exc:
                 raise ValueError(f"--resili-cache: {exc}") from None
+        bad: dict[str, str] = {}
         for spec in self._config.models:
             try:
                 agent = self._make_agent(spec)
+                asyncio.run(probe_agent(agent, spec, probe=probe))
             except (ValueError, TypeError, OSError) as exc:
-                raise ValueError(f"--resili-model {spec}: {exc}") from None
-            asyncio.run(probe_agent(agent, spec, probe=probe))
+                said = str(exc)
+                bad[spec] = said if said.startswith("--resili-model ") else \
+                    f"--resili-model {spec}: {said}"
+                continue
+            self.agent_names[spec] = agent.name
+        if not bad:
+            return
+        good = [spec for spec in self._config.models if spec not in bad]
+        if not (self._config.skip_bad_agents and good):
+            more = ("" if len(self._config.models) == 1 or not good else
+                    "\n(--resili-skip-bad-agents runs the others: "
+                    f"{', '.join(good)})")
+            raise ValueError("\n".join(bad.values()) + more)
+        from pytest_resilibench.base.redact import redact
+
+        self.skip_models(bad)
+        # Shown in the terminal and kept in the report: masked as all the plugin writes.
+        self.skipped_agents = {spec: redact(why) for spec, why in bad.items()}
+
+    def skip_models(self, specs: Iterable[str]) -> None:
+        """Leave these models out of the run (bad agents that `--resili-skip-bad-agents`
+        skips; a worker hears of them from the controller)."""
+        skipped = set(specs)
+        if skipped:
+            self._config = replace(self._config, models=tuple(
+                spec for spec in self._config.models if spec not in skipped))
+
+    @property
+    def display_summary(self) -> Summary | None:
+        """The summary as the terminal shows it: each model by its agent's name where it has
+        one of its own (`model_labels`); the report keeps the specs, which pair episodes."""
+        if self._summary is None:
+            return None
+        from pytest_resilibench.reporting.analysis import relabel_models
+
+        return relabel_models(self._summary, self.model_labels())
+
+    def model_labels(self) -> dict[str, str]:
+        """The tables' name of each model whose agent has a `name` of its own (unique, and no
+        other model's spec); the others are shown by their spec."""
+        names = Counter(self.agent_names.values())
+        specs = set(self._config.models)
+        return {spec: name for spec, name in self.agent_names.items()
+                if name != spec and names[name] == 1 and name not in specs}
 
     def prepare_gate(self) -> None:
         """Read the baseline at start-up (a bad file stops the run before any episode) and,
@@ -404,9 +452,19 @@ class ResiliSession:
                 return checked_agent(made, what)
         from pytest_resilibench.runtime.agents import make_agent, spec_family
 
+        family = spec_family(spec)
         options = {"builtin": self._builtin_options, "py": self._no_options,
-                   "openai": self._provider_options}[spec_family(spec)]
-        return make_agent(spec, **options(spec))
+                   "openai": self._provider_options}[family]
+        try:
+            return make_agent(spec, **options(spec))
+        except ValueError as exc:
+            prefix, colon, _ = spec.partition(":")
+            if family == "openai" and colon and prefix != "openai":
+                # `team:typo`: most likely a spec a conftest hook was meant to build.
+                raise ValueError(
+                    f"no hook built agent {spec!r} (no pytest_resilibench_make_agent "
+                    f"implementation returned one) and, as a model name, {exc}") from None
+            raise
 
     def _builtin_options(self, spec: str) -> dict[str, Any]:
         return {"registry": self.registry, "seed": self._config.seed}
@@ -432,6 +490,7 @@ class ResiliSession:
                 "rpm": config.rpm, "tpm": config.tpm, "max_wait_s": config.max_wait,
                 "shared_limit": True,
                 "model_args": config.model_args, "api": config.api,
+                "api_version": config.api_version,
                 "max_consecutive_errors": config.max_consecutive_errors,
                 "price": price_of(spec, load_prices(config.prices)), "max_cost_usd": max_cost}
 
@@ -583,9 +642,13 @@ class ResiliSession:
         from pytest_resilibench import __version__
         from pytest_resilibench.reporting.report import fixture_hash
 
+        labels = self.model_labels()
         return {**self._config.to_json(), "package_version": __version__,
                 "fixture_hash": fixture_hash(self.task_set.manifest),
-                "task_set_identity": self.task_set_identity()}
+                "task_set_identity": self.task_set_identity(),
+                **({"agent_names": labels} if labels else {}),
+                # --resili-skip-bad-agents: the specs left out, and why
+                **({"skipped_agents": self.skipped_agents} if self.skipped_agents else {})}
 
     def write_report(self) -> None:
         """The JSON report, atomically, with Ctrl-C held off until it is written (a second one

@@ -1134,6 +1134,24 @@ def headline(s: Summary) -> str:
         f"{vocabulary.counts_line(outcomes)}"
 
 
+def relabel_models(s: Summary, labels: Mapping[str, str]) -> Summary:
+    """The summary with each model spec in `labels` shown by its label (an agent's `name`):
+    every string equal to one, value or key, anywhere in it."""
+    if not labels:
+        return s
+
+    def swap(value: Any) -> Any:
+        if isinstance(value, str):
+            return labels.get(value, value)
+        if isinstance(value, Mapping):
+            return {swap(k): swap(v) for k, v in value.items()}
+        if isinstance(value, (list, tuple)):
+            return type(value)(swap(v) for v in value)
+        return value
+
+    return cast(Summary, swap(s))
+
+
 def render_terminal(s: Summary, *, head: Headline | None = None, full: bool = True) -> str:
     """When `full`, the compact plain-text tables, one titled section each; then the headline
     (`headline.py`), last, where a terminal leaves it in view (what the plugin prints)."""

@@ -46,6 +46,7 @@ import traceback
 import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from pytest_resilibench.base.jsontext import json_text
@@ -88,6 +89,7 @@ from pytest_resilibench.runtime.protocol import (
     ToolCall,
     agent_shape,
     format_observation,
+    is_privileged,
     observation_json,
 )
 
@@ -107,6 +109,7 @@ __all__ = [
 ]
 
 _T = TypeVar("_T")
+_NO_CONTEXT: Mapping[str, Any] = MappingProxyType({})
 REPEAT_LIMIT = 3
 MAX_CONSECUTIVE_ERRORS = 4
 # Error codes of results that no retry with the same call can change.
@@ -411,9 +414,13 @@ async def _turn_loop(
 ) -> None:
     """Ask the model for a reply each turn until the episode is over."""
     record = keeper.record
-    context = {"task": task, "variant": variant, "base_success": base_success,
-               "max_turns": record.max_turns, "tool_mode": record.tool_mode,
-               "registry": registry, "faults": record.faults or "paper"}
+    # The task itself is the answer key: only a privileged built-in agent reads it; every
+    # other agent, a user's own above all, gets the prompt alone (protocol.is_privileged).
+    context: Mapping[str, Any] = (
+        {"task": task, "variant": variant, "base_success": base_success,
+         "max_turns": record.max_turns, "tool_mode": record.tool_mode,
+         "registry": registry, "faults": record.faults or "paper"}
+        if is_privileged(agent) else _NO_CONTEXT)
     own = is_own_agent(agent)  # else what it raises or returns wrong is the agent's failure
     while not keeper.over:
         request = ModelRequest(messages=list(record.messages), tools=prompt.tools,

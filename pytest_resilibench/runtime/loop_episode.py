@@ -30,11 +30,11 @@ import copy
 import json
 from collections.abc import Mapping
 from functools import cached_property
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 from pytest_resilibench.base.names import COMPLETION_SIGNAL, StopReason
 from pytest_resilibench.runtime.agent_error import from_agent, is_own_agent
-from pytest_resilibench.runtime.protocol import ModelReply, ToolCall
+from pytest_resilibench.runtime.protocol import ModelReply, Observation, Progress, ToolCall
 
 if TYPE_CHECKING:
     from pytest_resilibench.core.prompts import Prompt
@@ -57,7 +57,10 @@ class LoopEpisode:
 
     def __init__(self, keeper: TurnKeeper, prompt: Prompt, registry: ToolRegistry) -> None:
         self._keeper = keeper
-        self._prompt = prompt
+        # The prompt's messages and tools only: never the plan's injection record, which is
+        # the answer key of a flawed variant.
+        self._messages = prompt.messages
+        self._tools = prompt.tools
         self._registry = registry
         self._lock = asyncio.Lock()
         self._replies = 0
@@ -68,13 +71,13 @@ class LoopEpisode:
     @cached_property
     def messages(self) -> list[dict[str, Any]]:
         """The variant's prompt as OpenAI chat messages (system, user); yours to extend."""
-        return [dict(message) for message in self._prompt.messages]
+        return [dict(message) for message in self._messages]
 
     @cached_property
     def tools(self) -> list[dict[str, Any]]:
         """The tools as OpenAI function schemas (`{"type": "function", "function": ...}`),
         in either tool mode; a copy, yours to modify."""
-        tools = self._prompt.tools
+        tools = self._tools
         return copy.deepcopy(tools) if tools is not None else self._registry.to_openai()
 
     @property
@@ -87,6 +90,11 @@ class LoopEpisode:
         return self._keeper.record.repeat
 
     @property
+    def max_turns(self) -> int:
+        """The turn budget: at most this many calls are executed (the prompt says it too)."""
+        return self._keeper.record.max_turns
+
+    @property
     def over(self) -> bool:
         """Whether the episode has ended (budget, early stop or `finish()`)."""
         return self._keeper.over
@@ -97,7 +105,7 @@ class LoopEpisode:
         return self._keeper.record.stop_reason
 
     async def call(self, name: str, arguments: Mapping[str, Any] | str | None = None
-                   ) -> dict[str, Any]:
+                   ) -> Observation:
         """Call a tool: one turn. `arguments` is an object, or the raw JSON string a model
         sent (what agent SDKs hand over); what is no call (no tool name, arguments that are
         not JSON) costs the turn with an error, as a model's broken call does. Returns the
@@ -111,13 +119,14 @@ class LoopEpisode:
                 reply = self._reply(name, arguments)
                 parsed = keeper.receive(reply)
                 if parsed is None:  # a call once the budget is spent: not executed
-                    return {"tool": _tool_name(name), "status": "error",
-                            "error_code": BUDGET_EXHAUSTED,
-                            "message": "no turns left: the call was not executed and the "
-                                       "episode is over", "progress": keeper.progress()}
+                    refused: Observation = {"tool": _tool_name(name), "status": "error",
+                        "error_code": BUDGET_EXHAUSTED,
+                        "message": "no turns left: the call was not executed and the episode "
+                                   "is over", "progress": cast(Progress, keeper.progress())}
+                    return refused
                 payload = await keeper.answer(reply, parsed)
                 # What the model would read: a copy, so the record stays the agent's to keep.
-                observation: dict[str, Any] = json.loads(json.dumps(payload))
+                observation: Observation = json.loads(json.dumps(payload))
             except Exception as exc:
                 self._keep(exc)
                 raise

@@ -12,7 +12,16 @@ import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeAlias, runtime_checkable
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    Literal,
+    Protocol,
+    TypeAlias,
+    TypedDict,
+    cast,
+    runtime_checkable,
+)
 
 from pytest_resilibench.base.jsontext import json_text
 from pytest_resilibench.base.names import MODEL_LIMITS, ModelLimit
@@ -20,9 +29,26 @@ from pytest_resilibench.base.names import MODEL_LIMITS, ModelLimit
 if TYPE_CHECKING:
     from pytest_resilibench.runtime.loop_episode import LoopEpisode
 
-__all__ = ["Agent", "AnyAgent", "InfrastructureError", "LoopAgent", "MalformedReply",
-           "ModelLimitError", "ModelReply", "ModelRequest", "ToolCall", "agent_shape",
-           "error_cause", "format_observation", "observation_json", "read_observation"]
+__all__ = [
+    "Agent",
+    "AnyAgent",
+    "InfrastructureError",
+    "LoopAgent",
+    "MalformedReply",
+    "ModelLimitError",
+    "ModelReply",
+    "ModelRequest",
+    "Observation",
+    "Progress",
+    "ToolCall",
+    "agent_shape",
+    "close_agent",
+    "error_cause",
+    "format_observation",
+    "is_privileged",
+    "observation_json",
+    "read_observation",
+]
 
 
 class InfrastructureError(Exception):
@@ -77,8 +103,11 @@ class ToolCall:
 
 @dataclass(frozen=True)
 class ModelRequest:
-    """One turn's request. `context` holds what only privileged agents (the oracle) may read:
-    the task and the variant; agents that play fair read `messages` and `tools` alone."""
+    """One turn's request: `messages` (OpenAI chat messages: the prompt and the conversation
+    so far) and `tools` (OpenAI function schemas; None in text mode), the `task_id` and the
+    `repeat`. `context` holds the task itself (its required tools, inputs, the variant, the
+    base success rate): it is filled only for the privileged built-in agent (`builtin:oracle`,
+    `is_privileged`) and empty for every other agent, yours included."""
 
     messages: list[dict[str, Any]]
     tools: list[dict[str, Any]] | None = None
@@ -108,47 +137,93 @@ class ModelReply:
 
 @runtime_checkable
 class Agent(Protocol):
+    """A turn-level agent: asked for one reply per turn, as a model is. `name` shows in the
+    tables; an `async def aclose(self)`, when it has one, is awaited once at the end."""
+
     name: str
 
     async def complete(self, request: ModelRequest) -> ModelReply: ...
-
-    async def aclose(self) -> None: ...
 
 
 @runtime_checkable
 class LoopAgent(Protocol):
     """An agent that owns its loop: `run` plays one episode through the handle it is given
-    (any number of episodes may run at once, each with its own handle)."""
+    (any number of episodes may run at once, each with its own handle). `aclose` as for
+    `Agent`: optional."""
 
     name: str
 
     async def run(self, episode: LoopEpisode) -> None: ...
 
-    async def aclose(self) -> None: ...
-
 
 AnyAgent: TypeAlias = "Agent | LoopAgent"
-# The members each shape needs, async ones first: what `agent_shape` checks.
-_SHAPES: dict[str, tuple[str, ...]] = {"turn": ("complete", "aclose"), "loop": ("run", "aclose")}
+# The entry point of each shape: what `agent_shape` checks.
+_SHAPES: dict[str, str] = {"turn": "complete", "loop": "run"}
 
 
 def agent_shape(agent: object) -> Literal["turn", "loop"]:
     """Which shape `agent` has: "turn" (`async complete(request)`) or "loop"
-    (`async run(episode)`); both need `name` and `async aclose()`. Raises ValueError saying
-    what is missing, so a bad agent stops a run at start-up, not in every episode."""
-    shapes = [shape for shape, (entry, _) in _SHAPES.items() if hasattr(agent, entry)]
+    (`async run(episode)`); both need `name`, and `aclose`, when there is one, must be
+    `async def`. Raises ValueError saying what is missing, so a bad agent stops a run at
+    start-up, not in every episode."""
+    shapes = [shape for shape, entry in _SHAPES.items() if hasattr(agent, entry)]
     what = f"{type(agent).__name__} object"
     if len(shapes) != 1:
         have = "both" if shapes else "neither"
         raise ValueError(f"{what} has {have} of `async def complete(self, request)` (a turn-level "
                          "agent) and `async def run(self, episode)` (a loop-level agent)")
     shape = shapes[0]
-    for member in _SHAPES[shape]:
+    members = [_SHAPES[shape]] + (["aclose"] if getattr(agent, "aclose", None) is not None
+                                  else [])
+    for member in members:
         if not inspect.iscoroutinefunction(getattr(agent, member, None)):
             raise ValueError(f"{what}: `{member}` must be an `async def` method")
     if not isinstance(getattr(agent, "name", None), str):
         raise ValueError(f"{what} has no `name` string attribute")
     return "turn" if shape == "turn" else "loop"
+
+
+async def close_agent(agent: object) -> None:
+    """Await the agent's `aclose()`, when it has one (it is optional)."""
+    aclose = getattr(agent, "aclose", None)
+    if aclose is not None:
+        await aclose()
+
+
+def is_privileged(agent: object) -> bool:
+    """Whether `agent` may read the task itself (`ModelRequest.context`): only this package's
+    agents that say so (`builtin:oracle`). Every other agent, a user's own above all, gets
+    the prompt alone, whatever attributes it sets."""
+    from pytest_resilibench.runtime.agent_error import is_own_agent
+
+    return getattr(type(agent), "privileged", False) is True and is_own_agent(agent)
+
+
+class Progress(TypedDict):
+    """The episode's counts so far, in every observation."""
+
+    turn: int
+    turns_left: int
+    calls: int
+    succeeded: int
+    failed: int
+
+
+class Observation(TypedDict, total=False):
+    """What the environment answers to a call, as the model sees it: `status` ("success" or
+    "error"), `output` on success, `error_code` and `message` on an error (`retry_after`
+    turns for a rate limit of the realistic faults), `progress`, a `note` on how the reply
+    was read, and on the last turn `budget`. `tool` is None for a reply with no usable call."""
+
+    tool: str | None
+    status: str
+    output: dict[str, Any]
+    error_code: str
+    message: str
+    retry_after: int
+    note: str
+    progress: Progress
+    budget: str
 
 
 # --- the observation format -------------------------------------------------------------------
@@ -164,7 +239,7 @@ def format_observation(payload: Mapping[str, Any]) -> str:
     return f"{_OPEN}{observation_json(payload)}{_CLOSE}"
 
 
-def read_observation(message: Mapping[str, Any]) -> dict[str, Any] | None:
+def read_observation(message: Mapping[str, Any]) -> Observation | None:
     """The observation payload of a message the environment sent (text or native), else None.
     Built-in agents read observations back through this."""
     content = message.get("content")
@@ -179,4 +254,4 @@ def read_observation(message: Mapping[str, Any]) -> dict[str, Any] | None:
         value = json.loads(content)
     except ValueError:
         return None
-    return value if isinstance(value, dict) else None
+    return cast(Observation, value) if isinstance(value, dict) else None

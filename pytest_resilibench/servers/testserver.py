@@ -250,6 +250,10 @@ class OpenAITestServer:
             Route("/v1/chat/completions", self._chat_completions, methods=["POST"]),
             Route("/v1/responses", self._responses, methods=["POST"]),
             Route("/v1/models", self._models, methods=["GET"]),
+            # Azure OpenAI: the deployment in the path, `api-version` in the query, the key
+            # in an `api-key` header (testserver_rules.py).
+            Route("/openai/deployments/{deployment}/chat/completions", self._azure_chat,
+                  methods=["POST"]),
         ])
         # Bound now (early connections wait in the backlog until start()), served by start().
         self._http = LoopbackServer(
@@ -309,7 +313,18 @@ class OpenAITestServer:
     async def _responses(self, request: Request) -> Response:
         return await self._serve(request, "responses")
 
-    async def _serve(self, request: Request, api: str) -> Response:
+    async def _azure_chat(self, request: Request) -> Response:
+        if not request.query_params.get("api-version"):
+            return self._refuse(rules.no_api_version())
+        return await self._serve(request, "chat", deployment=request.path_params["deployment"])
+
+    @property
+    def azure_endpoint(self) -> str:
+        """The endpoint an Azure OpenAI client takes (`azure_endpoint`)."""
+        return f"http://{self.host}:{self.port}"
+
+    async def _serve(self, request: Request, api: str, deployment: str | None = None
+                     ) -> Response:
         stats = self.stats
         limit = self.max_in_flight
         if limit is not None and stats.in_flight >= limit:
@@ -319,7 +334,7 @@ class OpenAITestServer:
         stats.in_flight += 1
         stats.peak_in_flight = max(stats.peak_in_flight, stats.in_flight)
         try:
-            response = await self._answer(request, api)
+            response = await self._answer(request, api, deployment)
             if limit is not None:  # this reply frees its own slot
                 response.headers.update(self._limit_headers(limit - stats.in_flight + 1))
         finally:
@@ -352,7 +367,8 @@ class OpenAITestServer:
     def _check(self, request: Request, body: object, api: str) -> Response | None:
         """The key, the body's shape and, when strict, OpenAI's rules."""
         if self.api_key is not None:
-            given = request.headers.get("authorization", "").removeprefix("Bearer ").strip()
+            given = (request.headers.get("api-key") or  # Azure's key header
+                     request.headers.get("authorization", "").removeprefix("Bearer ").strip())
             if given != self.api_key:
                 return self._refuse(rules.wrong_key(given))
         if api == "chat":
@@ -406,7 +422,7 @@ class OpenAITestServer:
         return {"type": "reasoning", "id": rid, "summary": [],
                 "encrypted_content": content if encrypted else None}
 
-    async def _answer(self, request: Request, api: str) -> Response:
+    async def _answer(self, request: Request, api: str, deployment: str | None) -> Response:
         self.stats.requests += 1
         # `latency_ms` is the whole answer's time, the policy's own work included (a provider
         # that answers in 0.5 s answers in 0.5 s, whatever its load): Little's law holds.
@@ -415,6 +431,8 @@ class OpenAITestServer:
             body = json.loads(await request.body())
         except (json.JSONDecodeError, UnicodeDecodeError):
             return _error(400, "request body is not valid JSON", "invalid_request_error")
+        if deployment is not None and isinstance(body, dict):
+            body["model"] = deployment  # Azure serves the path's deployment
         refused = self._check(request, body, api)
         if refused is not None:
             return refused

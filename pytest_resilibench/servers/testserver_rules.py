@@ -16,6 +16,14 @@ not exist (the provider once sent `temperature: 0` to o3: every request of a rea
   `store=false` must carry the `encrypted_content` the API issued
   (https://platform.openai.com/docs/guides/reasoning#encrypted-reasoning-items).
 - A wrong key is a 401 `invalid_api_key` (https://platform.openai.com/docs/guides/error-codes).
+- Other vendors' compatible endpoints, told by the model name (`agents/profiles.py` cites
+  their docs): Gemini (`gemini-*`) refuses every top-level field outside the ones it takes,
+  with Google's "Invalid JSON payload received. Unknown name" 400; Anthropic (`claude-*`)
+  takes `n` = 1 only; neither serves the Responses API (a 404).
+- Azure OpenAI (`/openai/deployments/DEPLOYMENT/...`) needs the `api-version` query
+  parameter, else a 404 "Resource not found"
+  (https://learn.microsoft.com/en-us/azure/ai-foundry/openai/reference: "api-version" is a
+  required query parameter of every data-plane request).
 """
 
 from __future__ import annotations
@@ -27,8 +35,17 @@ from typing import Any
 from pytest_resilibench.runtime.agents.profiles import family_of
 from pytest_resilibench.runtime.protocol import ModelReply
 
-__all__ = ["CHAT_FIELDS", "RESPONSES_FIELDS", "Refusal", "check_chat", "check_responses",
-           "input_to_messages", "response_json", "tools_to_chat"]
+__all__ = [
+    "CHAT_FIELDS",
+    "RESPONSES_FIELDS",
+    "Refusal",
+    "check_chat",
+    "check_responses",
+    "input_to_messages",
+    "no_api_version",
+    "response_json",
+    "tools_to_chat",
+]
 
 CHAT_FIELDS = frozenset({
     "model", "messages", "tools", "tool_choice", "parallel_tool_calls", "functions",
@@ -56,6 +73,10 @@ class Refusal:
     code: str
 
 
+def no_api_version() -> Refusal:
+    return Refusal(404, "Resource not found", None, "404")
+
+
 def wrong_key(key: str) -> Refusal:
     shown = f"{key[:3]}*****{key[-4:]}" if len(key) > 8 else "*****"
     return Refusal(401, f"Incorrect API key provided: {shown}. You can find your API key at "
@@ -63,6 +84,16 @@ def wrong_key(key: str) -> Refusal:
 
 
 def check_chat(body: Mapping[str, Any]) -> Refusal | None:
+    family = family_of(str(body.get("model", "")))
+    if family.fields is not None:  # Gemini: Google's own wording, every unknown field named
+        unknown = sorted(set(body) - family.fields)
+        if unknown:
+            said = "\n".join(f'Invalid JSON payload received. Unknown name "{name}": Cannot '
+                             "find field." for name in unknown)
+            return Refusal(400, said, unknown[0], "INVALID_ARGUMENT")
+    if family.one_choice and body.get("n", 1) != 1:
+        return Refusal(400, "n: Must be exactly 1 (OpenAI SDK compatibility)", "n",
+                       "invalid_request_error")
     unknown = sorted(set(body) - CHAT_FIELDS)
     if unknown:
         return Refusal(400, f"Unrecognized request argument supplied: {unknown[0]}",
@@ -71,6 +102,10 @@ def check_chat(body: Mapping[str, Any]) -> Refusal | None:
 
 
 def check_responses(body: Mapping[str, Any]) -> Refusal | None:
+    family = family_of(str(body.get("model", "")))
+    if not family.responses:
+        return Refusal(404, f"Not found: {family.name}'s OpenAI compatibility serves no "
+                            "Responses API", None, "not_found")
     unknown = sorted(set(body) - RESPONSES_FIELDS)
     if unknown:
         return Refusal(400, f"Unknown parameter: '{unknown[0]}'.", unknown[0],

@@ -236,7 +236,9 @@ def test_an_agent_that_raises_fails_its_items_as_agent_errors_apart_from_infra_e
         assert {(ep["outcome"], ep["stop_reason"], ep["agent_error"], ep["infra_error"])
                 for ep in mine} == {("failed", "agent_error", line, None)}
         assert out.count(f"AGENT-ERROR ({line})") == 15  # `-v` says why
-        assert re.search(rf"{re.escape(model)} +15 +{re.escape(line)}", out)  # its table
+        shown = {"py:crashing_agents:turn": "crashing-turn", "team:crash": "crashing-loop"}
+        # its table, where the agent's name stands for its spec
+        assert re.search(rf"{re.escape(shown[model])} +15 +{re.escape(line)}", out)
     assert {ep["tool_calls"] for ep in data["episodes"] if ep["model"] == "team:crash"} == {1}
     counts = data["summary"]["counts"]
     assert counts["outcomes"]["agent_error"] == 30 and counts["outcomes"]["infra_error"] == 0

@@ -22,6 +22,7 @@ from pytest_resilibench.runtime.protocol import (
     InfrastructureError,
     ModelReply,
     ModelRequest,
+    Observation,
     ToolCall,
 )
 from tests.unit.test_episode import READER, TASK, WRITER, lucky_seed
@@ -118,7 +119,7 @@ def test_a_loop_agent_and_a_model_making_the_same_calls_get_identical_records(
 
 
 def test_a_call_past_the_budget_answers_a_budget_error_and_ends_the_episode() -> None:
-    answers: list[dict[str, Any]] = []
+    answers: list[Observation] = []
     raised: list[str] = []
 
     async def play(episode: LoopEpisode) -> None:
@@ -166,7 +167,7 @@ def test_a_run_that_returns_without_finish_is_not_completed() -> None:
 
 @pytest.mark.parametrize("tool_mode", ["text", "native"])
 def test_bad_calls_cost_a_turn_and_are_never_executed(tool_mode: str) -> None:
-    answers: list[dict[str, Any]] = []
+    answers: list[Observation] = []
 
     async def play(episode: LoopEpisode) -> None:
         wrong: tuple[tuple[Any, Any], ...] = ((None, {}), (42, READ_ARGS),
@@ -214,7 +215,7 @@ def test_concurrent_calls_are_played_one_turn_at_a_time() -> None:
 @pytest.mark.parametrize("tool_mode", ["text", "native"])
 def test_the_handle_shows_the_prompt_and_the_tools_and_hands_out_copies(tool_mode: str) -> None:
     prompt = render_prompt(TASK, Variant("optimal"), tool_mode=tool_mode)
-    seen: list[dict[str, Any]] = []
+    seen: list[Observation] = []
 
     async def play(episode: LoopEpisode) -> None:
         assert episode.messages == prompt.messages

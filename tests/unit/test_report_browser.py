@@ -38,6 +38,7 @@ def _episodes(max_turns: int) -> list[dict[str, Any]]:
     from pytest_resilibench.core.tasks import load_tasks
     from pytest_resilibench.runtime.agents import make_agent
     from pytest_resilibench.runtime.episode import EpisodeSpec, run_episodes
+    from pytest_resilibench.runtime.protocol import close_agent
 
     tasks = list(load_tasks())[::700][:6]
     variants = [Variant("baseline"), Variant("optimal"),
@@ -49,7 +50,7 @@ def _episodes(max_turns: int) -> list[dict[str, Any]]:
         specs = [EpisodeSpec(task=t, variant=v, seed=3, max_turns=max_turns)
                  for t in tasks for v in variants]
         records = [r.to_json() async for r in run_episodes(specs, agent)]
-        await agent.aclose()
+        await close_agent(agent)
         return records
 
     return [ep for spec in MODELS for ep in asyncio.run(play(spec))]

@@ -352,6 +352,7 @@ def test_report_from_real_episodes(tmp_path: Path) -> None:
     from pytest_resilibench.core.tasks import load_tasks
     from pytest_resilibench.runtime.agents import make_agent
     from pytest_resilibench.runtime.episode import EpisodeSpec, run_episodes
+    from pytest_resilibench.runtime.protocol import close_agent
 
     tasks = list(load_tasks())[::1000][:3]
     variants = [Variant("optimal"), Variant("flawed", "missing_step", "severe")]
@@ -360,7 +361,7 @@ def test_report_from_real_episodes(tmp_path: Path) -> None:
         agent = make_agent(spec)
         specs = [EpisodeSpec(task=t, variant=v, seed=1) for t in tasks for v in variants]
         records = [r.to_json() async for r in run_episodes(specs, agent)]
-        await agent.aclose()
+        await close_agent(agent)
         return records
 
     episodes = [ep for spec in ("builtin:follower", "builtin:adaptive")

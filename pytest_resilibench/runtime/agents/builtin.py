@@ -230,6 +230,9 @@ class OracleAgent(BuiltinAgent):
     """Plays the task's exact DP policy, tracking the MDP state from the observations."""
 
     kind = "oracle"
+    # Reads the task itself from `request.context`: the one agent that gets it
+    # (protocol.is_privileged).
+    privileged = True
 
     def decide(
         self, request: ModelRequest, view: _View

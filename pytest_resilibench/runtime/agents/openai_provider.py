@@ -57,7 +57,12 @@ from pytest_resilibench.runtime.agents.limiter import (
     shared_path,
 )
 from pytest_resilibench.runtime.agents.pricing import Price, cost_usd
-from pytest_resilibench.runtime.agents.profiles import AUTO, family_of, request_params
+from pytest_resilibench.runtime.agents.profiles import (
+    AUTO,
+    check_api,
+    family_of,
+    request_params,
+)
 from pytest_resilibench.runtime.agents.responses import (
     ReasoningMemo,
     parse_response,
@@ -184,6 +189,7 @@ class OpenAIAgent:
         tpm: float | None = None,
         max_wait_s: float = DEFAULT_MAX_WAIT_S,
         shared_limit: bool = False,
+        api_version: str | None = None,
     ) -> None:
         model = model.removeprefix("openai:")
         if not model:
@@ -196,6 +202,7 @@ class OpenAIAgent:
             raise ValueError("backoff times must be >= 0")
         if api not in APIS:
             raise ValueError(f"api must be one of {', '.join(APIS)}, got {api!r}")
+        check_api(model, api)
         if max_cost_usd is not None and price is None:
             raise ValueError(f"--resili-max-cost: no price known for {model!r} (give one with "
                              f"--resili-prices)")
@@ -221,10 +228,16 @@ class OpenAIAgent:
         store = FileStore(shared_path(model, base_url)) if shared_limit else None
         self.limiter = AdaptiveLimiter(max_concurrency, store=store, rpm=rpm, tpm=tpm)
         self._slot_wait_s = 0.0  # the limiter's waits already in `stats`
+        self.timeout_s = timeout_s
+        self.api_version = api_version
+        if api_version is not None:  # Azure OpenAI: `model` names a deployment
+            self._client: openai.AsyncOpenAI = _azure_client(
+                api_key, base_url, api_version, timeout_s)
+            self.base_url = str(self._client.base_url)
+            return
         key = api_key or os.environ.get("OPENAI_API_KEY") or _placeholder_for(base_url)
         register_secret(key)  # a server that echoes it in an error cannot get it written
         register_url_credentials(base_url)  # httpx sends user info as a Basic header
-        self.timeout_s = timeout_s
         self._client = openai.AsyncOpenAI(api_key=key, base_url=base_url, timeout=timeout_s,
                                           max_retries=0)
 
@@ -476,6 +489,26 @@ def _tokens(reply: ModelReply) -> int:
     """What a reply counts against a tokens-per-minute budget."""
     usage = reply.usage
     return int(usage.get("prompt_tokens", 0)) + int(usage.get("completion_tokens", 0))
+
+
+def _azure_client(api_key: str | None, endpoint: str | None, api_version: str,
+                  timeout_s: float) -> openai.AsyncAzureOpenAI:
+    """openai's Azure client: the key in an `api-key` header, each request to
+    `ENDPOINT/openai/deployments/DEPLOYMENT/...?api-version=VERSION`
+    (https://learn.microsoft.com/en-us/azure/ai-foundry/openai/reference). The endpoint and
+    key come from the options or from AZURE_OPENAI_ENDPOINT and AZURE_OPENAI_API_KEY."""
+    endpoint = endpoint or os.environ.get("AZURE_OPENAI_ENDPOINT")
+    if not endpoint:
+        raise ValueError("--resili-api-version (Azure OpenAI) needs the resource's endpoint: "
+                         "--resili-base-url=https://RESOURCE.openai.azure.com or "
+                         "AZURE_OPENAI_ENDPOINT")
+    key = api_key or os.environ.get("AZURE_OPENAI_API_KEY")
+    if not key:
+        raise ValueError("AZURE_OPENAI_API_KEY is not set (needed for Azure OpenAI)")
+    register_secret(key)
+    register_url_credentials(endpoint)
+    return openai.AsyncAzureOpenAI(api_key=key, azure_endpoint=endpoint,
+                                   api_version=api_version, timeout=timeout_s, max_retries=0)
 
 
 def _placeholder_for(base_url: str | None) -> str:

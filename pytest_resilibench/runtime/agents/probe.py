@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from pytest_resilibench.runtime.protocol import AnyAgent, InfrastructureError
+from pytest_resilibench.runtime.protocol import AnyAgent, InfrastructureError, close_agent
 
 __all__ = ["hint_for", "merge_stats", "probe_agent", "throughput"]
 
@@ -45,7 +45,7 @@ async def probe_agent(agent: AnyAgent, spec: str, *, probe: bool = True) -> None
         raise ValueError(f"--resili-model {spec}: the start-up request failed: {exc}; "
                          f"{hint_for(exc)}") from None
     finally:
-        await agent.aclose()
+        await close_agent(agent)
 
 
 def merge_stats(total: Mapping[str, Any] | None, more: Mapping[str, Any]) -> dict[str, Any]:
