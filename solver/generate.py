@@ -298,6 +298,13 @@ def _describe(
         templates.PREREQUISITE_WORDINGS[t][difficulty].format(**values)
         for t in closure if t not in required
     ]
+    return _arrange(rng, clauses, hidden, difficulty, values)
+
+
+def _arrange(rng: DrawStream, clauses: Sequence[str], hidden: Sequence[str],
+             difficulty: str, values: Mapping[str, Any]) -> str:
+    """A description's sentences: the stated clauses as the difficulty words them (hard adds
+    a context and two distractors), then the hidden prerequisites."""
     if difficulty == "easy":
         body = [_sentence(_join(clauses, last=", and finally "))]
     elif difficulty == "medium":
@@ -437,17 +444,7 @@ def _describe_flow(
         clauses.append(clause)
     hidden = [templates.PREREQUISITE_WORDINGS[t][difficulty].format(**values)
               for t in closure if t not in stated]
-    if difficulty == "easy":
-        body = [_sentence(_join(clauses, last=", and finally "))]
-    elif difficulty == "medium":
-        body = [_sentence(clauses[0]), _sentence(_join(clauses[1:], last=" and then "))]
-    else:
-        context = rng.choice(templates.CONTEXTS).format(**values)
-        noise = _sample(rng, templates.DISTRACTORS, 2)
-        body = [context, *(_sentence(c) for c in clauses)]
-        body.insert(1 + rng.randint(0, len(clauses)), noise[0])
-        body.append(noise[1])
-    return " ".join(body + [_sentence(h) for h in hidden])
+    return _arrange(rng, clauses, hidden, difficulty, values)
 
 
 def generate_tasks(
