@@ -377,15 +377,16 @@ def test_a_tasks_flawed_plans_are_pinned() -> None:
          "arguments": {}}]
 
 
-def test_on_generated_tasks_bad_values_and_broken_data_flow_are_refused() -> None:
-    """On a sample of the 5040 tasks: the parent plan meets only random failures; every
-    parameter_error and logical_inconsistency plan gets a deterministic INVALID_INPUT (its
-    first edit is one the simulator refuses), but a medium or severe one whose only editable
-    step an accepted edit takes (a two-step task)."""
-    from pytest_resilibench.core.tasks import load_tasks
+@pytest.mark.parametrize("task_set", ["default", "paper"])
+def test_on_generated_tasks_bad_values_and_broken_data_flow_are_refused(task_set: str) -> None:
+    """On a sample of the 5040 tasks of each set: the parent plan meets only random failures;
+    every parameter_error and logical_inconsistency plan gets a deterministic INVALID_INPUT
+    (its first edit is one the simulator refuses), but a medium or severe one whose only
+    editable step an accepted edit takes (a two-step task)."""
+    from pytest_resilibench.core.tasks import TASK_SETS, load_tasks
 
     try:
-        sample = load_tasks().tasks[::20]
+        sample = load_tasks(TASK_SETS[task_set]).tasks[::20]
     except FileNotFoundError as exc:
         pytest.skip(f"task fixtures absent ({exc})")
     unrefused = []
