@@ -124,6 +124,7 @@ class _Plan:
     def __post_init__(self) -> None:
         self.parent_tools = tuple(s.tool for s in self.steps)
         parent = _parent(self)
+        self.parent_steps = parent.steps
         self.deliverable = parent.deliverable
         self.fitting = parent.fitting
 
@@ -667,7 +668,7 @@ def _inconsistent(plan: _Plan, i: int, accepted: bool) -> Change | None:
             steps[i] = replace(step, arguments=arguments)
             skips = plan.skipped(refused)
             steps[i] = step
-            if skips:
+            if skips and _skips_alone(plan, i, arguments):
                 skipping.append((k, arguments, skips))
         if not skipping:
             return None
@@ -713,6 +714,19 @@ def _inconsistent(plan: _Plan, i: int, accepted: bool) -> Change | None:
     steps[i] = replace(step, arguments=dict(sorted({**step.arguments, kind: new}.items())))
     return {"kind": kind, "index": i, "tool": step.tool, "parameter": kind,
             "old": old, "new": new, **detail, "accepted": False}
+
+
+def _skips_alone(plan: _Plan, i: int, arguments: dict[str, Any]) -> bool:
+    """Whether step `i` with `arguments`, the one edit on the parent plan, still takes the
+    deliverable's data past a step it must go through: a path it skips only behind another
+    edit's refused step would spoil nothing once a reader mends that step."""
+    current = list(plan.steps)
+    plan.steps[:] = plan.parent_steps
+    refused = plan.refused_formats()
+    plan.steps[i] = replace(plan.steps[i], arguments=arguments)
+    skips = plan.skipped(refused)
+    plan.steps[:] = current
+    return bool(skips)
 
 
 def _misfiled_or_inconsistent(plan: _Plan, i: int, accepted: bool) -> Change | None:
