@@ -31,7 +31,7 @@ from surface_adversary import RULES, SurfaceRepairAgent
 from pytest_resilibench.base.names import FLAWS, SEVERITIES
 from pytest_resilibench.core.prompts import Variant, plan_for
 from pytest_resilibench.core.registry import default_registry
-from pytest_resilibench.core.tasks import Task, load_tasks
+from pytest_resilibench.core.tasks import TASK_SETS, Task, load_tasks
 from pytest_resilibench.runtime.agents import make_agent
 from pytest_resilibench.runtime.episode import EpisodeSpec, run_episodes
 from pytest_resilibench.runtime.protocol import Agent
@@ -39,9 +39,10 @@ from pytest_resilibench.runtime.protocol import Agent
 FP_LIMIT = 0.05
 
 
-def sample(count: int) -> list[Task]:
-    """`count` tasks spread evenly over the id order (types and difficulties interleave)."""
-    tasks = list(load_tasks())
+def sample(count: int, task_set: str = "default") -> list[Task]:
+    """`count` tasks of the set spread evenly over the id order (types and difficulties
+    interleave)."""
+    tasks = list(load_tasks(TASK_SETS[task_set]))
     step = max(1, len(tasks) // count)
     return tasks[::step][:count]
 
@@ -131,14 +132,18 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=2026)
     parser.add_argument("--severity", default="medium", choices=SEVERITIES)
     parser.add_argument("--no-episodes", action="store_true")
+    parser.add_argument("--task-set", default="default", choices=sorted(TASK_SETS),
+                        help="the default set (flows grammar) or the paper's")
     args = parser.parse_args()
     started = time.perf_counter()
-    table = rule_table(sample(args.tasks))
+    print(f"task set: {args.task_set}")
+    table = rule_table(sample(args.tasks, args.task_set))
     for severity in SEVERITIES:
         print_rules(table, severity)
     print(f"({args.tasks} tasks, {time.perf_counter() - started:.0f}s)")
     if not args.no_episodes:
-        print_recovery(sample(args.episode_tasks), args.severity, args.repeats, args.seed)
+        print_recovery(sample(args.episode_tasks, args.task_set), args.severity, args.repeats,
+                       args.seed)
         print(f"({time.perf_counter() - started:.0f}s in all)")
 
 

@@ -124,6 +124,7 @@ class _Plan:
     def __post_init__(self) -> None:
         self.parent_tools = tuple(s.tool for s in self.steps)
         parent = _parent(self)
+        self.parent_steps = parent.steps
         self.deliverable = parent.deliverable
         self.fitting = parent.fitting
 
@@ -188,9 +189,10 @@ class _Plan:
 
     def skipped(self, refused: set[int]) -> list[str]:
         """The task steps the deliverable's data should go through (as in the parent plan)
-        but no longer does; empty also when a step's `format` no longer matches its data
-        (beyond the `refused` ones: that call would be refused, not accepted)."""
-        if self.refused_formats() - refused:
+        but no longer does; empty also when the steps whose `format` does not match their
+        data are no longer the `refused` ones (another call would be refused, or a refused
+        edit made before would now be accepted: its data changed with this one)."""
+        if self.refused_formats() != refused:
             return []
         return sorted(self.deliverable - self.lineage(len(self.steps) - 1, self.flow()))
 
@@ -542,7 +544,7 @@ def _wrong_value(
 ) -> Any:
     """A plausible wrong value, of the forms right values take (None: none plausible): another
     member of an enum, another of the integers tasks use, a sibling of a string the task
-    generator could have made (another period, organisation, region or version: `_sibling`)
+    generator could have made (another period, organisation, site, region or version: `_sibling`)
     or, refused, another input's value of the same kind (a URL where a path goes). Never a
     suffix nor a form the schema does not allow: a wrong value must not mark itself."""
     if "enum" in schema:
@@ -573,24 +575,22 @@ def _wrong_value(
     return stream.choice(alike or fields) if fields else None
 
 
-# The generators' interchangeable parts (solver/generate.py writes task values from them): a
-# wrong value swaps one for another, so it reads like a value of another task.
+# The generators' interchangeable parts (solver/generate.py and solver/flows.py write task
+# values from them; tests/solver/test_flows.py holds these pools to theirs): a wrong value
+# swaps one for another, so it reads like a value of another task of either set.
 _SIBLINGS: tuple[tuple[str, ...], ...] = (
-    ("q1", "q2", "q3", "q4", "jan", "apr", "jul", "oct"),
-    ("acme", "globex", "initech", "umbrella", "hooli", "stark", "wayne", "tyrell"),
+    ("q1", "q2", "q3", "q4", "jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep",
+     "oct", "nov", "dec", "w07", "w19", "w33", "w48"),
+    ("acme", "globex", "initech", "umbrella", "hooli", "stark", "wayne", "tyrell", "soylent",
+     "cyberdyne", "aperture", "massive", "vandelay", "wonka", "oscorp", "pied-piper", "dunder",
+     "gringotts", "monarch", "nakatomi", "virtucon", "wernham", "zorg", "duff"),
+    ("berlin", "lyon", "osaka", "austin", "leeds", "porto", "quebec", "pune", "perth", "oslo",
+     "lima", "cork", "turin", "graz", "ghent", "malmo"),
     ("eu-west", "us-east", "ap-south"),
-    ("gateway", "identity", "sso"),
-    ("summary", "report", "clean", "export"),
-    ("v1", "v2", "v3"),
-    ("2023", "2024", "2025", "2026"),
-    ("daily", "weekly", "hourly", "monthly"),
-    ("alerts", "oncall", "team"),
-    ("batches", "events", "jobs"),
-    ("refresh", "rebuild", "sync"),
-    ("processed", "started", "failed"),
-    ("digest", "brief", "notes", "update"),
-    ("day", "week", "month"),
-    ("night", "morning", "evening"),
+    ("gateway", "identity", "sso", "vault", "iam"),
+    ("summary", "report", "clean", "export", "digest", "extract"),
+    ("v1", "v2", "v3", "v4"),
+    ("2022", "2023", "2024", "2025", "2026", "2027"),
 )
 _PARTS = tuple((re.compile(rf"(?<![A-Za-z0-9]){re.escape(m)}(?![A-Za-z0-9])"), pool)
                for pool in _SIBLINGS for m in pool)
@@ -668,7 +668,7 @@ def _inconsistent(plan: _Plan, i: int, accepted: bool) -> Change | None:
             steps[i] = replace(step, arguments=arguments)
             skips = plan.skipped(refused)
             steps[i] = step
-            if skips:
+            if skips and _skips_alone(plan, i, arguments):
                 skipping.append((k, arguments, skips))
         if not skipping:
             return None
@@ -714,6 +714,19 @@ def _inconsistent(plan: _Plan, i: int, accepted: bool) -> Change | None:
     steps[i] = replace(step, arguments=dict(sorted({**step.arguments, kind: new}.items())))
     return {"kind": kind, "index": i, "tool": step.tool, "parameter": kind,
             "old": old, "new": new, **detail, "accepted": False}
+
+
+def _skips_alone(plan: _Plan, i: int, arguments: dict[str, Any]) -> bool:
+    """Whether step `i` with `arguments`, the one edit on the parent plan, still takes the
+    deliverable's data past a step it must go through: a path it skips only behind another
+    edit's refused step would spoil nothing once a reader mends that step."""
+    current = list(plan.steps)
+    plan.steps[:] = plan.parent_steps
+    refused = plan.refused_formats()
+    plan.steps[i] = replace(plan.steps[i], arguments=arguments)
+    skips = plan.skipped(refused)
+    plan.steps[:] = current
+    return bool(skips)
 
 
 def _misfiled_or_inconsistent(plan: _Plan, i: int, accepted: bool) -> Change | None:

@@ -105,3 +105,17 @@ def test_the_shipped_default_set_is_what_the_grammar_draws(default_set: list[Tas
     fresh = [generate_task(i, registry=REGISTRY, matcher=MATCHER) for i in range(0, 5040, 53)]
     stored = {t.id: t for t in default_set}
     assert all(stored[t.id].to_json() == t.to_json() for t in fresh)
+
+
+def test_a_wrong_value_draws_its_parts_from_the_pools_the_generators_draw_from() -> None:
+    """parameter_error swaps one part of a task value for another of its pool
+    (core/flaws.py `_SIBLINGS`): every pool both generators draw a value part from is one of
+    those pools, so a wrong value reads like another task's, in either set."""
+    from pytest_resilibench.solver import generate
+
+    from pytest_resilibench.core.flaws import _SIBLINGS
+
+    pools = [set(p) for p in _SIBLINGS]
+    for drawn in (flows.ORGS, flows.SITES, flows.PERIODS, generate._ORGS, generate._PERIODS,
+                  tuple(str(y) for y in range(2022, 2028))):
+        assert any(set(drawn) <= pool for pool in pools), drawn
