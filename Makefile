@@ -26,7 +26,7 @@ $(DEV_STAMP): pyproject.toml | $(BIN)/python
 	touch $(DEV_STAMP) $(RUN_STAMP)
 
 run: $(RUN_STAMP)
-	$(BIN)/pytest suites -p no:cacheprovider -q $(PYTEST_ARGS)
+	$(BIN)/pytest suites -p no:cacheprovider -q --resili-summary=full $(PYTEST_ARGS)
 
 # The browser test drives Debian's Chromium: installed here when missing and we are root (a
 # fresh CI machine); without it that test skips and says why.
