@@ -585,11 +585,6 @@ def _error_message(exc: openai.APIStatusError) -> str:
     return str(exc.message)[:300]
 
 
-def _retry_after_s(headers: Mapping[str, str]) -> float | None:
-    """Retry-After-Ms (OpenAI's), else Retry-After in seconds or as an HTTP date."""
-    return read_limits(headers).retry_after_s
-
-
 _SURROGATE = re.compile("[\ud800-\udfff]")
 _MAX_INT_DIGITS = 18  # below 2**63: a token count or an id, never a 4000-digit number
 
