@@ -17,7 +17,6 @@ from pytest_resilibench.runtime.agents.openai_provider import (
     PLACEHOLDER_KEY,
     MalformedReply,
     OpenAIAgent,
-    _retry_after_s,
     parse_completion,
 )
 from pytest_resilibench.runtime.agents.probe import probe_agent
@@ -164,14 +163,6 @@ def test_retry_after_is_honoured_and_429s_spend_no_retry() -> None:
     assert len(waits) >= 2 and set(waits) == {0.3}
     assert agent.stats.faults == {"rate_limit": len(waits)}
     assert agent.stats.infra_errors == 1
-
-
-def test_retry_after_headers() -> None:
-    assert _retry_after_s({"retry-after-ms": "250", "retry-after": "9"}) == 0.25
-    assert _retry_after_s({"retry-after": "1.5"}) == 1.5
-    assert _retry_after_s({"retry-after": "Wed, 21 Oct 2015 07:28:00 GMT"}) == 0.0  # past
-    assert _retry_after_s({"retry-after": "soon"}) is None
-    assert _retry_after_s({}) is None
 
 
 def test_backoff_is_exponential_capped_jittered_and_deterministic() -> None:
