@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from pytest_resilibench.base.names import COMPLETION_SIGNAL
 
@@ -16,13 +16,12 @@ if TYPE_CHECKING:
 __all__ = ["PromptParts", "end_episode", "observation_text", "prompt_of", "usage_counts"]
 
 
-class PromptParts:
+class PromptParts(NamedTuple):
     """The variant's prompt: the system message (the rules and the tools) and the user
     message (the task, and in most variants a plan)."""
 
-    def __init__(self, system: str, task: str) -> None:
-        self.system = system
-        self.task = task
+    system: str
+    task: str
 
 
 def prompt_of(episode: LoopEpisode) -> PromptParts:
