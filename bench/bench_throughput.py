@@ -8,7 +8,8 @@ and takes <= 1.15 x the limit's ideal; without a limit, >= 90% of Little's law. 
 rate is the provider's own (`requests_per_s`: requests over the span from the first sent to
 the last reply); the wall time is the whole pytest run, start-up included.
 
-    python bench/bench_throughput.py [--latency-ms 500] [--only NAME] [--client-src DIR]
+    python bench/bench_throughput.py [--latency-ms 500] [--only NAME] [--runs N]
+                                     [--task-set default|paper] [--client-src DIR]
 
 `--client-src` runs the pytest side from another source tree (`git archive HEAD | tar -x -C
 DIR`: the figures before a change); a report without the limiter's span uses the wall time.
@@ -45,7 +46,8 @@ def _serve(latency_ms: float, limit: int | None, ports: Any, stop: Any) -> None:
 
 
 def one(name: str, limit: int | None, concurrency: int, workers: int,
-        latency_s: float, client_src: str | None = None) -> dict[str, Any]:
+        latency_s: float, client_src: str | None = None,
+        task_set: str = "default") -> dict[str, Any]:
     ctx = mp.get_context("spawn")
     ports, stop = ctx.Queue(), ctx.Event()
     server = ctx.Process(target=_serve, args=(latency_s * 1000, limit, ports, stop), daemon=True)
@@ -57,6 +59,7 @@ def one(name: str, limit: int | None, concurrency: int, workers: int,
                "-p", "no:cacheprovider", "--resili-model=o3",
                f"--resili-base-url=http://127.0.0.1:{port}/v1", "--resili-sample=1",
                f"--resili-concurrency={concurrency}", f"--resili-report={report}",
+               f"--resili-task-set={task_set}",
                "-n", str(workers)]
         env = {**os.environ, "OPENAI_API_KEY": "sk-test"}
         if client_src:
@@ -91,11 +94,14 @@ def main() -> None:
     parser.add_argument("--latency-ms", type=float, default=500.0)
     parser.add_argument("--only", help="run only the case of this name")
     parser.add_argument("--client-src", help="run pytest from this source tree instead")
+    parser.add_argument("--runs", type=int, default=1, help="run each case this many times")
+    parser.add_argument("--task-set", default="default", choices=("default", "paper"))
     args = parser.parse_args()
     latency = args.latency_ms / 1000.0
-    rows = [one(*case, latency, args.client_src) for case in CASES
-            if args.only in (None, case[0])]
-    print(f"latency {latency:g} s; 150 episodes of o3 (builtin:adaptive) on the test server")
+    rows = [one(*case, latency, args.client_src, args.task_set) for case in CASES
+            for _ in range(args.runs) if args.only in (None, case[0])]
+    print(f"latency {latency:g} s; 150 episodes of o3 (builtin:adaptive) on the test server, "
+          f"{args.task_set} task set; load average {os.getloadavg()[0]:.1f}")
     print(f"{'case':<15} {'wall s':>7} {'span s':>7} {'ideal s':>7} {'span/ideal':>10} "
           f"{'req/s':>6} {'ideal':>6} {'% LL':>5} {'429s':>5} {'infra':>5} {'limit':>5} "
           f"{'in flight':>9} {'waited s':>8}")

@@ -356,8 +356,9 @@ _OPTIONS: list[tuple[str, Callable[[str], Any] | None, str | None, str]] = [
     ("tool-mode", _one_of(TOOL_MODES), "text",
      "text (<tool_call> tags) or native (function calling)"),
     ("concurrency", _int_at_least(1), str(DEFAULT_CONCURRENCY),
-     "episodes in flight per process, and the ceiling of the model requests in flight (the "
-     "adaptive limit under it follows the provider's 429s)"),
+     "model requests in flight per process, the ceiling of the adaptive limit (which follows "
+     "the provider's 429s); a real model runs 4 episodes per request slot, any other agent "
+     "this many episodes"),
     ("retries", _int_at_least(0), "6",
      "retries of a failed model request (5xx, timeouts, connection errors) before it counts "
      "as an infrastructure error"),

@@ -3,7 +3,12 @@
 pytest runs one item at a time; a real model answers in seconds. So once this process knows
 its items (all of them without xdist, its round-robin share with it), the runner starts their
 episodes about in item order (the longest first among the next few: start_order.py),
-`concurrency` at a time, and each item just waits for its own result.
+`concurrency` at a time, and each item just waits for its own result. A model agent that
+keeps its requests in line itself (the OpenAI provider's limiter: at most `concurrency`
+requests in flight) gets `EPISODES_PER_REQUEST_SLOT` times as many episodes: while one
+episode works on its reply (tools, the next prompt) another's request takes the slot, and in
+the run's last minutes the long episodes share the slots with many others instead of leaving
+them idle one by one (bench/bench_throughput.py; docs/REPRODUCTION.md).
 Run-ahead is bounded by a window so finished-but-unclaimed records never pile up in memory.
 A case that was not announced (an xdist re-schedule after a worker crash) runs on demand.
 
@@ -34,13 +39,19 @@ from pytest_resilibench.integration.cases import Case
 from pytest_resilibench.integration.options import RunConfig
 from pytest_resilibench.integration.preload import import_before_threads
 from pytest_resilibench.integration.start_order import longest_first
+from pytest_resilibench.runtime.agents.limiter import AdaptiveLimiter
 from pytest_resilibench.runtime.environment import Environment
 from pytest_resilibench.runtime.protocol import AnyAgent, close_agent
 
 if TYPE_CHECKING:
     from pytest_resilibench.runtime.episode import EpisodeSlots
 
-__all__ = ["EpisodeRunner"]
+__all__ = ["EPISODES_PER_REQUEST_SLOT", "EpisodeRunner"]
+
+# Episodes in flight per request slot for a model that queues its own requests (a simulation
+# from the episodes' own turns: 16 slots, 150 episodes: 91% of Little's law at 1, 95% at 2,
+# 97% at 4; more buys little and holds more conversations in memory).
+EPISODES_PER_REQUEST_SLOT = 4
 
 AgentFactory = Callable[[str], AnyAgent]
 # May be async: opening an MCP connection is.
@@ -59,18 +70,22 @@ class EpisodeRunner:
         window: int | None = None,
         helpers: int | None = None,
         report_text: Callable[[EpisodeRecord], str] | None = None,
+        episodes_per_slot: int = EPISODES_PER_REQUEST_SLOT,
     ) -> None:
-        """`helpers`: processes computing inline cases ahead; None: one per idle core, where
-        forking is safe (`ahead.can_fork`), for runs of at least `ahead.MIN_CASES` such
-        cases. `report_text`: the JSON text an item's report carries, kept on each record
-        right after its episode (`EpisodeRecord.keep_report_text`)."""
+        """`episodes_per_slot`: episodes in flight per request slot of a model that queues
+        its own requests (1: `concurrency` episodes whatever the agent). `helpers`:
+        processes computing inline cases ahead; None: one per idle core, where forking is safe
+        (`ahead.can_fork`), for runs of at least `ahead.MIN_CASES` such cases. `report_text`:
+        the JSON text an item's report carries, kept on each record right after its episode
+        (`EpisodeRecord.keep_report_text`)."""
         self.config = config
         self.registry = registry
         self._agent_factory = agent_factory
         self._environment_factory = environment_factory
         self._inline = inline or (lambda case: False)
         self._report_text = report_text
-        self._window = window or max(64, 4 * config.concurrency)
+        self._episodes_per_slot = max(1, episodes_per_slot)
+        self._window = window or max(64, 2 * self._episodes_per_slot * config.concurrency)
         self._agents: dict[str, AnyAgent] = {}
         self._futures: dict[str, concurrent.futures.Future[EpisodeRecord]] = {}
         # Who started each case: the feeder (holds a window slot) or an item on demand.
@@ -85,7 +100,8 @@ class EpisodeRunner:
         self._closed = False
         self._feeder: concurrent.futures.Future[None] | None = None
         self._claimed: asyncio.Semaphore | None = None  # window: unclaimed results ahead
-        self._slots: EpisodeSlots | None = None  # concurrency: episodes in flight
+        # Episodes in flight, by whether their agent queues its own requests (`_slots_of`).
+        self._slots: dict[bool, EpisodeSlots] = {}
 
     # --- called from pytest's thread ----------------------------------------------------------
     def prestart(self, cases: Sequence[Case]) -> None:
@@ -171,8 +187,9 @@ class EpisodeRunner:
 
     @property
     def peak_in_flight(self) -> int:
-        """The most episodes that were in flight at once on the loop."""
-        return self._slots.peak if self._slots is not None else 0
+        """The most episodes that were in flight at once on the loop (of one kind of agent:
+        those that queue their own requests, or the others)."""
+        return max((slots.peak for slots in self._slots.values()), default=0)
 
     @property
     def helper_processes(self) -> int:
@@ -228,17 +245,18 @@ class EpisodeRunner:
     async def _feed(self, cases: Sequence[Case]) -> None:
         if self._claimed is None:
             self._claimed = asyncio.Semaphore(self._window)
-        claimed, slots = self._claimed, self._slots_of()
+        claimed = self._claimed
         pending: set[asyncio.Task[None]] = set()
         try:
             # Longest first within a look-ahead of one slot each: a shorter tail (start_order.py).
-            for case in longest_first(cases, slots.concurrency, _plan_steps):
+            for case in longest_first(cases, self.config.concurrency, _plan_steps):
                 await claimed.acquire()  # released when an item takes its result
                 with self._lock:
                     taken = self._started_by.setdefault(case.id, "feeder") != "feeder"
                 if taken:  # its item already ran it on demand
                     claimed.release()
                     continue
+                slots = self._slots_of(case.model)
                 task = await slots.start(functools.partial(self._settle, case))
                 pending.add(task)
                 task.add_done_callback(pending.discard)
@@ -249,19 +267,25 @@ class EpisodeRunner:
                 task.cancel()
             raise
 
-    def _slots_of(self) -> EpisodeSlots:
-        """The one bound on episodes in flight (runtime/episode.py), made on the loop it
-        serves."""
-        if self._slots is None:
+    def _slots_of(self, model: str) -> EpisodeSlots:
+        """The bound on episodes in flight of `model`'s kind (runtime/episode.py), made on the
+        loop it serves: `concurrency`, times `episodes_per_slot` for an agent that keeps its
+        own requests to `concurrency` (any other, a user's `py:` agent calling its own API
+        say, gets no more episodes than the option says)."""
+        queues = isinstance(getattr(self._agent(model), "limiter", None), AdaptiveLimiter)
+        slots = self._slots.get(queues)
+        if slots is None:
             from pytest_resilibench.runtime.episode import EpisodeSlots
 
-            self._slots = EpisodeSlots(self.config.concurrency)
-        return self._slots
+            per_slot = self._episodes_per_slot if queues else 1
+            slots = self._slots[queues] = EpisodeSlots(per_slot * self.config.concurrency)
+        return slots
 
     async def _in_slot(self, case: Case) -> EpisodeRecord:
         """An on-demand case: it skips the window (its item is waiting for it now) but not
         the concurrency bound."""
-        return await (await self._slots_of().start(functools.partial(self._episode, case)))
+        slots = self._slots_of(case.model)
+        return await (await slots.start(functools.partial(self._episode, case)))
 
     async def _settle(self, case: Case) -> None:
         with self._lock:

@@ -24,7 +24,7 @@ from pytest_resilibench.core.record import EpisodeRecord
 from pytest_resilibench.core.registry import ToolRegistry, default_registry
 from pytest_resilibench.integration.cases import Case, build_cases
 from pytest_resilibench.integration.options import RunConfig
-from pytest_resilibench.integration.runner import EpisodeRunner
+from pytest_resilibench.integration.runner import EPISODES_PER_REQUEST_SLOT, EpisodeRunner
 from pytest_resilibench.integration.store import SLIM_FIELDS, EpisodeStore
 from pytest_resilibench.runtime.protocol import AnyAgent
 
@@ -188,6 +188,8 @@ class ResiliSession:
                 environment_factory={"live": self._live_environment,
                                      "mcp": self._mcp_environment}.get(self._config.env),
                 inline=self._is_cpu_bound, report_text=self._report_text,
+                # Tools at the user's own URLs see no more episodes than the option says.
+                episodes_per_slot=1 if self._config.live_base_urls else EPISODES_PER_REQUEST_SLOT,
             )
         return self._runner
 

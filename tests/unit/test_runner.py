@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 from dataclasses import replace
 
+import pytest
+
 from pytest_resilibench.core.registry import default_registry
 from pytest_resilibench.core.tasks import load_tasks
 from pytest_resilibench.integration.cases import Case, build_cases
@@ -128,6 +130,36 @@ def test_close_is_idempotent_and_cancels_queued_work() -> None:
     r.close()
     r.close()
     assert len(agent.seen) < len(cases())
+
+
+@pytest.mark.parametrize("per_slot", [None, 1])
+def test_a_model_that_queues_its_requests_gets_more_episodes_than_requests(
+        per_slot: int | None) -> None:
+    """A real model's provider keeps its requests to `concurrency` itself (its limiter), so
+    the runner keeps EPISODES_PER_REQUEST_SLOT times as many episodes in flight (unless told
+    1: live tools at a user's own URLs): the server never sees more than `concurrency`
+    requests at once."""
+    from pytest_resilibench.integration.runner import EPISODES_PER_REQUEST_SLOT
+    from pytest_resilibench.runtime.agents import make_agent
+    from pytest_resilibench.runtime.agents.openai_provider import OpenAIAgent
+    from pytest_resilibench.servers.testserver import OpenAITestServer
+
+    config = replace(CONFIG, models=("o3",), concurrency=2)
+    todo = cases(config)
+    assert len(todo) > EPISODES_PER_REQUEST_SLOT * config.concurrency
+    with OpenAITestServer({"o3": make_agent("builtin:follower")}, latency_ms=20) as server:
+        more = {} if per_slot is None else {"episodes_per_slot": per_slot}
+        r = EpisodeRunner(config, default_registry(), agent_factory=lambda model: OpenAIAgent(
+            model, base_url=server.base_url, api_key="sk-test",
+            max_concurrency=config.concurrency), **more)
+        try:
+            r.start(todo)
+            records = [r.result(c) for c in todo]
+        finally:
+            r.close()
+        assert all(rec.outcome != "error" for rec in records)
+        assert r.peak_in_flight == (per_slot or EPISODES_PER_REQUEST_SLOT) * config.concurrency
+        assert server.stats.peak_in_flight == config.concurrency
 
 
 def _records(concurrency: int) -> list[dict[str, object]]:

@@ -16,21 +16,31 @@ workers): the state is a small JSON file in the temp folder, read and written un
 `fcntl.flock`. Each live process holds a share of the window (at least one request); a
 process that exits or crashes stops counting when its pid is gone (or unseen for
 `STALE_S`), so no slot leaks. A file whose processes are all gone starts afresh.
+
+Within a process, requests wait for a slot in line. The runner keeps more episodes in flight
+than the ceiling (integration/runner.py), so that a reply's episode, busy with its tools, leaves
+its slot to one whose request is ready. The line goes by rank, the provider's: the request of
+the episode with the fewest turns behind it first (least attained service), so episodes move
+on about together and none is left alone with many turns to go at the end of the run, slots
+idle around it; first come first served among equals.
 """
 
 from __future__ import annotations
 
 import asyncio
+import bisect
 import contextlib
 import fcntl
+import functools
 import hashlib
+import itertools
 import json
 import math
 import os
 import re
 import tempfile
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, Protocol, TypeVar
@@ -212,6 +222,25 @@ class Ticket:
     epoch: int
 
 
+class _Place:
+    """A request's place in line: woken when a slot may have come free for it."""
+
+    def __init__(self, rank: int, arrival: int) -> None:
+        self.rank, self.arrival = rank, arrival
+        self._woken = asyncio.Event()
+
+    def order(self) -> tuple[int, int]:
+        return self.rank, self.arrival
+
+    def wake(self) -> None:
+        self._woken.set()
+
+    async def wait(self, timeout: float) -> None:
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(self._woken.wait(), max(0.0, timeout))
+        self._woken.clear()
+
+
 @dataclass(frozen=True)
 class _View:
     cap: int  # this process's share of the window
@@ -245,10 +274,13 @@ class AdaptiveLimiter:
         self._alive = alive
         self.in_flight = 0
         self._wanting = 0  # requests inside `acquire`
-        self._waiters: list[asyncio.Future[None]] = []
+        self._line: list[_Place] = []  # requests waiting for a slot, by `_Place.order`
+        self._arrivals = itertools.count()
         self._view = self._store.update(self._look)
         # What the report shows: time-weighted in-flight, waits, the first and last moments.
-        self.wait_s = 0.0
+        self.wait_s = 0.0  # wall time while at least one request waited on a limit
+        self._held = 0  # requests waiting on a limit now
+        self._held_since = 0.0
         self.first_at: float | None = None
         self.last_at: float | None = None
         self._busy = 0.0  # integral of in_flight over time
@@ -374,11 +406,15 @@ class AdaptiveLimiter:
         self._mark = now
         self.in_flight += delta
 
-    async def acquire(self, deadline: float, why: Callable[[], str]) -> Ticket:
-        """Wait for a slot in this process's share and for the limits' holds; raises
-        `RateLimitWait` (its message from `why()`) when `deadline` (clock time) passes."""
-        began = self._clock()
+    async def acquire(self, deadline: float, why: Callable[[], str], rank: int = 0) -> Ticket:
+        """Wait for a slot in this process's share and for the limits' holds, in line by
+        `rank` (lowest first; first come first served among equals); raises `RateLimitWait`
+        (its message from `why()`) when `deadline` (clock time) passes. Only a wait on a limit
+        spends that budget: time in line behind this process's own requests while the window
+        is whole moves the deadline on, and is no wait on limits (`wait_s`)."""
         self._wanting += 1
+        place = _Place(rank, next(self._arrivals))
+        bisect.insort(self._line, place, key=_Place.order)
         try:
             if self.in_flight >= self._view.cap:  # say so: the others may have slots to spare
                 self.refresh()
@@ -387,36 +423,59 @@ class AdaptiveLimiter:
                 if now >= deadline:
                     raise RateLimitWait(why())
                 view = self._view
+                limited = now < view.hold_until or view.cap < self.ceiling
                 if now < view.hold_until:
-                    await asyncio.sleep(min(view.hold_until, deadline) - now)
+                    async with self.held():
+                        await asyncio.sleep(min(view.hold_until, deadline) - now)
                     self.refresh()
-                    continue
-                if self.in_flight < view.cap:
+                elif self._line[0] is place and self.in_flight < view.cap:
                     go = now if self.rpm is None else self._store.update(
-                        lambda state: self._take_request(state, deadline))
+                        functools.partial(self._take_request, deadline=deadline))
                     if go > deadline:
                         raise RateLimitWait(why())
                     self._tick(now, +1)  # the slot is this request's while it waits its turn
+                    self._leave_line(place)  # the next in line may take a slot meanwhile
                     if go > now:
-                        await asyncio.sleep(go - now)
+                        async with self.held():
+                            await asyncio.sleep(go - now)
                     if self.first_at is None:
                         self.first_at = self._clock()
                     return Ticket(epoch=view.epoch)
-                await self._wait_freed(min(POLL_S, deadline - now))
-                if self._view is view:  # nothing settled meanwhile: another process may have
-                    self.refresh()
+                else:
+                    async with self.held() if limited else contextlib.nullcontext():
+                        await place.wait(min(POLL_S, deadline - now))
+                    if self._view is view:  # nothing settled meanwhile: another process may
+                        self.refresh()      # have
+                    if not limited:
+                        deadline += max(0.0, self._clock() - now)
         finally:
             self._wanting -= 1
-            self.wait_s += max(0.0, self._clock() - began)
+            self._leave_line(place)
 
-    async def _wait_freed(self, timeout: float) -> None:
-        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._waiters.append(future)
+    @contextlib.asynccontextmanager
+    async def held(self) -> AsyncIterator[None]:
+        """A request waits on a limit meanwhile (a hold, a shrunk window, the rpm pace, a
+        429's Retry-After): `wait_s` counts the wall time while any does."""
+        if self._held == 0:
+            self._held_since = self._clock()
+        self._held += 1
         try:
-            await asyncio.wait({future}, timeout=max(0.0, timeout))
+            yield
         finally:
-            with contextlib.suppress(ValueError):
-                self._waiters.remove(future)
+            self._held -= 1
+            if self._held == 0:
+                self.wait_s += max(0.0, self._clock() - self._held_since)
+
+    def _leave_line(self, place: _Place) -> None:
+        if place in self._line:
+            head = self._line[0] is place
+            self._line.remove(place)
+            if head:
+                self._wake_first()
+
+    def _wake_first(self) -> None:
+        if self._line:
+            self._line[0].wake()
 
     def release(self, ticket: Ticket, outcome: Outcome, limits: Limits = Limits(),
                 tokens: int = 0) -> None:
@@ -431,10 +490,7 @@ class AdaptiveLimiter:
         else:
             view = self._settle(ticket, outcome, limits, tokens, level * self._view.procs)
         self._view = view
-        waiters, self._waiters = self._waiters, []
-        for future in waiters:
-            if not future.done():
-                future.set_result(None)
+        self._wake_first()
 
     def leave(self) -> None:
         """This process no longer sends: its share goes to the others."""

@@ -95,10 +95,10 @@ class ProviderStats:
     errors in a row or past the cost cap; `replayed_tokens` what cache hits would have cost
     (not spent); `reasoning_items_sent` the reasoning items sent back to the Responses API.
     The limiter's (`limiter.py`): `window` the concurrency limit (all processes) at the end,
-    `limit_wait_s` the time requests waited on limits (429s' Retry-After, a full window,
-    --resili-rpm/-tpm), `first_at`/`last_at` (wall clock) the first request sent and the
-    last reply, `busy_s` requests in flight integrated over time (mean concurrency: busy /
-    span)."""
+    `limit_wait_s` the wall time while requests waited on limits (429s' Retry-After, a
+    window the limits shrank, --resili-rpm/-tpm; summed over processes), `first_at`/`last_at`
+    (wall clock) the first request sent and the last reply, `busy_s` requests in flight
+    integrated over time (mean concurrency: busy / span)."""
 
     requests: int = 0
     api_calls: int = 0
@@ -346,6 +346,8 @@ class OpenAIAgent:
                                  len(request.messages))
         limiter = self.limiter
         deadline = time.time() + self.max_wait_s
+        # The episode's turns so far: the fewest go first (the limiter's line, limiter.py).
+        rank = sum(1 for message in request.messages if message.get("role") == "assistant")
         attempt = refusals = 0
         last_429 = ""
 
@@ -358,7 +360,7 @@ class OpenAIAgent:
 
         while True:
             try:
-                ticket = await limiter.acquire(deadline, why)
+                ticket = await limiter.acquire(deadline, why, rank)
             except RateLimitWait as exc:
                 self._sync_limiter()
                 raise InfrastructureError(str(exc), status=429, retryable=True) from None
@@ -383,9 +385,8 @@ class OpenAIAgent:
                 refusals += 1
                 if time.time() + wait > deadline:
                     raise InfrastructureError(why(), status=429, retryable=True)
-                began = time.time()
-                await asyncio.sleep(wait)
-                self.stats.limit_wait_s += time.time() - began
+                async with limiter.held():
+                    await asyncio.sleep(wait)
                 continue
             if failure.kind == "context_overflow":
                 raise ModelLimitError(f"model {self.model!r}: {failure.message}",

@@ -192,6 +192,124 @@ def test_a_full_window_waits_for_a_release() -> None:
     assert lim.in_flight == 0
 
 
+async def _settle_loop() -> None:
+    for _ in range(20):
+        await asyncio.sleep(0)
+
+
+def test_the_line_goes_by_fewest_turns_then_arrival() -> None:
+    """One slot, five waiting: the request of the episode with the fewest turns behind it
+    goes first (least attained service), first come first served among equals."""
+    lim = AdaptiveLimiter(1)
+    order: list[str] = []
+
+    async def scenario() -> None:
+        held = await lim.acquire(float("inf"), str)
+
+        async def ask(name: str, rank: int) -> None:
+            ticket = await lim.acquire(float("inf"), str, rank)
+            order.append(name)
+            await _settle_loop()  # holds the slot while the others look
+            lim.release(ticket, "ok")
+
+        tasks = []
+        for name, rank in [("late-a", 3), ("early-a", 1), ("new", 0), ("early-b", 1),
+                           ("late-b", 3)]:
+            tasks.append(asyncio.create_task(ask(name, rank)))
+            await _settle_loop()  # each in line before the next arrives
+        lim.release(held, "ok")
+        await asyncio.gather(*tasks)
+
+    asyncio.run(scenario())
+    assert order == ["new", "early-a", "early-b", "late-a", "late-b"]
+    assert lim.in_flight == 0
+
+
+def test_a_reply_does_not_let_its_episode_jump_the_line() -> None:
+    """The request that just got its reply asks again at once; one already waiting goes
+    first."""
+    lim = AdaptiveLimiter(1)
+    order: list[str] = []
+
+    async def scenario() -> None:
+        first = await lim.acquire(float("inf"), str)
+
+        async def waiting() -> None:
+            lim.release(await lim.acquire(float("inf"), str), "ok")
+            order.append("waiting")
+
+        task = asyncio.create_task(waiting())
+        await _settle_loop()
+        lim.release(first, "ok")
+        again = await lim.acquire(float("inf"), str)  # same rank, arrived later
+        order.append("again")
+        lim.release(again, "ok")
+        await task
+
+    asyncio.run(scenario())
+    assert order == ["waiting", "again"]
+
+
+def test_waiting_behind_own_requests_spends_no_limit_budget() -> None:
+    """With the window whole, a long wait for one of this process's own slots is no wait on
+    a limit: the deadline moves on and `wait_s` stays 0. Once a 429 shrank the window, the
+    same wait spends the budget and ends with the cause."""
+    clock = Clock()
+    lim = limiter(1, clock=clock)
+
+    async def wait_behind(deadline: float) -> str:
+        held = await lim.acquire(float("inf"), str)
+        task = asyncio.create_task(lim.acquire(deadline, lambda: "waited on the limit"))
+        await _settle_loop()
+        clock.now += 30.0  # far past the deadline while it waited in line
+        await asyncio.sleep(0.3)  # one poll of the line (limiter.POLL_S)
+        lim.release(held, "ok")
+        try:
+            lim.release(await task, "ok")
+        except RateLimitWait as exc:
+            return str(exc)
+        return "through"
+
+    assert asyncio.run(wait_behind(clock.now + 1.0)) == "through"
+    assert lim.wait_s == 0.0
+
+    shrunk = limiter(4, clock=clock)
+    shrunk.release(take(shrunk), "limited")  # the window halves: 2 of a ceiling of 4
+    tickets = [take(shrunk), take(shrunk)]
+
+    async def wait_on_the_limit() -> None:
+        task = asyncio.create_task(shrunk.acquire(clock.now + 1.0, lambda: "waited on it"))
+        await _settle_loop()
+        clock.now += 30.0
+        await task
+
+    with pytest.raises(RateLimitWait, match="waited on it"):
+        asyncio.run(wait_on_the_limit())
+    assert shrunk.wait_s == pytest.approx(30.0)
+    for ticket in tickets:
+        shrunk.release(ticket, "ok")
+
+
+def test_wait_s_is_wall_time_while_any_request_waits_on_a_limit() -> None:
+    """Two requests held by the same limit for the same 5 s count 5 s, not 10."""
+    clock = Clock()
+    lim = limiter(8, clock=clock)
+
+    async def two_held() -> None:
+        async def hold() -> None:
+            async with lim.held():
+                await _settle_loop()
+
+        first = asyncio.create_task(hold())
+        second = asyncio.create_task(hold())
+        await asyncio.sleep(0)
+        clock.now += 5.0
+        await asyncio.gather(first, second)
+
+    asyncio.run(two_held())
+    assert lim.wait_s == pytest.approx(5.0)
+
+
 def test_tpm_holds_requests_once_a_minute_of_tokens_is_spent() -> None:
     clock = Clock()
     lim = limiter(8, clock=clock, tpm=1000)
