@@ -753,7 +753,8 @@ class ResiliSession:
             if len(chosen) < 3 and all(c.task.id != case.task.id for c in chosen):
                 chosen.append(case)
         prompts = (render_prompt(case.task, case.variant, tool_mode=self._config.tool_mode,
-                                 registry=self.registry, faults=self._config.faults)
+                                 registry=self.registry, faults=self._config.faults,
+                                 max_turns=self._config.max_turns)
                    for chosen in picked.values() for case in chosen)
         return shared_prefix((prompt.messages, prompt.tools) for prompt in prompts)
 
