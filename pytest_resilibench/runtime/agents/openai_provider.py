@@ -59,6 +59,7 @@ from pytest_resilibench.runtime.agents.limiter import (
 from pytest_resilibench.runtime.agents.pricing import Price, cost_usd
 from pytest_resilibench.runtime.agents.profiles import (
     AUTO,
+    REQUEST_OPTIONS,
     check_api,
     family_of,
     request_params,
@@ -156,8 +157,10 @@ class OpenAIAgent:
     host when `shared_limit` (the plugin's runs); `rpm`/`tpm` are known budgets per minute,
     `max_wait_s` what one request may wait on limits before it is an infra error.
     `temperature` is `profiles.AUTO` (the model family's default), None (the server's) or a
-    number; `model_args` are extra request fields, passed through. Raises ValueError, naming
-    the option, for a value the model's family refuses.
+    number; `model_args` are extra request fields, passed through, save the client's request
+    options `extra_headers`, `extra_query` and `extra_body`, sent as the `openai` client's
+    `create(...)` sends them (HTTP headers, URL query, fields merged into the body). Raises
+    ValueError, naming the option, for a value the model's family refuses.
 
     The default timeout is the `openai` client's own (10 minutes): a long reasoning turn is
     legitimate. It bounds each attempt as a whole (connect, send, wait, read: `_attempt`). A
@@ -445,8 +448,10 @@ class OpenAIAgent:
                        params: Mapping[str, Any]) -> tuple[ModelReply, Limits] | _Failure:
         """One HTTP request (its slot already taken): the reply and what its headers say of
         the limits, or the failure."""
-        path, body = self._body(request, params)
-        headers = {TASK_HEADER: request.task_id, REPEAT_HEADER: str(request.repeat)}
+        fields = {k: v for k, v in params.items() if k not in REQUEST_OPTIONS}
+        path, body = self._body(request, fields)
+        headers = {**params.get("extra_headers", {}),
+                   TASK_HEADER: request.task_id, REPEAT_HEADER: str(request.repeat)}
         self.stats.api_calls += 1
         try:
             # The client's generic `post` (its documented route for raw requests): the
@@ -459,8 +464,12 @@ class OpenAIAgent:
             # write and pool timeouts): a server trickling a byte at a time would hold
             # the request for ever. asyncio.timeout bounds the attempt as a whole.
             async with asyncio.timeout(self.timeout_s):
-                response = await self._client.post(path, cast_to=httpx.Response, body=body,
-                                                   options={"headers": headers})
+                # `model_args`' request options go as `create(extra_headers=, extra_query=,
+                # extra_body=)` sends them: the client's `headers`, `params` and `extra_json`.
+                response = await self._client.post(
+                    path, cast_to=httpx.Response, body=body,
+                    options={"headers": headers, "params": params.get("extra_query", {}),
+                             "extra_json": params.get("extra_body", {})})
                 text = response.text
         except openai.APIStatusError as exc:
             return _status_failure(exc)

@@ -217,6 +217,41 @@ def test_generation_parameters_are_sent() -> None:
                     {"model": "scripted"}]
 
 
+@pytest.mark.parametrize(("model", "api", "extra_body"), [
+    ("gpt-4o-mini", "chat", {"user": "resili-user"}),
+    ("o3", "responses", {"user": "resili-user"}),
+    ("gemini-2.5-flash", "chat", {"top_p": 0.5}),  # a field of Gemini's own list
+])
+def test_extra_headers_query_and_body_go_where_the_openai_client_puts_them(
+        model: str, api: str, extra_body: dict[str, Any]) -> None:
+    """`--resili-model-args` `extra_headers`/`extra_query`/`extra_body` are the `openai`
+    client's request options (`create(..., extra_headers=...)`): HTTP headers, URL query and
+    extra body fields, not body fields of those names (which OpenAI refuses as unknown)."""
+    transport = {"extra_headers": {"X-Team": "bench", "OpenAI-Organization": "org-resili"},
+                 "extra_query": {"trace": "on"}, "extra_body": extra_body}
+    with OpenAITestServer(scripted, strict=True, record_requests=True) as server:
+        agent = OpenAIAgent(model, base_url=server.base_url, api_key=SECRET, api=api,
+                            model_args={**transport, "temperature": 1})
+        run(ask_all(agent, requests(1)))
+        assert server.stats.refused == {} and server.stats.replies == 1
+    (seen,) = server.recorded
+    assert seen.headers["x-team"] == "bench"
+    assert seen.headers["openai-organization"] == "org-resili"
+    assert seen.headers["authorization"] == f"Bearer {SECRET}"
+    assert seen.headers["x-resilibench-task"] == "t0000"  # ours still go
+    assert seen.query == {"trace": "on"}
+    assert seen.body.items() >= {**extra_body, "temperature": 1}.items()
+    assert not set(transport) & set(seen.body)
+    assert "bench" not in json.dumps(seen.body)
+
+
+def test_extra_request_options_of_the_wrong_shape_are_refused_by_name() -> None:
+    for args in ({"extra_headers": "X-Team: bench"}, {"extra_headers": {"X-Team": 3}},
+                 {"extra_query": ["trace"]}, {"extra_body": 1}):
+        with pytest.raises(ValueError, match=f"--resili-model-args: {next(iter(args))}"):
+            OpenAIAgent("gpt-4o-mini", base_url="http://127.0.0.1:9/v1", model_args=args)
+
+
 def test_odd_tool_arguments_pass_through_raw() -> None:
     def odd(request: ModelRequest) -> ModelReply:
         return ModelReply(content=None, tool_calls=(
