@@ -517,7 +517,8 @@ class ResiliSession:
         if self._live is not None:
             urls = {**self._live.base_urls, **urls}
         return LiveEnvironment.for_episode(case.task, urls, seed=self._config.seed,
-                                           repeat=case.repeat, registry=self.registry)
+                                           repeat=case.repeat, registry=self.registry,
+                                           api_key=self._config.live_api_key)
 
     def _add_provider_stats(self, stats: Mapping[str, dict[str, Any]]) -> None:
         from pytest_resilibench.runtime.agents.probe import merge_stats
