@@ -282,7 +282,7 @@ class OpenAITestServer:
 
     @property
     def base_url(self) -> str:
-        return f"http://{self.host}:{self.port}/v1"
+        return f"{self._http.url}/v1"  # an IPv6 host in brackets (loopback.http_url)
 
     # --- lifecycle -------------------------------------------------------------------------
 
@@ -340,7 +340,7 @@ class OpenAITestServer:
     @property
     def azure_endpoint(self) -> str:
         """The endpoint an Azure OpenAI client takes (`azure_endpoint`)."""
-        return f"http://{self.host}:{self.port}"
+        return self._http.url
 
     async def _serve(self, request: Request, api: str, deployment: str | None = None
                      ) -> Response:
