@@ -238,7 +238,10 @@ class OpenAIAgent:
                 api_key, base_url, api_version, timeout_s)
             self.base_url = str(self._client.base_url)
             return
-        key = api_key or os.environ.get("OPENAI_API_KEY") or _placeholder_for(base_url)
+        key = api_key or os.environ.get("OPENAI_API_KEY")
+        if key:
+            _refuse_user_info_beside(key, base_url)
+        key = key or _placeholder_for(base_url)
         register_secret(key)  # a server that echoes it in an error cannot get it written
         register_url_credentials(base_url)  # httpx sends user info as a Basic header
         self._client = openai.AsyncOpenAI(api_key=key, base_url=base_url, timeout=timeout_s,
@@ -518,6 +521,26 @@ def _azure_client(api_key: str | None, endpoint: str | None, api_version: str,
     register_url_credentials(endpoint)
     return openai.AsyncAzureOpenAI(api_key=key, azure_endpoint=endpoint,
                                    api_version=api_version, timeout=timeout_s, max_retries=0)
+
+
+def _refuse_user_info_beside(key: str, base_url: str | None) -> None:
+    """httpx sends a URL's user info as `Authorization: Basic base64(user:password)` (its
+    `Client._build_request_auth`: BasicAuth from the URL when no auth is given), which replaces
+    the openai client's `Authorization: Bearer KEY`: a base URL with user info and an API key
+    would never send the key. (Azure's key goes in an `api-key` header, which it leaves.)"""
+    if base_url is None:
+        return
+    parts = urlsplit(base_url)
+    if parts.username is None and parts.password is None:
+        return
+    register_secret(key)
+    register_url_credentials(base_url)
+    raise ValueError(
+        f"--resili-base-url {redact(base_url)} carries user info (user:password@), which the "
+        f"openai client sends as 'Authorization: Basic ...' in place of the API key, so the "
+        f"key (OPENAI_API_KEY) would never be sent: drop the user info from the URL and give "
+        f"the key in OPENAI_API_KEY, or unset OPENAI_API_KEY to authenticate with the URL's "
+        f"user info alone")
 
 
 def _placeholder_for(base_url: str | None) -> str:
