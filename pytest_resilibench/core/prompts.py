@@ -53,6 +53,7 @@ __all__ = [
 ]
 
 PLAN_HEADER = "Execution plan:"
+_PAPER_TURNS = 10  # the budget the task constraints name (the paper profile's)
 INPUTS_LABEL = "Inputs: "
 _SEP = " — "
 
@@ -171,9 +172,7 @@ def _realistic(task: Task, registry: ToolRegistry) -> _Derived:
     from pytest_resilibench.core.tasks import TASK_SETS
 
     faults = task_faults(task, registry)
-    header = _header(task).replace(
-        f"finish within {_PAPER_TURNS} turns", f"finish within {faults.max_turns} turns")
-    header += "\n" + EVENT_RULES
+    header = _header(task, faults.max_turns) + "\n" + EVENT_RULES
     if faults.alternatives:
         header += "\nStand-ins (use one only when its step's tool is unavailable):\n" + \
             "\n".join(f"- {step}: {alt} with arguments {_json(dict(faults.arguments[alt]))}"
@@ -199,9 +198,6 @@ def _realistic(task: Task, registry: ToolRegistry) -> _Derived:
     parent = shown_plan(plan, task.required_tools, registry)
     derived = _REALISTIC[task] = _Derived(registry, header, parent, _as_shown(parent))
     return derived
-
-
-_PAPER_TURNS = 10  # the budget the task constraints name (the paper profile's)
 
 
 def _as_shown(workflow: Workflow) -> Workflow:
@@ -363,24 +359,46 @@ def _render_system(tool_mode: str, registry: ToolRegistry) -> str:
     return _RULES + _TEXT_CALLS + "\nAvailable tools:\n" + tools
 
 
-def _header(task: Task) -> str:
+def _header(task: Task, max_turns: int = _PAPER_TURNS) -> str:
     parts = [
         f"Task: {_one_line(task.description)}",
         f"{INPUTS_LABEL}{_json(dict(task.inputs))}",
         f"Expected outputs: {_json(dict(task.expected_outputs))}",
     ]
-    if task.constraints:
-        parts.append("Constraints:\n" + "\n".join(f"- {c}" for c in task.constraints))
+    constraints = _with_budget(task.constraints, max_turns)
+    if constraints:
+        parts.append("Constraints:\n" + "\n".join(f"- {c}" for c in constraints))
     return "\n".join(parts)
+
+
+_PAPER_BUDGET = f"finish within {_PAPER_TURNS} turns"  # every generated task's constraint
+
+
+def _with_budget(constraints: tuple[str, ...], max_turns: int) -> tuple[str, ...]:
+    """The constraints with the episode's turn budget in place of the paper's: a task's own
+    budget constraint is restated, and one that names none is told a budget other than the
+    paper's (at the paper's budget every prompt stays as it was: prompts are cached and
+    hashed)."""
+    if max_turns == _PAPER_TURNS:
+        return constraints
+    budget = f"finish within {max_turns} turn{'' if max_turns == 1 else 's'}"
+    if _PAPER_BUDGET not in constraints:
+        return (*constraints, budget)
+    return tuple(budget if c == _PAPER_BUDGET else c for c in constraints)
 
 
 def _user_message(
     task: Task, variant: Variant, plan: Workflow | None, registry: ToolRegistry | None = None,
-    faults: str = "paper",
+    faults: str = "paper", max_turns: int = _PAPER_TURNS,
 ) -> str:
     registry = registry or default_registry()
-    derived = _derived(task, registry) if faults == "paper" else _realistic(task, registry)
-    parts = [derived.header]
+    if faults != "paper":  # the profile's own budget
+        header = _realistic(task, registry).header
+    elif max_turns == _PAPER_TURNS:
+        header = _derived(task, registry).header
+    else:
+        header = _header(task, max_turns)
+    parts = [header]
     if plan is not None:
         parts.append("\n" + render_plan(plan))
     if variant.kind == "cot":
@@ -390,12 +408,16 @@ def _user_message(
 
 def render_prompt(
     task: Task, variant: Variant, *, tool_mode: str = "text",
-    registry: ToolRegistry | None = None, faults: str = "paper",
+    registry: ToolRegistry | None = None, faults: str = "paper", max_turns: int = _PAPER_TURNS,
 ) -> Prompt:
     """The messages (and native tools) a model sees for a task under a variant (and a fault
-    profile: `realistic` shows its budget, stand-ins and contingencies, docs/FAULTS.md)."""
+    profile: `realistic` shows its budget, stand-ins and contingencies, docs/FAULTS.md). The
+    task's constraints state the episode's turn budget, `max_turns` (under `realistic`, the
+    profile's own, whatever `max_turns` says)."""
     if tool_mode not in TOOL_MODES:
         raise ValueError(f"unknown tool mode {tool_mode!r}; choose from {', '.join(TOOL_MODES)}")
+    if max_turns < 1:
+        raise ValueError(f"max_turns must be >= 1, got {max_turns}")
     registry = registry or default_registry()
     if registry is default_registry():
         system = _default_system(tool_mode)
@@ -404,7 +426,8 @@ def render_prompt(
     plan, record = plan_for(task, variant, registry, faults)
     messages = [
         {"role": "system", "content": system},
-        {"role": "user", "content": _user_message(task, variant, plan, registry, faults)},
+        {"role": "user",
+         "content": _user_message(task, variant, plan, registry, faults, max_turns)},
     ]
     tools = None
     if tool_mode == "native":

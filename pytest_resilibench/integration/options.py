@@ -1,8 +1,10 @@
 """Command-line and ini options of the plugin, parsed once into a frozen `RunConfig`.
 
-Every option has an ini equivalent (`resili_model = o3` in pytest.ini / pyproject). Values are
-checked at start-up: a bad value stops the run with a usage error naming the option, before any
-episode runs. Parsers are plain functions so the ini path and the command line share them.
+Every option but the live services' key has an ini equivalent (`resili_model = o3` in
+pytest.ini / pyproject); the key is `--resili-live-api-key` or `RESILIBENCH_LIVE_API_KEY`, kept
+out of checked-in files. Values are checked at start-up: a bad value stops the run with a usage
+error naming the option, before any episode runs. Parsers are plain functions so the ini path
+and the command line share them.
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ __all__ = [
 DEFAULT_MODEL = "builtin:adaptive"
 # The shipped task sets (core/tasks.py's TASK_SETS, named here so options import no fixtures).
 TASK_SET_NAMES = ("default", "paper")
+LIVE_KEY_ENV = "RESILIBENCH_LIVE_API_KEY"  # the live services' key, when not on the command line
 _T = TypeVar("_T")
 # "Not on the command line" (None is a real value: `--resili-sample=all` parses to None).
 _NOT_GIVEN: Any = object()
@@ -90,6 +93,9 @@ class RunConfig:
     env: Env = "sim"
     faults: FaultProfile = "paper"
     live_base_urls: dict[str, str] = field(default_factory=dict)
+    # Sent to the live services as `Authorization: Bearer KEY` (`serve-live --api-key`); a
+    # secret, so in no report, config dump or repr.
+    live_api_key: str | None = field(default=None, repr=False)
     trajectories: bool = False
     skip_bad_agents: bool = False
     summary: str = "headline"  # the terminal's: the headline, or the full tables too
@@ -454,6 +460,12 @@ def add_options(parser: pytest.Parser) -> None:
                     default=[], metavar="SERVICE=URL", help=f"{live_help} (repeatable)")
     parser.addini("resili_live_base_url", f"{live_help} (one SERVICE=URL a line)",
                   type="linelist", default=[])
+    # No ini key: a secret does not belong in a checked-in file.
+    group.addoption("--resili-live-api-key", dest="resili_live_api_key", default=None,
+                    metavar="KEY",
+                    help=f"with --resili-env=live: send Authorization: Bearer KEY to the live "
+                         f"services (what `resilibench serve-live --api-key KEY` asks); "
+                         f"default: ${LIVE_KEY_ENV}")
 
 
 def _argparse_type(parse: Callable[[str], _T], name: str) -> Callable[[str], _T]:
@@ -493,10 +505,16 @@ def read_config(config: pytest.Config) -> RunConfig:
     except ValueError as exc:
         where = "--resili-live-base-url" if given else "ini option resili_live_base_url"
         raise pytest.UsageError(f"{where}: {exc}") from None
-    from pytest_resilibench.base.redact import register_secrets_in, register_url_credentials
+    from pytest_resilibench.base.redact import (
+        register_secret,
+        register_secrets_in,
+        register_url_credentials,
+    )
 
     if values["model-args"]:
         register_secrets_in(values["model-args"])  # a key sent in a header reaches no report
+    live_key = config.getoption("resili_live_api_key") or os.environ.get(LIVE_KEY_ENV) or None
+    register_secret(live_key)
     for url in (values["base-url"], *live.values()):
         register_url_credentials(url)  # user info, and the Basic header httpx makes of it
     if values["faults"] != "paper" and values["env"] == "live":
@@ -540,6 +558,7 @@ def read_config(config: pytest.Config) -> RunConfig:
         env=values["env"],
         faults=values["faults"],
         live_base_urls=live,
+        live_api_key=live_key,
         trajectories=bool(values["trajectories"]),
         skip_bad_agents=bool(values["skip-bad-agents"]),
         summary=values["summary"],
@@ -559,4 +578,5 @@ def benchmark_requested(config: pytest.Config) -> bool:
             return True
         if config.getini(dest) not in ("", None, False):
             return True
-    return bool(config.getoption("resili_live_base_url") or config.getini("resili_live_base_url"))
+    return bool(config.getoption("resili_live_base_url") or config.getini("resili_live_base_url")
+                or config.getoption("resili_live_api_key"))

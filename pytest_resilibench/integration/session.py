@@ -519,7 +519,8 @@ class ResiliSession:
         if self._live is not None:
             urls = {**self._live.base_urls, **urls}
         return LiveEnvironment.for_episode(case.task, urls, seed=self._config.seed,
-                                           repeat=case.repeat, registry=self.registry)
+                                           repeat=case.repeat, registry=self.registry,
+                                           api_key=self._config.live_api_key)
 
     def _add_provider_stats(self, stats: Mapping[str, dict[str, Any]]) -> None:
         from pytest_resilibench.runtime.agents.probe import merge_stats
@@ -755,7 +756,8 @@ class ResiliSession:
             if len(chosen) < 3 and all(c.task.id != case.task.id for c in chosen):
                 chosen.append(case)
         prompts = (render_prompt(case.task, case.variant, tool_mode=self._config.tool_mode,
-                                 registry=self.registry, faults=self._config.faults)
+                                 registry=self.registry, faults=self._config.faults,
+                                 max_turns=self._config.max_turns)
                    for chosen in picked.values() for case in chosen)
         return shared_prefix((prompt.messages, prompt.tools) for prompt in prompts)
 

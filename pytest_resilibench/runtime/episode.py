@@ -271,7 +271,8 @@ async def run_episode(
         if prompt is None:
             from pytest_resilibench.core.prompts import render_prompt
 
-            prompt = (render_prompt(task, variant, tool_mode=tool_mode, registry=registry)
+            prompt = (render_prompt(task, variant, tool_mode=tool_mode, registry=registry,
+                                    max_turns=max_turns)
                       if profile is None else
                       render_prompt(task, variant, tool_mode=tool_mode, registry=registry,
                                     faults=faults))

@@ -23,6 +23,10 @@ the request's method, URL and `Authorization` header verbatim (a URL's user info
 server as that header, `Basic base64(user:pass)`), so tests can check that no secret an error
 echoes gets written anywhere.
 
+`record_requests=True` keeps what every request to a model route carried (`recorded`:
+`SeenRequest`s of its path, query, headers and JSON body), for tests of what a client sends
+where.
+
 `max_in_flight=N` plays a provider's concurrency limit: a request beyond N in flight is
 answered at once with a 429 carrying `Retry-After` (and `retry-after-ms`) and the rate-limit
 headers as OpenAI sends them (https://platform.openai.com/docs/guides/rate-limits, "Rate
@@ -65,6 +69,7 @@ __all__ = [
     "FaultConfig",
     "OpenAITestServer",
     "Policy",
+    "SeenRequest",
     "ServerStats",
     "completion_json",
 ]
@@ -127,6 +132,16 @@ class ServerStats:
                 "reasoning": {"issued": self.reasoning_issued,
                               "returned": self.reasoning_returned,
                               "missing": self.reasoning_missing}}
+
+
+@dataclass(frozen=True)
+class SeenRequest:
+    """A request as it arrived (`record_requests`): header names lower-cased."""
+
+    path: str
+    query: dict[str, str]
+    headers: dict[str, str]
+    body: Any
 
 
 def _canonical(obj: object) -> bytes:
@@ -203,7 +218,8 @@ class OpenAITestServer:
     name, or a mapping from model names to policies; models not in it are resolved by
     `resolve_model` (by default the built-in agents, ``builtin:NAME``). `strict` refuses what
     OpenAI refuses; `api_key`, when given, is the only key accepted; `echo_request` quotes the
-    request's method, URL and `Authorization` header in every error body.
+    request's method, URL and `Authorization` header in every error body; `record_requests`
+    keeps every request in `recorded`.
     """
 
     def __init__(
@@ -221,6 +237,7 @@ class OpenAITestServer:
         echo_request: bool = False,
         max_in_flight: int | None = None,
         limit_retry_after_s: float = 1.0,
+        record_requests: bool = False,
     ) -> None:
         if latency_ms < 0:
             raise ValueError(f"latency_ms must be >= 0, got {latency_ms}")
@@ -236,6 +253,8 @@ class OpenAITestServer:
         self.api_key = api_key
         self.echo_request = echo_request
         self.stats = ServerStats()
+        self.record_requests = record_requests
+        self.recorded: list[SeenRequest] = []
         self._issued: dict[str, str] = {}  # reasoning item id -> its encrypted content
         self._reasoning_of: dict[str, str] = {}  # output item id -> its reasoning item id
         self._catch_all: Policy | None = None
@@ -263,7 +282,7 @@ class OpenAITestServer:
 
     @property
     def base_url(self) -> str:
-        return f"http://{self.host}:{self.port}/v1"
+        return f"{self._http.url}/v1"  # an IPv6 host in brackets (loopback.http_url)
 
     # --- lifecycle -------------------------------------------------------------------------
 
@@ -321,7 +340,7 @@ class OpenAITestServer:
     @property
     def azure_endpoint(self) -> str:
         """The endpoint an Azure OpenAI client takes (`azure_endpoint`)."""
-        return f"http://{self.host}:{self.port}"
+        return self._http.url
 
     async def _serve(self, request: Request, api: str, deployment: str | None = None
                      ) -> Response:
@@ -431,6 +450,10 @@ class OpenAITestServer:
             body = json.loads(await request.body())
         except (json.JSONDecodeError, UnicodeDecodeError):
             return _error(400, "request body is not valid JSON", "invalid_request_error")
+        if self.record_requests:
+            self.recorded.append(SeenRequest(
+                path=request.url.path, query=dict(request.query_params),
+                headers={k.lower(): v for k, v in request.headers.items()}, body=body))
         if deployment is not None and isinstance(body, dict):
             body["model"] = deployment  # Azure serves the path's deployment
         refused = self._check(request, body, api)

@@ -5,6 +5,12 @@ from __future__ import annotations
 import gc
 import json
 import re
+import select
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
 from xml.etree import ElementTree
 
 import pytest
@@ -303,6 +309,66 @@ def test_live_env_runs_the_eight_tasks_over_http(suite: pytest.Pytester) -> None
     assert sorted(ep["task_id"] for ep in data["episodes"]) == [f"live0{i}" for i in range(1, 9)]
     assert {ep["task_type"] for ep in data["episodes"]} == {"live_sequential"}
     assert sum(ep["outcome"] == "full" for ep in data["episodes"]) >= 6
+
+
+@pytest.fixture
+def keyed_serve_live() -> Iterator[str]:
+    """`resilibench serve-live --api-key LIVE_KEY` in a process of its own: its base URL."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "pytest_resilibench.cli", "serve-live", "--port", "0",
+         "--api-key", LIVE_KEY], stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stderr is not None
+        ready, _, _ = select.select([proc.stderr], [], [], 60)
+        line = proc.stderr.readline() if ready else ""
+        found = re.search(r"http://127\.0\.0\.1:\d+", line)
+        assert found, f"serve-live printed {line!r}"
+        yield found[0]
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+LIVE_KEY = "live-key-DO-NOT-LEAK-4242"
+
+
+def test_live_env_reaches_a_serve_live_started_with_a_key(
+        suite: pytest.Pytester, keyed_serve_live: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    from pytest_resilibench.integration.options import LIVE_KEY_ENV
+    from pytest_resilibench.servers.live.services import SERVICES
+
+    monkeypatch.delenv(LIVE_KEY_ENV, raising=False)
+    there = [f"--resili-live-base-url={s.name}={keyed_serve_live}/{s.name}" for s in SERVICES]
+    run = [*SMALL, "--resili-env=live", "--resili-variants=optimal", "--resili-trajectories",
+           "--resili-model=builtin:adaptive", *there]
+
+    def calls(report: Path) -> list[dict[str, Any]]:
+        return [c for ep in load(report)["episodes"] for c in ep["calls"]]
+
+    keyed = suite.path / "keyed.json"
+    assert suite.runpytest(*run, f"--resili-live-api-key={LIVE_KEY}",
+                           f"--resili-report={keyed}").ret == 0
+    data = load(keyed)
+    assert len(data["episodes"]) == 8
+    assert sum(ep["outcome"] == "full" for ep in data["episodes"]) >= 6
+    assert calls(keyed) and not any("Authorization" in str(c) for c in calls(keyed))
+    assert LIVE_KEY not in keyed.read_text()
+
+    # Without the key every call is refused (the services' 401), so no episode succeeds.
+    bare = suite.path / "bare.json"
+    suite.runpytest(*run, f"--resili-report={bare}")
+    assert all("Authorization: Bearer" in str(c["message"]) for c in calls(bare))
+    assert not any(ep["outcome"] == "full" for ep in load(bare)["episodes"])
+
+    # The key from the environment, as CI secrets come.
+    monkeypatch.setenv(LIVE_KEY_ENV, LIVE_KEY)
+    from_env = suite.path / "env.json"
+    suite.runpytest(*run, "-k", "live01", f"--resili-report={from_env}")
+    assert calls(from_env) and not any("Authorization" in str(c) for c in calls(from_env))
 
 
 def test_sample_all_takes_every_task_of_the_cell(suite: pytest.Pytester) -> None:

@@ -1,8 +1,9 @@
 """Secrets are never written: a real run against a server that echoes the request's
-`Authorization` header and URL in its error bodies (as real servers do), with an API key, a
-password in the base URL's user info (which httpx sends as an HTTP Basic header) and a key in a
-header of `--resili-model-args`; no output of the run (the model-call cache, the JSON report,
-JUnit XML, the HTML and markdown reports, the terminal) holds any of them, nor their base64."""
+`Authorization` header and URL in its error bodies (as real servers do), with an API key or a
+password in the base URL's user info (which httpx sends as an HTTP Basic header, in place of a
+key's), and a key in a header of `--resili-model-args`; no output of the run (the model-call
+cache, the JSON report, JUnit XML, the HTML and markdown reports, the terminal) holds any of
+them, nor their base64."""
 
 from __future__ import annotations
 
@@ -52,7 +53,12 @@ def test_no_output_of_a_run_holds_a_secret(pytester: pytest.Pytester, user_info:
         return await adaptive.complete(request)
 
     out = pytester.path / "out"
-    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    # A key, or user info (never both: httpx's Basic header from the user info would replace
+    # the key's, and the provider refuses the pair).
+    if user_info:
+        monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    else:
+        monkeypatch.setenv("OPENAI_API_KEY", KEY)
     with OpenAITestServer({"o3": policy}, echo_request=True) as server:
         base_url = server.base_url.replace("://", f"://user:{PASSWORD}@") if user_info \
             else server.base_url

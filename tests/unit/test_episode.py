@@ -1,4 +1,5 @@
 import asyncio
+import dataclasses
 import inspect
 import json
 import os
@@ -421,3 +422,13 @@ def test_the_signal_sent_as_a_call_gets_a_hint_to_send_the_bare_word() -> None:
     assert first["note"] == ("TASK_COMPLETED is not a tool: to finish, reply with the bare word "
                              "TASK_COMPLETED and no tool call.")
     assert rec.stop_reason == "completed"
+
+
+def test_the_model_is_told_the_episode_s_turn_budget() -> None:
+    """`max_turns` reaches the prompt: the task's budget constraint states it."""
+    budgeted = dataclasses.replace(TASK, constraints=("finish within 10 turns",))
+    for max_turns, said in ((4, "finish within 4 turns"), (10, "finish within 10 turns")):
+        agent = Scripted(["TASK_COMPLETED"])
+        asyncio.run(run_episode(budgeted, OPTIMAL, agent, seed=1, max_turns=max_turns))
+        user = agent.requests[0].messages[1]["content"]
+        assert f"- {said}" in user and user.count("turns") == 1, max_turns

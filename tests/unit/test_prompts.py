@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from typing import Any, Literal
@@ -325,3 +326,37 @@ def test_the_plan_shown_is_what_an_agent_reads_back() -> None:
     # the stored plan says: no step reads unlike the others.
     assert shown.steps[0].purpose.startswith("read the contents of a file")
     assert shown.advice == ""
+
+
+# A generated task's constraints name the paper's budget (solver/generate.py).
+BUDGETED = dataclasses.replace(FORECAST, id="t9003",
+                               constraints=("finish within 10 turns", "Send it only once."))
+
+
+def test_the_prompt_states_the_episode_s_turn_budget() -> None:
+    """A run under another budget (`--resili-max-turns`) tells the model that budget; at the
+    default one the prompt is the same text as without it (prompts are cached and hashed)."""
+    default = render_prompt(BUDGETED, Variant("optimal"))
+    assert render_prompt(BUDGETED, Variant("optimal"), max_turns=10) == default
+    user = default.messages[1]["content"]
+    assert "- finish within 10 turns\n" in user
+    four = render_prompt(BUDGETED, Variant("optimal"), max_turns=4).messages[1]["content"]
+    assert "10 turns" not in four
+    assert four == user.replace("finish within 10 turns", "finish within 4 turns")
+    one = user_text(BUDGETED, Variant("cot"), max_turns=1)
+    assert "- finish within 1 turn\n" in one and "10 turns" not in one
+
+
+def test_a_task_whose_constraints_name_no_budget_is_told_one_that_is_not_the_default() -> None:
+    assert "turns" not in user_text(FORECAST, Variant("baseline"))  # as before
+    assert user_text(FORECAST, Variant("baseline"), max_turns=6).endswith(
+        "\nConstraints:\n- finish within 6 turns")
+
+
+def test_the_realistic_profile_states_its_own_budget_whatever_max_turns_says() -> None:
+    from pytest_resilibench.core.faults import task_faults
+
+    budget = task_faults(BUDGETED, REGISTRY).max_turns
+    for max_turns in (10, 4):
+        text = user_text(BUDGETED, Variant("baseline"), faults="realistic", max_turns=max_turns)
+        assert f"- finish within {budget} turns\n" in text

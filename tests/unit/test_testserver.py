@@ -500,3 +500,31 @@ def test_reset_durations_are_written_as_openai_does() -> None:
 
     assert [_duration(s) for s in (0.02, 1.0, 1.5, 360.0, 61.0)] == [
         "20ms", "1s", "1.5s", "6m0s", "1m1s"]
+
+
+def _has_ipv6_loopback() -> bool:
+    import socket
+
+    if not socket.has_ipv6:
+        return False
+    try:
+        with socket.socket(socket.AF_INET6, socket.SOCK_STREAM) as sock:
+            sock.bind(("::1", 0))
+    except OSError:
+        return False
+    return True
+
+
+@pytest.mark.skipif(not _has_ipv6_loopback(),
+                    reason="this machine has no IPv6 loopback (::1) to serve on")
+def test_served_on_ipv6_loopback_its_urls_bracket_the_address() -> None:
+    """A URL names an IPv6 host in brackets (RFC 3986, section 3.2.2): `http://[::1]:PORT`."""
+    with OpenAITestServer(text_policy, host="::1") as server:
+        assert server.base_url == f"http://[::1]:{server.port}/v1"
+        assert server.azure_endpoint == f"http://[::1]:{server.port}"
+        reply = client(server).chat.completions.create(model="m", messages=MESSAGES)
+        azure = openai.AzureOpenAI(api_key="test", azure_endpoint=server.azure_endpoint,
+                                   api_version="2024-10-21", max_retries=0, timeout=5.0)
+        deployed = azure.chat.completions.create(model="m", messages=MESSAGES)
+    assert reply.choices[0].message.content == deployed.choices[0].message.content \
+        == "TASK_COMPLETED"

@@ -59,6 +59,7 @@ from pytest_resilibench.runtime.agents.limiter import (
 from pytest_resilibench.runtime.agents.pricing import Price, cost_usd
 from pytest_resilibench.runtime.agents.profiles import (
     AUTO,
+    REQUEST_OPTIONS,
     check_api,
     family_of,
     request_params,
@@ -156,8 +157,10 @@ class OpenAIAgent:
     host when `shared_limit` (the plugin's runs); `rpm`/`tpm` are known budgets per minute,
     `max_wait_s` what one request may wait on limits before it is an infra error.
     `temperature` is `profiles.AUTO` (the model family's default), None (the server's) or a
-    number; `model_args` are extra request fields, passed through. Raises ValueError, naming
-    the option, for a value the model's family refuses.
+    number; `model_args` are extra request fields, passed through, save the client's request
+    options `extra_headers`, `extra_query` and `extra_body`, sent as the `openai` client's
+    `create(...)` sends them (HTTP headers, URL query, fields merged into the body). Raises
+    ValueError, naming the option, for a value the model's family refuses.
 
     The default timeout is the `openai` client's own (10 minutes): a long reasoning turn is
     legitimate. It bounds each attempt as a whole (connect, send, wait, read: `_attempt`). A
@@ -235,7 +238,10 @@ class OpenAIAgent:
                 api_key, base_url, api_version, timeout_s)
             self.base_url = str(self._client.base_url)
             return
-        key = api_key or os.environ.get("OPENAI_API_KEY") or _placeholder_for(base_url)
+        key = api_key or os.environ.get("OPENAI_API_KEY")
+        if key:
+            _refuse_user_info_beside(key, base_url)
+        key = key or _placeholder_for(base_url)
         register_secret(key)  # a server that echoes it in an error cannot get it written
         register_url_credentials(base_url)  # httpx sends user info as a Basic header
         self._client = openai.AsyncOpenAI(api_key=key, base_url=base_url, timeout=timeout_s,
@@ -446,8 +452,10 @@ class OpenAIAgent:
                        params: Mapping[str, Any]) -> tuple[ModelReply, Limits] | _Failure:
         """One HTTP request (its slot already taken): the reply and what its headers say of
         the limits, or the failure."""
-        path, body = self._body(request, params)
-        headers = {TASK_HEADER: request.task_id, REPEAT_HEADER: str(request.repeat)}
+        fields = {k: v for k, v in params.items() if k not in REQUEST_OPTIONS}
+        path, body = self._body(request, fields)
+        headers = {**params.get("extra_headers", {}),
+                   TASK_HEADER: request.task_id, REPEAT_HEADER: str(request.repeat)}
         self.stats.api_calls += 1
         try:
             # The client's generic `post` (its documented route for raw requests): the
@@ -460,8 +468,12 @@ class OpenAIAgent:
             # write and pool timeouts): a server trickling a byte at a time would hold
             # the request for ever. asyncio.timeout bounds the attempt as a whole.
             async with asyncio.timeout(self.timeout_s):
-                response = await self._client.post(path, cast_to=httpx.Response, body=body,
-                                                   options={"headers": headers})
+                # `model_args`' request options go as `create(extra_headers=, extra_query=,
+                # extra_body=)` sends them: the client's `headers`, `params` and `extra_json`.
+                response = await self._client.post(
+                    path, cast_to=httpx.Response, body=body,
+                    options={"headers": headers, "params": params.get("extra_query", {}),
+                             "extra_json": params.get("extra_body", {})})
                 text = response.text
         except openai.APIStatusError as exc:
             return _status_failure(exc)
@@ -510,6 +522,26 @@ def _azure_client(api_key: str | None, endpoint: str | None, api_version: str,
     register_url_credentials(endpoint)
     return openai.AsyncAzureOpenAI(api_key=key, azure_endpoint=endpoint,
                                    api_version=api_version, timeout=timeout_s, max_retries=0)
+
+
+def _refuse_user_info_beside(key: str, base_url: str | None) -> None:
+    """httpx sends a URL's user info as `Authorization: Basic base64(user:password)` (its
+    `Client._build_request_auth`: BasicAuth from the URL when no auth is given), which replaces
+    the openai client's `Authorization: Bearer KEY`: a base URL with user info and an API key
+    would never send the key. (Azure's key goes in an `api-key` header, which it leaves.)"""
+    if base_url is None:
+        return
+    parts = urlsplit(base_url)
+    if parts.username is None and parts.password is None:
+        return
+    register_secret(key)
+    register_url_credentials(base_url)
+    raise ValueError(
+        f"--resili-base-url {redact(base_url)} carries user info (user:password@), which the "
+        f"openai client sends as 'Authorization: Basic ...' in place of the API key, so the "
+        f"key (OPENAI_API_KEY) would never be sent: drop the user info from the URL and give "
+        f"the key in OPENAI_API_KEY, or unset OPENAI_API_KEY to authenticate with the URL's "
+        f"user info alone")
 
 
 def _placeholder_for(base_url: str | None) -> str:

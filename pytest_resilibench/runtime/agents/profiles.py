@@ -34,12 +34,14 @@ raised when the agent is built (start-up), not one refused request per episode.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["AUTO", "GEMINI_FIELDS", "Family", "check_api", "family_of", "request_params"]
+__all__ = ["AUTO", "GEMINI_FIELDS", "REQUEST_OPTIONS", "Family", "check_api", "family_of",
+           "request_params"]
 
 AUTO = "auto"  # --resili-temperature unset: the family's own default
 
@@ -91,18 +93,43 @@ def family_of(model: str) -> Family:
     return CHAT
 
 
+# The `openai` client's per-request options, not request fields (openai-python's README,
+# "Undocumented request params"): `create(..., extra_headers=, extra_query=, extra_body=)`
+# sends them as HTTP headers, URL query parameters and fields merged into the body.
+# `model_args` takes them by those names (the provider sends them so); no family's field list
+# applies to them.
+REQUEST_OPTIONS = ("extra_headers", "extra_query", "extra_body")
+
+
+def _check_request_options(args: Mapping[str, Any]) -> None:
+    for name in REQUEST_OPTIONS:
+        if name not in args:
+            continue
+        value = args[name]
+        strings = name == "extra_headers"
+        if not isinstance(value, Mapping) or not all(
+                isinstance(k, str) and (isinstance(v, str) or not strings)
+                for k, v in value.items()):
+            shape = "names to strings" if strings else "names to values"
+            raise ValueError(f"--resili-model-args: {name} must be an object of {shape}, "
+                             f"got {json.dumps(value, default=repr)[:80]}")
+
+
 def request_params(model: str, *, temperature: float | str | None = AUTO,
                    seed: int | None = None,
                    model_args: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The generation fields of every request for `model`.
 
     `temperature`: `AUTO` for the family's default, None for the server's own (not sent), or
-    a number. `model_args` are passed through unchanged and win over the rest. Raises
-    `ValueError` naming the option when the family refuses what the user set."""
+    a number. `model_args` are passed through unchanged and win over the rest (with the
+    client's `REQUEST_OPTIONS`, which the provider sends as such). Raises `ValueError` naming
+    the option when the family refuses what the user set."""
     family = family_of(model)
     args = dict(model_args or {})
-    refused = sorted(k for k in args if (k in family.refuses
-                                         and not (k == "temperature" and args[k] == 1))
+    _check_request_options(args)
+    fields = {k: v for k, v in args.items() if k not in REQUEST_OPTIONS}
+    refused = sorted(k for k in fields if (k in family.refuses
+                                           and not (k == "temperature" and args[k] == 1))
                      or (family.fields is not None and k not in family.fields)
                      or (family.one_choice and k == "n" and args[k] != 1))
     if refused:

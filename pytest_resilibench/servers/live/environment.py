@@ -16,6 +16,9 @@ Reaching real public APIs: `LiveEnvironment(base_urls={"random_joke": "https://.
 requests there: GET services get their arguments as query parameters, POST services as a JSON
 body, and a JSON object answer becomes the call's output (any other JSON value is wrapped as
 `{"data": value}`). Services without a base URL are not offered to the agent.
+
+`api_key` goes with every request as `Authorization: Bearer KEY`, what `resilibench serve-live
+--api-key KEY` asks of its callers (`--resili-live-api-key`, or `RESILIBENCH_LIVE_API_KEY`).
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from typing import Any
 import httpx
 
 from pytest_resilibench.base.names import FLOW_PARAMS
+from pytest_resilibench.base.redact import register_secret
 from pytest_resilibench.core.registry import ToolRegistry
 from pytest_resilibench.core.simulator import CallResult, EpisodeKey
 from pytest_resilibench.core.tasks import Task
@@ -57,7 +61,11 @@ class LiveEnvironment:
         episode: EpisodeKey | None = None,
         timeout_s: float = DEFAULT_TIMEOUT_S,
         client: httpx.AsyncClient | None = None,
+        api_key: str | None = None,
     ) -> None:
+        if api_key is not None:
+            register_secret(api_key)  # a service that echoes it gets it masked in the record
+        self._auth = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self.registry = registry if registry is not None else live_registry()
         self.base_urls = {k: v.rstrip("/") for k, v in base_urls.items()}
         self.inputs = dict(inputs or {})
@@ -112,7 +120,7 @@ class LiveEnvironment:
 
     async def _request(self, name: str, arguments: dict[str, Any], n: int) -> CallResult:
         url = self.base_urls[name]
-        headers = {}
+        headers = dict(self._auth)
         if self.episode is not None:
             headers[REQUEST_KEY_HEADER] = request_key(self.episode, name, n)
         start = time.perf_counter()

@@ -192,13 +192,14 @@ _QUIET = _QuietIncomplete()
 
 
 class LiveServer(LoopbackServer):
-    """The live services on loopback; `base_urls` maps each service to its URL."""
+    """The live services on loopback; `base_urls` maps each service to its URL. With
+    `api_key`, only requests bearing it (`Authorization: Bearer KEY`), as `serve-live`."""
 
     def __init__(self, *, seed: int = 0, port: int = 0, hang_s: float = DEFAULT_HANG_S,
-                 log_level: str = "warning") -> None:
+                 log_level: str = "warning", api_key: str | None = None) -> None:
         logging.getLogger("uvicorn.error").addFilter(_QUIET)
         super().__init__(build_app(seed=seed, hang_s=hang_s), port=port, name="live-services",
-                         log_level=log_level, lifespan="auto")
+                         log_level=log_level, lifespan="auto", api_key=api_key)
         self.seed = seed
 
     @property
@@ -210,19 +211,21 @@ class LiveServer(LoopbackServer):
         return self
 
 
-def start_live_server(seed: int = 0, *, port: int = 0,
-                      hang_s: float = DEFAULT_HANG_S) -> LiveServer:
+def start_live_server(seed: int = 0, *, port: int = 0, hang_s: float = DEFAULT_HANG_S,
+                      api_key: str | None = None) -> LiveServer:
     """Start the live services in the background; stop them with `.stop()` or `with`.
     Quiet: the designed hangs still open at shutdown are cut, which uvicorn logs as errors."""
-    server = LiveServer(seed=seed, port=port, hang_s=hang_s, log_level="critical")
+    server = LiveServer(seed=seed, port=port, hang_s=hang_s, log_level="critical",
+                        api_key=api_key)
     server.start()
     return server
 
 
 @contextmanager
-def live_services(seed: int = 0, *, hang_s: float = DEFAULT_HANG_S) -> Iterator[LiveServer]:
+def live_services(seed: int = 0, *, hang_s: float = DEFAULT_HANG_S,
+                  api_key: str | None = None) -> Iterator[LiveServer]:
     """The live services for the duration of a `with` block (tests, fixtures)."""
-    server = start_live_server(seed, hang_s=hang_s)
+    server = start_live_server(seed, hang_s=hang_s, api_key=api_key)
     try:
         yield server
     finally:

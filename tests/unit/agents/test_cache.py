@@ -136,7 +136,8 @@ def batch(n: int) -> list[ModelRequest]:
 
 
 def agent_for(base_url: str, cache: ModelCallCache, **options: Any) -> OpenAIAgent:
-    return OpenAIAgent("scripted", base_url=base_url, api_key=SECRET, cache=cache,
+    options.setdefault("api_key", SECRET)
+    return OpenAIAgent("scripted", base_url=base_url, cache=cache,
                        timeout_s=2.0, backoff_base_s=0.001, backoff_max_s=0.01, **options)
 
 
@@ -344,12 +345,14 @@ def test_explain_miss_prints_no_secret(cache: ModelCallCache) -> None:
     assert "params differ" in message and not [s for s in secrets_of(1) if s in message]
 
 
-def test_url_credentials_never_reach_the_cache(tmp_path: Path) -> None:
+def test_url_credentials_never_reach_the_cache(tmp_path: Path,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)  # the user info alone authenticates
     path = tmp_path / "calls.sqlite"
     cache = ModelCallCache(path)
     with OpenAITestServer(scripted) as server:
         with_user = server.base_url.replace("://", "://cacheuser:cache-pass-6060@")
-        asyncio.run(ask_all(agent_for(with_user, cache), batch(3)))
+        asyncio.run(ask_all(agent_for(with_user, cache, api_key=None), batch(3)))
         plain = agent_for(server.base_url, cache, max_retries=0)
         asyncio.run(ask_all(plain, batch(3)))  # the same calls without credentials: hits
     assert server.stats.requests == 3 and plain.stats.cache_hits == 3

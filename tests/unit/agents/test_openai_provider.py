@@ -217,6 +217,41 @@ def test_generation_parameters_are_sent() -> None:
                     {"model": "scripted"}]
 
 
+@pytest.mark.parametrize(("model", "api", "extra_body"), [
+    ("gpt-4o-mini", "chat", {"user": "resili-user"}),
+    ("o3", "responses", {"user": "resili-user"}),
+    ("gemini-2.5-flash", "chat", {"top_p": 0.5}),  # a field of Gemini's own list
+])
+def test_extra_headers_query_and_body_go_where_the_openai_client_puts_them(
+        model: str, api: str, extra_body: dict[str, Any]) -> None:
+    """`--resili-model-args` `extra_headers`/`extra_query`/`extra_body` are the `openai`
+    client's request options (`create(..., extra_headers=...)`): HTTP headers, URL query and
+    extra body fields, not body fields of those names (which OpenAI refuses as unknown)."""
+    transport = {"extra_headers": {"X-Team": "bench", "OpenAI-Organization": "org-resili"},
+                 "extra_query": {"trace": "on"}, "extra_body": extra_body}
+    with OpenAITestServer(scripted, strict=True, record_requests=True) as server:
+        agent = OpenAIAgent(model, base_url=server.base_url, api_key=SECRET, api=api,
+                            model_args={**transport, "temperature": 1})
+        run(ask_all(agent, requests(1)))
+        assert server.stats.refused == {} and server.stats.replies == 1
+    (seen,) = server.recorded
+    assert seen.headers["x-team"] == "bench"
+    assert seen.headers["openai-organization"] == "org-resili"
+    assert seen.headers["authorization"] == f"Bearer {SECRET}"
+    assert seen.headers["x-resilibench-task"] == "t0000"  # ours still go
+    assert seen.query == {"trace": "on"}
+    assert seen.body.items() >= {**extra_body, "temperature": 1}.items()
+    assert not set(transport) & set(seen.body)
+    assert "bench" not in json.dumps(seen.body)
+
+
+def test_extra_request_options_of_the_wrong_shape_are_refused_by_name() -> None:
+    for args in ({"extra_headers": "X-Team: bench"}, {"extra_headers": {"X-Team": 3}},
+                 {"extra_query": ["trace"]}, {"extra_body": 1}):
+        with pytest.raises(ValueError, match=f"--resili-model-args: {next(iter(args))}"):
+            OpenAIAgent("gpt-4o-mini", base_url="http://127.0.0.1:9/v1", model_args=args)
+
+
 def test_odd_tool_arguments_pass_through_raw() -> None:
     def odd(request: ModelRequest) -> ModelReply:
         return ModelReply(content=None, tool_calls=(
@@ -263,20 +298,49 @@ def test_the_key_never_leaks() -> None:
         assert SECRET not in text
 
 
-def test_url_user_info_never_leaks_though_the_server_echoes_its_basic_header() -> None:
+def test_url_user_info_never_leaks_though_the_server_echoes_its_basic_header(
+        monkeypatch: pytest.MonkeyPatch) -> None:
     """httpx sends `http://user:pass@host` as `Authorization: Basic base64(user:pass)`, which
     this server quotes in its error bodies: the agent registers every form of it."""
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)  # the user info alone authenticates
     password = "url-pass-4242"
     basic = base64.b64encode(f"agent:{password}".encode()).decode()
     faults = FaultConfig(rate=1.0, kinds=("500",))
     with OpenAITestServer(scripted, faults=faults, echo_request=True) as server:
         agent = OpenAIAgent("scripted", base_url=server.base_url.replace(
-            "://", f"://agent:{password}@"), api_key=SECRET, max_retries=0)
+            "://", f"://agent:{password}@"), max_retries=0)
         with pytest.raises(InfrastructureError) as info:
             run(ask_all(agent, requests(1)))
     assert "with Authorization: Basic ***" in str(info.value)
     for text in (str(info.value), repr(agent), json.dumps(agent.stats.to_json())):
         assert password not in text and basic not in text
+
+
+def test_a_base_url_with_user_info_and_an_api_key_is_refused_naming_openai_api_key(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """httpx turns a URL's user info into `Authorization: Basic ...`, which replaces the
+    client's `Bearer KEY`: with both, the key would silently never be sent."""
+    import openai
+
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    with OpenAITestServer(scripted, record_requests=True) as server:
+        url = server.base_url.replace("://", "://alice:url-pass-5150@")
+        client = openai.OpenAI(api_key=SECRET, base_url=url, max_retries=0)
+        client.chat.completions.create(model="m", messages=[{"role": "user", "content": "hi"}])
+        client.close()
+        basic = "Basic " + base64.b64encode(b"alice:url-pass-5150").decode()
+        assert server.recorded[-1].headers["authorization"] == basic  # the key is not sent
+        for given, env in ((SECRET, None), (None, SECRET)):
+            if env is not None:
+                monkeypatch.setenv("OPENAI_API_KEY", env)
+            with pytest.raises(ValueError, match="OPENAI_API_KEY") as refused:
+                OpenAIAgent("m", base_url=url, api_key=given)
+            assert "user info" in str(refused.value)
+            assert "url-pass-5150" not in str(refused.value) and SECRET not in str(refused.value)
+        monkeypatch.delenv("OPENAI_API_KEY")
+        # The user info alone authenticates as the URL says (a proxy's Basic auth).
+        run(ask_all(OpenAIAgent("m", base_url=url, max_retries=0), requests(1)))
+        assert server.recorded[-1].headers["authorization"] == basic
 
 
 def test_key_sources(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -641,17 +705,23 @@ def test_a_lone_surrogate_and_an_absurd_usage_are_sanitised_at_the_boundary(
         assert cache.get(key) is not None
 
 
-def test_a_key_echoed_by_the_server_and_url_credentials_are_masked() -> None:
+def test_a_key_echoed_by_the_server_and_url_credentials_are_masked(
+        monkeypatch: pytest.MonkeyPatch) -> None:
     key = "gw-echo-KEY-0987654321"  # no known key shape: masked because the provider knows it
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
 
     def echo(request: ModelRequest) -> ModelReply:
         raise ValueError(f"request refused for key {key}")
 
+    texts = []
     with OpenAITestServer({"m": echo}) as server:
         url = server.base_url.replace("http://", "http://alice:hunter2-pass@")
-        agent = OpenAIAgent("m", base_url=url, api_key=key, max_retries=0)
-        with pytest.raises(InfrastructureError) as info:
-            run(ask_all(agent, requests(1)))
-    text = str(info.value)
-    assert "request refused for key ***" in text
+        # A key, or user info (never both: the user info would replace the key's header).
+        for agent in (OpenAIAgent("m", base_url=server.base_url, api_key=key, max_retries=0),
+                      OpenAIAgent("m", base_url=url, max_retries=0)):
+            with pytest.raises(InfrastructureError) as info:
+                run(ask_all(agent, requests(1)))
+            texts.append(str(info.value))
+    assert all("request refused for key ***" in text for text in texts)
+    text = " ".join(texts)
     assert key not in text and "hunter2" not in text and "alice" not in text

@@ -16,10 +16,16 @@ from pytest_resilibench.core.simulator import EpisodeKey
 from pytest_resilibench.runtime.environment import Environment
 from pytest_resilibench.servers.live.environment import LiveEnvironment, request_key
 from pytest_resilibench.servers.live.registry import live_registry
-from pytest_resilibench.servers.live.server import LOOPBACK, LiveServer, planned_fault
+from pytest_resilibench.servers.live.server import (
+    LOOPBACK,
+    LiveServer,
+    live_services,
+    planned_fault,
+)
 from pytest_resilibench.servers.live.services import SERVICES
 
 SEED = 0  # the live_server fixture's seed (conftest)
+HANG_S = 1.0  # as the fixture's
 CLIENT_TIMEOUT_S = 0.3  # far below the fixture's hang
 
 # A valid call of every service (the services without required parameters take {}).
@@ -111,6 +117,25 @@ def test_task_bound_values_are_checked_before_any_request(live_server: LiveServe
     assert unknown.error_code == "UNKNOWN_TOOL" and unknown.call_index == 0
     not_object = call(live_server, "random_fact", ["x"])
     assert not_object.error_code == "INVALID_INPUT"
+
+
+def test_a_keyed_server_answers_the_key_and_refuses_a_call_without_it() -> None:
+    """`resilibench serve-live --api-key KEY` takes only `Authorization: Bearer KEY`
+    (loopback.BearerKey): `LiveEnvironment(api_key=...)` sends it with every call."""
+    key = "live-key-DO-NOT-LEAK-0123"
+    episode = find_episode("weather_forecast", None)
+    with live_services(SEED, hang_s=HANG_S, api_key=key) as server:
+        refused = call(server, "weather_forecast", ARGS["weather_forecast"], episode=episode)
+        wrong = call(server, "weather_forecast", ARGS["weather_forecast"], episode=episode,
+                     api_key="not-the-key")
+        answered = call(server, "weather_forecast", ARGS["weather_forecast"], episode=episode,
+                        api_key=key)
+        posted = call(server, "social_draft_poster", ARGS["social_draft_poster"],
+                      episode=find_episode("social_draft_poster", None), api_key=key)
+    assert refused.error_code == wrong.error_code == "INVALID_INPUT"
+    assert "Authorization: Bearer" in refused.message and key not in wrong.message
+    assert answered.ok, answered.message
+    assert posted.ok, posted.message  # POST services too
 
 
 def test_connection_refused_is_a_network_error() -> None:
