@@ -148,10 +148,10 @@ def test_a_model_that_queues_its_requests_gets_more_episodes_than_requests(
     todo = cases(config)
     assert len(todo) > EPISODES_PER_REQUEST_SLOT * config.concurrency
     with OpenAITestServer({"o3": make_agent("builtin:follower")}, latency_ms=20) as server:
-        more = {} if per_slot is None else {"episodes_per_slot": per_slot}
         r = EpisodeRunner(config, default_registry(), agent_factory=lambda model: OpenAIAgent(
             model, base_url=server.base_url, api_key="sk-test",
-            max_concurrency=config.concurrency), **more)
+            max_concurrency=config.concurrency),
+            episodes_per_slot=per_slot or EPISODES_PER_REQUEST_SLOT)
         try:
             r.start(todo)
             records = [r.result(c) for c in todo]
