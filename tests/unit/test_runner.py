@@ -140,14 +140,14 @@ def test_a_model_that_queues_its_requests_gets_more_episodes_than_requests(
     1: live tools at a user's own URLs): the server never sees more than `concurrency`
     requests at once."""
     from pytest_resilibench.integration.runner import EPISODES_PER_REQUEST_SLOT
-    from pytest_resilibench.runtime.agents import make_agent
+    from pytest_resilibench.runtime.agents.builtin import make_builtin
     from pytest_resilibench.runtime.agents.openai_provider import OpenAIAgent
     from pytest_resilibench.servers.testserver import OpenAITestServer
 
     config = replace(CONFIG, models=("o3",), concurrency=2)
     todo = cases(config)
     assert len(todo) > EPISODES_PER_REQUEST_SLOT * config.concurrency
-    with OpenAITestServer({"o3": make_agent("builtin:follower")}, latency_ms=20) as server:
+    with OpenAITestServer({"o3": make_builtin("follower")}, latency_ms=20) as server:
         r = EpisodeRunner(config, default_registry(), agent_factory=lambda model: OpenAIAgent(
             model, base_url=server.base_url, api_key="sk-test",
             max_concurrency=config.concurrency),
