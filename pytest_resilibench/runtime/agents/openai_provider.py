@@ -370,6 +370,11 @@ class OpenAIAgent:
             except RateLimitWait as exc:
                 self._sync_limiter()
                 raise InfrastructureError(str(exc), status=429, retryable=True) from None
+            try:  # the model may have been stopped while this request waited in line
+                self._check_not_stopped(request)
+            except InfrastructureError:
+                limiter.release(ticket, "other")
+                raise
             result = await self._attempt(request, params)
             if not isinstance(result, _Failure):
                 reply, limits = result
