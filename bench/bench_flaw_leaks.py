@@ -26,17 +26,21 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "unit"))
 
-from surface_adversary import RULES, SurfaceRepairAgent
+from surface_adversary import (
+    FP_LIMIT,
+    SurfaceRepairAgent,
+    advantage_at_limit,
+    best_combinations,
+    rule_bits,
+    rule_table,
+)
 
 from pytest_resilibench.base.names import FLAWS, SEVERITIES
-from pytest_resilibench.core.prompts import Variant, plan_for
-from pytest_resilibench.core.registry import default_registry
+from pytest_resilibench.core.prompts import Variant
 from pytest_resilibench.core.tasks import TASK_SETS, Task, load_tasks
 from pytest_resilibench.runtime.agents import make_agent
 from pytest_resilibench.runtime.episode import EpisodeSpec, run_episodes
 from pytest_resilibench.runtime.protocol import Agent
-
-FP_LIMIT = 0.05
 
 
 def sample(count: int, task_set: str = "default") -> list[Task]:
@@ -47,54 +51,26 @@ def sample(count: int, task_set: str = "default") -> list[Task]:
     return tasks[::step][:count]
 
 
-def _steps(plan: object) -> list[dict[str, object]]:
-    return [{"tool": s.tool, "arguments": dict(s.arguments)} for s in plan.steps]  # type: ignore[attr-defined]
-
-
-def rule_table(tasks: list[Task]) -> dict[str, dict[str, float]]:
-    """Rule -> {"FP": rate on genuine plans, "<flaw>/<severity>": detection rate}."""
-    registry = default_registry()
-    hits: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
-    totals: dict[str, int] = defaultdict(int)
-    for task in tasks:
-        genuine, _ = plan_for(task, Variant("optimal"), registry)
-        plans = {"FP": _steps(genuine)}
-        for flaw in FLAWS:
-            for severity in SEVERITIES:
-                flawed, _ = plan_for(task, Variant("flawed", flaw, severity), registry)
-                plans[f"{flaw}/{severity}"] = _steps(flawed)
-        for column, steps in plans.items():
-            totals[column] += 1
-            for name, rule in RULES.items():
-                hits[name][column] += rule(task, steps, registry)
-    table = {name: {c: hits[name][c] / totals[c] for c in totals} for name in RULES}
-    zero = [name for name in RULES if table[name]["FP"] == 0]
-    table["OR of zero-FP rules"] = {c: 0.0 for c in totals}
-    for task in tasks:  # the OR needs the plans again (cheap: plans are memoised per task)
-        for column in totals:
-            if column == "FP":
-                plan, _ = plan_for(task, Variant("optimal"), registry)
-            else:
-                flaw, severity = column.split("/")
-                plan, _ = plan_for(task, Variant("flawed", flaw, severity), registry)
-            steps = _steps(plan)
-            table["OR of zero-FP rules"][column] += any(
-                RULES[n](task, steps, registry) for n in zero) / totals[column]
-    return table
-
-
-def print_rules(table: dict[str, dict[str, float]], severity: str) -> None:
+def print_rules(table: dict[str, dict[str, float]], best: dict[str, tuple[float, str]],
+                severity: str) -> None:
     short = {f: f.split("_")[0][:5] + "_" + f.split("_")[-1][:4] for f in FLAWS}
-    print(f"\nRule x flaw at {severity}: detection minus the genuine plans' FP rate, in pp "
-          f"(FP in the first column; * FP > {FP_LIMIT:.0%})")
-    print(f"{'rule':30} {'FP':>6} " + " ".join(f"{short[f]:>10}" for f in FLAWS))
+    print(f"\nRule x flaw at {severity}: detection minus FP in pp at FP <= {FP_LIMIT:.0%} "
+          f"(raw detection minus FP in brackets where FP > {FP_LIMIT:.0%}, marked *)")
+    print(f"{'rule':30} {'FP':>6} " + " ".join(f"{short[f]:>15}" for f in FLAWS))
     for name, row in table.items():
         mark = "*" if row["FP"] > FP_LIMIT else " "
-        print(f"{name:30} {100 * row['FP']:5.1f}{mark} " + " ".join(
-            f"{100 * (row[f'{f}/{severity}'] - row['FP']):+10.1f}" for f in FLAWS))
-    print(f"{'best rule':30} {'':6} " + " ".join(
-        f"{100 * max(r[f'{f}/{severity}'] - r['FP'] for r in table.values()):+10.1f}"
-        for f in FLAWS))
+        cells = []
+        for f in FLAWS:
+            raw = row[f"{f}/{severity}"] - row["FP"]
+            limited = advantage_at_limit(row[f"{f}/{severity}"], row["FP"])
+            cells.append(f"{100 * limited:+6.1f}" + (f" ({100 * raw:+5.0f})" if mark == "*"
+                                                      else " " * 8))
+        print(f"{name:30} {100 * row['FP']:5.1f}{mark} " + " ".join(f"{c:>15}" for c in cells))
+    print(f"{'best rule, negation or AND':30} {'':6} " + " ".join(
+        f"{100 * best[f'{f}/{severity}'][0]:+6.1f}{'':9}" for f in FLAWS))
+    for f in FLAWS:
+        adv, label = best[f"{f}/{severity}"]
+        print(f"  {f:22} {100 * adv:+6.1f}  {label}")
 
 
 async def _full_rates(agent: Agent, tasks: list[Task], variants: list[Variant], repeats: int,
@@ -137,9 +113,10 @@ def main() -> None:
     args = parser.parse_args()
     started = time.perf_counter()
     print(f"task set: {args.task_set}")
-    table = rule_table(sample(args.tasks, args.task_set))
+    bits = rule_bits(sample(args.tasks, args.task_set))
+    table, best = rule_table(bits), best_combinations(bits)
     for severity in SEVERITIES:
-        print_rules(table, severity)
+        print_rules(table, best, severity)
     print(f"({args.tasks} tasks, {time.perf_counter() - started:.0f}s)")
     if not args.no_episodes:
         print_recovery(sample(args.episode_tasks, args.task_set), args.severity, args.repeats,

@@ -24,18 +24,19 @@ Every draw comes from the task's own stream, so the bytes are a pure function of
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from pytest_resilibench.base.rng import DrawStream
 from pytest_resilibench.core.matcher import ToolMatcher
 from pytest_resilibench.core.registry import DATA_FORMATS, FILE_EXTENSIONS, Role, ToolRegistry
+from pytest_resilibench.core.wording import PHRASES, WORDED_PARAMS
 
 from . import templates
 
-__all__ = ["CONDITION_WORDINGS", "FLOW_SHAPES", "FlowDraw", "FlowShape", "bind_flow_value",
-           "draw_flow", "flow_data"]
+__all__ = ["CONDITION_WORDINGS", "FLOW_SHAPES", "WORDED_CLAUSES", "FlowDraw", "FlowShape",
+           "bind_flow_value", "draw_flow", "flow_data"]
 
 SOURCES = ("read", "scan", "fetch", "connect", "monitor")
 PROCESSORS = ("parse", "validate", "check_response", "transform", "filter", "convert",
@@ -43,6 +44,8 @@ PROCESSORS = ("parse", "validate", "check_response", "transform", "filter", "con
 JOINS = ("aggregate", "enqueue")
 OUTPUTS = ("write", "post", "route", "schedule", "notify")
 SIDES = ("log", "cache", "track", "tidy")
+# Processors whose options the text states in words (core/wording.py).
+WORDED_PROCESSORS = ("transform", "analyze", "optimize", "predict")
 # The share of flows offered one guarded step beyond their drawn length.
 GUARD_EXTRA = 0.85
 # Formats a source's data may arrive in (what a guarded step's condition names).
@@ -93,6 +96,48 @@ CONDITION_WORDINGS: dict[str, tuple[str, ...]] = {
                "other format)",),
     "hard": ("should the incoming data turn out to be {if_format}, {clause}; any other "
              "format needs no such step",),
+}
+
+# How the text states a step whose options it says in words (core/wording.py): each slot
+# takes a phrase of `wording.PHRASES`, never the value itself. The other tools keep the
+# paper's wordings (`templates.WORDINGS`).
+WORDED_CLAUSES: dict[str, dict[str, tuple[str, ...]]] = {
+    "data_processing_aggregator": {
+        "easy": ("aggregate the records into {function} per group",
+                 "aggregate the {function} for each group"),
+        "medium": ("boil the records down to {function} per group",),
+        "hard": ("management only wants the {function} per group, not individual rows",),
+    },
+    "data_processing_transformer": {
+        "easy": ("transform the records: {operation}",),
+        "medium": ("reshape the records, that is, {operation}",),
+        "hard": ("the layout is not what consumers expect, so {operation}",),
+    },
+    "computation_analyzer": {
+        "easy": ("analyze the data for {method}",),
+        "medium": ("look into {method}",),
+        "hard": ("the numbers call for a look at {method}",),
+    },
+    "computation_optimizer": {
+        "easy": ("optimize the allocation to push the objective {objective}",),
+        "medium": ("search for the configuration that takes the objective {objective}",),
+        "hard": ("the aim is to get the outcome {objective}",),
+    },
+    "utility_helper": {
+        "easy": ("run a helper chore on the records: {action}",),
+        "medium": ("do some housekeeping and {action}",),
+        "hard": ("someone has to {action} before anything else",),
+    },
+    "integration_scheduler": {
+        "easy": ("schedule the job {job_name} to run {schedule}",),
+        "medium": ("register {job_name} as a job that runs {schedule}",),
+        "hard": ("this should run {schedule} under the name {job_name}",),
+    },
+    "computation_predictor": {
+        "easy": ("forecast the next {horizon} periods",),
+        "medium": ("predict the coming {horizon} periods from the history",),
+        "hard": ("a view {horizon} periods ahead is needed",),
+    },
 }
 
 # Wider value pools than the paper's: a fresh seed draws mostly new values.
@@ -217,12 +262,82 @@ def draw_flow(rng: DrawStream, task_type: str, difficulty: str, steps: tuple[int
             kind = "side" if registry[tool].role is Role.UTILITY else "processor"
         {"processor": processors, "join": joins, "source": sources, "output": outputs,
          "side": sides}[kind].append(tool)
+    guarded = _settle(rng, shape, hi, guarded, used, take, matcher, registry,
+                      sources, processors, joins, outputs, sides, deliver)
     # A compressed archive feeds nothing else: compression is the last branch.
     processors.sort(key=lambda t: t == "file_operations_compressor")
     body = [*sources, *processors, *joins, *outputs]
     for side in sides:  # anywhere before the final deliverable
         body.insert(rng.randint(0, len(body)), side)
     return FlowDraw((*body, deliver), guarded)
+
+
+def _settle(rng: DrawStream, shape: FlowShape, hi: int, guarded: str | None,
+            used: list[str], take: Callable[[str], str], matcher: ToolMatcher,
+            registry: ToolRegistry, sources: list[str], processors: list[str],
+            joins: list[str], outputs: list[str], sides: list[str], deliver: str) -> str | None:
+    """Make the drawn flow one that reading alone gets right, where its length allows (the
+    lists change in place): a step it requires takes an option the text states in words
+    (core/wording.py), which a wrong value of parameter_error can only be caught by reading;
+    and two of its steps have an order that only the text fixes (two branches, a side step,
+    two deliverables, two sources), which sequence_disorder swaps (core/flaws.py). Returns
+    the guarded step (None where a side step took its place)."""
+    def firm(group: list[str]) -> list[str]:
+        return [t for t in group if t != guarded]
+
+    def count() -> int:
+        return len(sources) + len(processors) + len(joins) + len(outputs) + len(sides) + 1
+
+    def worded(tool: str) -> bool:
+        return bool(set(registry[tool].required_parameters) & WORDED_PARAMS)
+
+    stated = [*firm(sources), *firm(processors), *firm(joins), *firm(outputs), *firm(sides),
+              deliver]
+    if not any(worded(t) for t in stated):
+        options = [op for op in WORDED_PROCESSORS if op in shape.processors]
+        plain = firm(processors)
+        if plain:
+            replaced = rng.choice(plain)
+            processors.remove(replaced)
+            used.remove(replaced)
+            fitting = [op for op in options if _fits(op, used, matcher, registry)]
+            processors.append(take(rng.choice(fitting)) if fitting else replaced)
+            if not fitting:
+                used.append(replaced)
+        elif count() < hi:
+            fitting = [op for op in options if _fits(op, used, matcher, registry)]
+            if fitting:
+                processors.append(take(rng.choice(fitting)))
+            elif _fits("tidy", used, matcher, registry):  # a chore the text words, then
+                sides.append(take("tidy"))
+        stated = [*firm(sources), *firm(processors), *firm(joins), *firm(outputs),
+                  *firm(sides), deliver]
+    free = (len(firm(processors)) >= 2 or firm(sides) or len(firm(sources)) >= 2
+            or (firm(outputs) and registry[deliver].role is Role.OUTPUT))
+    if free:
+        return guarded
+    # No room for a side step: it takes the place of the guarded step, else of a branch.
+    groups = (processors, sides, joins)
+    dropped: str | None = None
+    if count() >= hi:
+        dropped = guarded if guarded is not None else (
+            rng.choice(firm(processors)) if firm(processors) else None)
+        if dropped is None or (dropped != guarded and worded(dropped) and not any(
+                worded(t) for t in stated if t != dropped)):
+            return guarded  # (a branch with the flow's only worded option stays: a chain)
+    if dropped is not None:
+        next(g for g in groups if dropped in g).remove(dropped)
+        used.remove(dropped)
+    others = [t for t in stated if t != dropped]
+    pool = SIDES if any(worded(t) for t in others) else ("tidy",)
+    fitting = [op for op in pool if _fits(op, used, matcher, registry)]
+    if fitting:
+        sides.append(take(rng.choice(fitting)))
+        return None if dropped == guarded else guarded
+    if dropped is not None:  # nothing fits: the flow stays as drawn
+        (sides if registry[dropped].role is Role.UTILITY else processors).append(dropped)
+        used.append(dropped)
+    return guarded
 
 
 def bind_flow_value(param: str, rng: DrawStream, ctx: Mapping[str, Any], consumed: str) -> Any:
@@ -261,8 +376,12 @@ def flow_data() -> dict[str, Any]:
     """The grammar's data, hashed into the generator config (`GeneratorConfig.to_json`)."""
     return {
         "sources": SOURCES, "processors": PROCESSORS, "joins": JOINS, "outputs": OUTPUTS,
-        "sides": SIDES, "raw_formats": RAW_FORMATS, "guard_extra": GUARD_EXTRA,
+        "sides": SIDES, "worded_processors": WORDED_PROCESSORS, "raw_formats": RAW_FORMATS,
+        "guard_extra": GUARD_EXTRA,
         "orgs": ORGS, "sites": SITES, "periods": PERIODS, "condition_wordings": CONDITION_WORDINGS,
+        "worded_clauses": WORDED_CLAUSES,
+        "phrases": {param: {str(v): list(p) for v, p in by_value.items()}
+                    for param, by_value in PHRASES.items()},
         "shapes": {k: {"sources": s.sources, "second_sources": s.second_sources,
                        "processors": s.processors, "delivers": s.delivers,
                        "extra_outputs": s.extra_outputs, "weights": dict(s.weights)}

@@ -33,6 +33,7 @@ from pytest_resilibench.core.registry import (
     default_registry,
 )
 from pytest_resilibench.core.tasks import DIFFICULTIES, FIXTURES_DIR, TASK_TYPES, Task
+from pytest_resilibench.core.wording import PHRASES, WORDED_PARAMS, read_worded
 
 from . import flows, templates
 
@@ -412,7 +413,10 @@ def _flow_task(rng: DrawStream, task_id: str, task_type: str, difficulty: str,
         for param in registry[flow.guarded].required_parameters:
             if param not in inputs:
                 inputs[param] = bind(param, rng, data_format)
-    values = {**inputs, "label": theme["label"], "team": theme["team"],
+    # A step's options are stated in words, not shown as values (core/wording.py).
+    worded = tuple(sorted(k for k in inputs if k in WORDED_PARAMS))
+    words = {k: rng.choice(PHRASES[k][inputs[k]]) for k in worded}
+    values = {**inputs, **words, "label": theme["label"], "team": theme["team"],
               "period": f"{ctx.period} {ctx.year}", "if_format": if_format}
     output = required[-1]
     param, kind = _DELIVERABLES[output]
@@ -426,6 +430,7 @@ def _flow_task(rng: DrawStream, task_id: str, task_type: str, difficulty: str,
         required_tools=required,
         constraints=_constraints(rng, required),
         step_arguments=_step_arguments(closure, inputs, consumed, registry),
+        worded=worded,
     )
 
 
@@ -437,7 +442,8 @@ def _describe_flow(
     condition (it is in `stated` whether or not it is required)."""
     clauses = []
     for tool in stated:
-        clause = rng.choice(templates.WORDINGS[tool][difficulty]).format(**values)
+        wordings = flows.WORDED_CLAUSES.get(tool, templates.WORDINGS[tool])
+        clause = rng.choice(wordings[difficulty]).format(**values)
         if tool == guarded:
             clause = rng.choice(flows.CONDITION_WORDINGS[difficulty]).format(
                 clause=clause, **values)
@@ -494,8 +500,12 @@ def task_problems(task: Task, registry: ToolRegistry) -> list[str]:
     names = [t for t in registry.names if t in task.description]
     if names:
         problems.append(f"the description names tools {names}")
+    stated = read_worded(task.description)
     for key, value in task.inputs.items():
-        if str(value) not in task.description:
+        if key in task.worded:
+            if stated.get(key) != value:
+                problems.append(f"the description does not word {key}={value!r}")
+        elif str(value) not in task.description:
             problems.append(f"the description does not mention {key}={value!r}")
     return problems
 

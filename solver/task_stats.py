@@ -61,7 +61,9 @@ def abstract_plan(task: Task) -> AbstractPlan:
 
 
 def _key_set(task: Task) -> frozenset[str]:
-    return frozenset(task.inputs)
+    """The keys of the Inputs block a model sees (options the text words are not there:
+    core/wording.py)."""
+    return frozenset(task.shown_inputs)
 
 
 def in_training_half(task: Task) -> bool:

@@ -39,12 +39,14 @@ from pytest_resilibench.core.plan_text import plan_advice, shown_plan
 from pytest_resilibench.core.registry import (
     DATA_FORMATS,
     FILE_EXTENSIONS,
+    Role,
     ToolRegistry,
     ToolSpec,
     default_registry,
 )
 from pytest_resilibench.core.simulator import LOCATION_PARAMS
 from pytest_resilibench.core.tasks import Task
+from pytest_resilibench.core.wording import PHRASES, WORDED_PARAMS
 from pytest_resilibench.core.workflow import PlanStep, Workflow
 
 __all__ = [
@@ -207,6 +209,42 @@ class _Plan:
             args["format"] = self.formats()[index][0] if index < len(self.steps) else "json"
         return dict(sorted(args.items()))
 
+    def marks(self) -> tuple[bool, bool, bool]:
+        """What every genuine plan shows, as far as this one does: each value of the Inputs
+        block used by a step (a skipped guarded step aside, the data's `format` aside), a
+        step taking an option the text words (core/wording.py), and no step before one it
+        depends on."""
+        shown = {k: v for k, v in self.task.shown_inputs.items() if k != "format"}
+        used = {(k, str(v)) for s in self.steps for k, v in s.arguments.items()}
+        tools = [s.tool for s in self.steps]
+        required = self.task.required_tools
+        ordered = not any(
+            set(self.registry.dependencies(t, required)) & set(tools[i + 1:])
+            for i, t in enumerate(tools) if t in self.registry)
+        return (all((k, str(v)) in used for k, v in shown.items()),
+                any(k in WORDED_PARAMS for s in self.steps for k in s.arguments), ordered)
+
+    def keeps(self, marks: tuple[bool, bool, bool]) -> bool:
+        """Whether the plan still shows each mark of `marks` (a parent's) it showed."""
+        return all(now or not before for before, now in zip(marks, self.marks(), strict=True))
+
+    def shows_alone(self, index: int) -> bool:
+        """Whether step `index` carries a shown Inputs value (`Task.shown_inputs`, not the
+        data's `format`) that no other step carries."""
+        shown = {k: v for k, v in self.task.shown_inputs.items() if k != "format"}
+        mine = {(k, str(v)) for k, v in self.steps[index].arguments.items()
+                if shown.get(k) == v}
+        others = {(k, str(v)) for i, s in enumerate(self.steps) if i != index
+                  for k, v in s.arguments.items()}
+        return bool(mine - others)
+
+    def takes_shown(self, tool: str) -> bool:
+        """Whether a swapped-in `tool` takes a value of the Inputs block (not the data's
+        `format`): one the task shows, or another input's of its kind."""
+        spec = self.registry[tool]
+        return any(p not in ("format", "source") and p not in WORDED_PARAMS
+                   for p in spec.required_parameters)
+
     def fits(self, tool: str) -> bool:
         """Whether the task has a value for each of the tool's required parameters (those
         `arguments_for` takes from the task), memoised for the task's flaws."""
@@ -225,6 +263,10 @@ class _Plan:
             if param == "format":
                 continue
             value = task_value(param, props.get(param, {}), self.task.inputs)
+            if value is None and param in WORDED_PARAMS and self.task.worded:
+                # An option the task does not have: one its text could have worded.
+                value = DrawStream("option", self.task.id, spec.name, param).choice(
+                    sorted(PHRASES[param]))
             if value is None:
                 return None
             values[param] = value
@@ -324,31 +366,95 @@ Injector = Callable[[_Plan, int], list[Change]]
 
 
 def _sequence_disorder(plan: _Plan, count: int) -> list[Change]:
-    """Move a dependent step before one of its prerequisites, `count` times."""
+    """Move a task step past task steps the text orders otherwise, up to `count` times:
+    moves that break no dependency (two branches, two deliverables, two sources, a side
+    step: an order only the text fixes, which the order condition scores), so no rule over
+    the registry's dependencies or the roles' levels tells the flawed plan from a genuine one
+    whose text orders them so (genuine plans keep the text's drawn order of such steps).
+    Only a plan without any such move has one dependent step go before what it depends on
+    (capped there: a second would mark it the more)."""
     steps, changes = plan.steps, list[Change]()
     for _ in range(count):
-        pairs = [(i, j) for j in range(len(steps)) for i in range(j)
-                 if plan.depends_on(steps[j].tool, steps[i].tool)]
+        pairs = _free_moves(plan)
+        if not pairs and not changes:
+            pairs = [(i, j) for j in range(len(steps)) for i in range(j)
+                     if plan.depends_on(steps[j].tool, steps[i].tool)]
+            if not pairs and len(steps) >= 2:
+                pairs = [(0, len(steps) - 1)]  # no dependency at all: bring the last first
         if not pairs:
-            if changes or len(steps) < 2:
-                break
-            pairs = [(0, len(steps) - 1)]  # no dependency at all: still bring the last first
+            break
         i, j = plan.stream.choice(pairs)
         step = steps.pop(j)
         steps.insert(i, step)
         changes.append({"kind": "moved", "tool": step.tool, "from": j, "to": i,
-                        "before": steps[i + 1].tool})
+                        **({"before": steps[i + 1].tool} if i < j
+                           else {"after": steps[i - 1].tool})})
     return changes
 
 
+def _free_moves(plan: _Plan) -> list[tuple[int, int]]:
+    """The moves (step j to position i) that take a task step past task steps the text
+    orders otherwise and break nothing a surface reads: neither the moved step nor a step it
+    passes depends on the other, and it passes no step of another level (utilities
+    aside)."""
+    steps, registry = plan.steps, plan.registry
+    required = plan.task.required_tools
+
+    def deps(tool: str) -> set[str]:
+        return (set(registry.dependencies(tool, required))
+                | set(registry.dependencies(tool, plan.parent_tools)))
+
+    moves: list[tuple[int, int]] = []
+    for j, moved in enumerate(steps):
+        spec = registry.get(moved.tool)
+        if spec is None or moved.tool not in required:
+            continue
+        for direction in (-1, 1):
+            i = j + direction
+            while 0 <= i < len(steps):
+                passed = registry.get(steps[i].tool)
+                if passed is None or steps[i].tool in deps(moved.tool) \
+                        or moved.tool in deps(steps[i].tool) or (
+                        spec.role is not Role.UTILITY and passed.role is not Role.UTILITY
+                        and passed.level != spec.level):
+                    break
+                # (past a step the text orders the other way: never a move back)
+                if steps[i].tool in required and direction * (
+                        required.index(steps[i].tool) - required.index(moved.tool)) > 0:
+                    moves.append((i, j))
+                i += direction
+    return moves
+
+
 def _missing_step(plan: _Plan, count: int) -> list[Change]:
-    """Drop steps the task needs, keeping at least one step."""
+    """Drop steps the task needs, keeping at least one step. A step whose going leaves the
+    plan as a genuine one looks (every shown value still used, an option the text words
+    still taken: `_Plan.marks`; a guarded step the text skips leaves the same gap) is
+    dropped first."""
     steps, changes = plan.steps, list[Change]()
     origin = list(range(len(steps)))
     needed = [i for i, s in enumerate(steps) if s.tool in plan.task.required_tools]
-    for original in plan.permutation(needed or origin)[:count]:
+    drawn = plan.permutation(needed or origin)
+    marks = plan.marks()
+    for _ in range(count):
         if changes and len(steps) <= 1:
             break
+        left = [i for i in drawn if i in origin]
+        if not left:
+            break
+
+        def keeps(original: int) -> bool:
+            at = origin.index(original)
+            step = steps.pop(at)
+            kept = plan.keeps(marks)
+            steps.insert(at, step)
+            return kept
+
+        original = next((i for i in left if keeps(i)), None)
+        if original is None:
+            if changes:
+                break  # one drop that marks itself would be the plan's tell
+            original = left[0]
         at = origin.index(original)
         step = steps.pop(at)
         origin.pop(at)
@@ -383,30 +489,65 @@ def _tool_misuse(plan: _Plan, count: int) -> list[Change]:
     """Swap steps for similar tools that do something else (a different operation) and that
     the task's values fit (a step needing values the task lacks would give itself away)."""
     steps, changes = plan.steps, list[Change]()
-    for i in plan.permutation(range(len(steps)))[:count]:
-        in_plan = [s.tool for s in steps]
-        candidates = [t for t in similar_tools(plan.registry, steps[i].tool, other_function=True,
-                                               exclude=in_plan)[:SIMILAR_WINDOW]
-                      if plan.fits(t)][:_TOP_CANDIDATES]
-        if not candidates:
-            continue
-        old = plan.swap(i, plan.stream.choice(candidates))
-        changes.append({"kind": "replaced", "index": i, "tool": old.tool,
-                        "new_tool": steps[i].tool, "arguments": dict(steps[i].arguments)})
+    # Tools that take none of the values shown first (the options they take, the text would
+    # word), and swaps that leave the plan as a genuine one looks (`_Plan.marks`): no shown
+    # value left unused, an option the text words still taken.
+    marks = plan.marks()
+    for keep in (True, False):
+        for i in plan.permutation(range(len(steps))):
+            if len(changes) >= count or (not keep and changes):
+                break
+            if any(c["index"] == i for c in changes):
+                continue
+            in_plan = [s.tool for s in steps]
+            candidates = sorted(
+                (t for t in similar_tools(plan.registry, steps[i].tool, other_function=True,
+                                          exclude=in_plan)[:SIMILAR_WINDOW] if plan.fits(t)),
+                key=plan.takes_shown)
+            if keep:
+                candidates = [t for t in candidates if _swap_keeps(plan, i, t, marks)]
+            if not candidates:
+                continue
+            old = plan.swap(i, plan.stream.choice(candidates[:_TOP_CANDIDATES]))
+            changes.append({"kind": "replaced", "index": i, "tool": old.tool,
+                            "new_tool": steps[i].tool, "arguments": dict(steps[i].arguments)})
     return changes
 
 
+def _swap_keeps(plan: _Plan, index: int, tool: str, marks: tuple[bool, bool, bool]) -> bool:
+    """Whether `tool` at `index` (with the task's values) leaves the plan's `marks`."""
+    old = plan.swap(index, tool)
+    kept = plan.keeps(marks)
+    plan.steps[index] = old
+    return kept
+
+
 def _semantic_drift(plan: _Plan, count: int) -> list[Change]:
-    """Keep a prefix; from then on each tool is a neighbour of the one before (compounding).
-    Where the neighbours run out before the plan's end, a later start is tried, and where no
-    start up to the end drifts at all, an earlier one drifts `count` steps; each try draws
-    from the flaw's stream afresh, so it depends on its start alone and a severity never
-    drifts fewer steps than a lighter one."""
+    """Keep a prefix; from then on each tool is a neighbour of the one before (compounding),
+    up to the step before the deliverable's (the plan still delivers, from data that drifted
+    off the task), or where no step there drifts, to the plan's end. Where the neighbours run
+    out before that end, a later start is tried, and where no start up to the end drifts at
+    all, an earlier one drifts `count` steps; each try draws from the flaw's stream afresh,
+    so it depends on its start alone and a severity never drifts fewer steps than a lighter
+    one."""
+    n = len(plan.steps)
+    best: tuple[list[PlanStep], list[Change]] = (plan.steps, [])
+    # First drifts that leave the plan as a genuine one looks (`_Plan.marks`).
+    for keep, end in ((True, n - 1), (True, n), (False, n - 1), (False, n)):
+        if end >= 2 and not best[1]:
+            best = _drift_to(plan, count, end, keep)
+    plan.steps[:] = best[0]
+    return best[1]
+
+
+def _drift_to(plan: _Plan, count: int, n: int, keep: bool
+              ) -> tuple[list[PlanStep], list[Change]]:
+    """The best drift of `_semantic_drift` that ends by step `n` (exclusive), untried on
+    the plan itself."""
     def drift(start: int, stop: int) -> tuple[list[PlanStep], list[Change]]:
         trial = replace(plan, steps=list(plan.steps), stream=plan.stream.restarted())
-        return trial.steps, _drift_from(trial, start, stop)
+        return trial.steps, _drift_from(trial, start, stop, keep)
 
-    n = len(plan.steps)
     first = max(n - count, min(1, n - 1))
     best: tuple[list[PlanStep], list[Change]] = (plan.steps, [])
     for start in range(first, n):
@@ -419,18 +560,21 @@ def _semantic_drift(plan: _Plan, count: int) -> list[Change]:
         best = drift(start, start + count)
         if best[1]:
             break
-    plan.steps[:] = best[0]
-    return best[1]
+    return best
 
 
-def _drift_from(plan: _Plan, start: int, stop: int) -> list[Change]:
-    """Drift steps start..stop-1, each a neighbour of the one before; stops where none fits."""
+def _drift_from(plan: _Plan, start: int, stop: int, keep: bool = False) -> list[Change]:
+    """Drift steps start..stop-1, each a neighbour of the one before; stops where none fits
+    (with `keep`, none that leaves the plan's `_Plan.marks`)."""
     steps, changes = plan.steps, list[Change]()
     used = set(plan.parent_tools)
     previous = steps[start - 1].tool if start > 0 else steps[0].tool
+    marks = plan.marks()
     for i in range(start, stop):
-        candidates = [t for t in similar_tools(plan.registry, previous, exclude=used)
-                      [:SIMILAR_WINDOW] if plan.fits(t)]
+        candidates = sorted((t for t in similar_tools(plan.registry, previous, exclude=used)
+                             [:SIMILAR_WINDOW] if plan.fits(t)), key=plan.takes_shown)
+        if keep:
+            candidates = [t for t in candidates if _swap_keeps(plan, i, t, marks)]
         if not candidates:
             break
         new = plan.stream.choice(candidates[:_TOP_CANDIDATES])
@@ -449,7 +593,49 @@ def _parameter_error(plan: _Plan, count: int) -> list[Change]:
     only a reader who checks the plan against the task catches those (the output condition,
     scoring.py)."""
     order = plan.permutation(range(len(plan.steps)))
-    return _refused_then_accepted(plan, count, order, _corrupt, either_first=True)
+    # The options the text words, as many as the plan has (a wrong shown value would mark
+    # itself against the Inputs block); only a plan without any takes shown values.
+    changes = _take(plan, count, order, _misread)
+    return changes or _refused_then_accepted(plan, count, order, _corrupt, either_first=True)
+
+
+def _take(plan: _Plan, count: int, order: Sequence[int],
+          edit: Callable[[_Plan, int], Change | None]) -> list[Change]:
+    """Up to `count` edits, one a step, tried in `order` (each edit changes the plan)."""
+    changes: list[Change] = []
+    for i in order:
+        if len(changes) >= count:
+            break
+        change = edit(plan, i)
+        if change is not None:
+            changes.append(change)
+    return changes
+
+
+def _misread(plan: _Plan, index: int) -> Change | None:
+    """Another value for an option of step `index` that the task states in words
+    (core/wording.py), where the step is one the task asks for: accepted when run, and the
+    step is not the task's (scoring.py: a call with deviations does another step). Neither
+    the Inputs block nor any other value shown has the option, so only a reader of the text
+    against the plan catches it."""
+    step = plan.steps[index]
+    spec = plan.registry.get(step.tool)
+    if spec is None or step.tool not in plan.task.required_tools:
+        return None
+    worded = [p for p in sorted(step.arguments) if p in plan.task.worded]
+    if not worded:
+        return None
+    param = plan.stream.choice(worded)
+    old = step.arguments[param]
+    new = _wrong_value(param, _properties(spec)[param], old, plan.task.inputs, True,
+                       plan.stream)
+    if new is None or new == old:
+        return None
+    plan.steps[index] = replace(step, arguments=dict(sorted({**step.arguments,
+                                                             param: new}.items())))
+    return {"kind": "parameter", "index": index, "tool": step.tool, "parameter": param,
+            "old": old, "new": new, "violates": "deliverable", "accepted": True,
+            "worded": True}
 
 
 Edit = Callable[[_Plan, int, bool], "Change | None"]
@@ -633,8 +819,13 @@ def _logical_inconsistency(plan: _Plan, count: int) -> list[Change]:
     raw = str(plan.task.inputs.get("format", "json"))
     flow = plan.flow()
     order = sorted(plan.permutation(eligible), key=lambda i: (
-        "format" not in steps[i].arguments, flow[i].consumed == raw))
+        flow[i].consumed == raw, "format" not in steps[i].arguments))
     parent = list(steps)
+    # Skips first, as many as the plan has: a `source` naming an earlier step is what genuine
+    # steps show, and a format no step consumes would mark itself against the Inputs'.
+    changes = _take(plan, count, order, lambda plan, i: _inconsistent(plan, i, True))
+    if changes:
+        return changes
     changes = _refused_then_accepted(plan, count, order, _inconsistent, either_first=False)
     if count > 1 and not any(c["accepted"] for c in changes):
         # One data path (a source, then the output step): no earlier output to skip to. A
@@ -697,9 +888,13 @@ def _inconsistent(plan: _Plan, i: int, accepted: bool) -> Change | None:
     wrong_formats = ([raw] if raw != flow[i].consumed else sorted(shown - {flow[i].consumed})
                      or [f for f in DATA_FORMATS if f != flow[i].consumed])
     kinds = [k for k in ("format", "source") if k in props]
-    if not kinds:
-        return None
-    kind = "format" if "format" in step.arguments else plan.stream.choice(kinds)
+    if not kinds or ("format" not in kinds and any(
+            "format" in _properties(plan.registry[s.tool]) for s in steps[1:]
+            if s.tool in plan.registry)):
+        return None  # a step that takes a `format` takes the refused edit
+    # A wrong `format` first: a `source` naming a step that has made nothing yet marks
+    # itself (genuine plans only name earlier steps).
+    kind = "format" if "format" in kinds else "source"
     if kind == "format":
         new: str = plan.stream.choice(wrong_formats)
         detail: dict[str, Any] = {"consumes": flow[i].consumed}
@@ -775,10 +970,13 @@ def _restate_flow(plan: _Plan) -> None:
         if spec is None:
             continue
         source = step.arguments.get("source")
-        # A swapped-in step states its source as the genuine steps do.
+        # A swapped-in step, or one that moved past the data it reads, states its source
+        # as the genuine steps do.
         swapped_in = (source is None and step.tool not in plan.parent_tools
                       and "source" in _properties(spec))
-        if (isinstance(source, str) and source not in latest) or swapped_in:
+        unstated = (source is None and not swapped_in and spec.reads_input and latest
+                    and "source" in _properties(spec))
+        if (isinstance(source, str) and source not in latest) or swapped_in or unstated:
             arguments = {k: v for k, v in step.arguments.items() if k != "source"}
             producer = (registry.default_source(spec.name, required, latest)
                         if spec.reads_input else None)

@@ -34,6 +34,7 @@ from pytest_resilibench.core.registry import DATA_FORMATS, ToolRegistry
 from pytest_resilibench.core.scoring import deliverable_of, score_calls
 from pytest_resilibench.core.simulator import EpisodeKey, Simulator
 from pytest_resilibench.core.tasks import Task
+from pytest_resilibench.core.wording import WORDED_PARAMS
 from pytest_resilibench.core.workflow import PlanStep, Workflow
 
 __all__ = ["literal_run", "named_tools", "plan_block_only", "replay", "spoiling_edits",
@@ -75,8 +76,9 @@ def surface_problems(
         for param, value in step.arguments.items():
             key = json_key(value)
             if (param == "format" and value in DATA_FORMATS) or (
-                    param == "source" and value in tools[:n - 1]):
-                continue
+                    param == "source" and value in tools[:n - 1]) or (
+                    param in WORDED_PARAMS and task.worded):
+                continue  # (an option a task that words its options could have worded)
             if key not in task_values and key not in listed:
                 problems.append(f"step {n}: {param}={value!r} comes from nowhere in the task")
     if plan.advice and plan.advice != plan_advice(plan.steps) and not plan.advice.startswith(
@@ -166,17 +168,27 @@ def delivered(task: Task, calls: list[dict[str, Any]], registry: ToolRegistry) -
                        deliverable=deliverable_of(task, registry)).conditions.output
 
 
+def done_as_asked(task: Task, calls: list[dict[str, Any]], registry: ToolRegistry) -> bool:
+    """Whether the calls made the task's deliverable as asked and did every step with the
+    task's values (the output and coverage conditions)."""
+    conditions = score_calls(calls, task.required_tools, completed=True, registry=registry,
+                             deliverable=deliverable_of(task, registry)).conditions
+    return conditions.output and conditions.coverage
+
+
 def spoiling_edits(
     parent: Workflow, record: Mapping[str, Any], task: Task, registry: ToolRegistry
 ) -> list[Mapping[str, Any]]:
     """The record's accepted edits that, each alone on `parent` run literally, leave their
-    call unrefused and the deliverable wrong (`parent` itself delivers)."""
+    call unrefused and the task not done as asked: the deliverable wrong, or a step done with
+    another value than the task's (an option the text words: scoring.py counts no such
+    success); `parent` itself is done as asked."""
     found = []
     for change in record["changes"]:
         if not change.get("accepted"):
             continue
         plan = replay(parent, {"changes": [change]}, task, registry)
         calls, refused = literal_run(task, plan, registry)
-        if change["index"] not in refused and not delivered(task, calls, registry):
+        if change["index"] not in refused and not done_as_asked(task, calls, registry):
             found.append(change)
     return found

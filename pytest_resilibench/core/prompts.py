@@ -362,7 +362,7 @@ def _render_system(tool_mode: str, registry: ToolRegistry) -> str:
 def _header(task: Task, max_turns: int = _PAPER_TURNS) -> str:
     parts = [
         f"Task: {_one_line(task.description)}",
-        f"{INPUTS_LABEL}{_json(dict(task.inputs))}",
+        f"{INPUTS_LABEL}{_json(task.shown_inputs)}",
         f"Expected outputs: {_json(dict(task.expected_outputs))}",
     ]
     constraints = _with_budget(task.constraints, max_turns)

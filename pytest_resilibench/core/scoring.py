@@ -3,7 +3,8 @@
 A call is any mapping with at least `tool` and `ok` (a `CallResult.to_json()` or a recorded
 call), in the order made; `arguments` is read for deviations from the plan, `output` (its
 `ref` and `inputs`) and `deviations` for the deliverable. The four conditions:
-- coverage: every required tool has a successful call;
+- coverage: every required tool has a successful call with the task's values (a call with
+  `deviations`, another option, destination or condition, does another step: issue 34);
 - order: measured over the whole required list: every required tool succeeded, and their
   first successes came in the required order (one lucky call in order is no progress);
 - output: the task's deliverable was produced where and as the task asked (`Deliverable`), and
@@ -88,12 +89,14 @@ class Score:
 
 
 def first_success_order(calls: Sequence[Call], required: Sequence[str]) -> list[str]:
-    """The required tools that succeeded, in the order of their first success."""
+    """The required tools that succeeded with the task's values, in the order of their first
+    such success: a call with `deviations` (another option, destination or condition than
+    the task's) did another step than the task's."""
     wanted = set(required)
     seen: dict[str, None] = {}
     for call in calls:
         tool = call.get("tool")
-        if call.get("ok") and tool in wanted:
+        if call.get("ok") and tool in wanted and not call.get("deviations"):
             seen.setdefault(tool, None)
     return list(seen)
 

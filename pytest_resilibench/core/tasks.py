@@ -88,10 +88,18 @@ class Task:
     # Per required tool, the argument values of a correct call (task-bound values from
     # `inputs`, plus `format` where the tool requires it): what a correct plan shows.
     step_arguments: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    # The keys of `inputs` the description states in words and the prompt's Inputs block
+    # leaves out (core/wording.py): a step's options, found only by reading the text.
+    worded: tuple[str, ...] = ()
     # The certified reference plan (exact DP); None until the solver has written it.
     optimal: Workflow | None = None
     # Success bounds and solver figures for this task: e.g. {"dp": 0.71, "naive": 0.64}.
     bounds: Mapping[str, float] = field(default_factory=dict)
+
+    @property
+    def shown_inputs(self) -> dict[str, Any]:
+        """The inputs the prompt's Inputs block shows: all but those stated in words."""
+        return {k: v for k, v in self.inputs.items() if k not in self.worded}
 
     @property
     def output_tool(self) -> str:
@@ -122,6 +130,8 @@ class Task:
             "required_tools": list(self.required_tools),
             "constraints": list(self.constraints),
             "step_arguments": {k: dict(v) for k, v in self.step_arguments.items()},
+            # Only where there are any: a task set without worded options keeps its bytes.
+            **({"worded": list(self.worded)} if self.worded else {}),
         }
 
     @classmethod
@@ -139,6 +149,7 @@ class Task:
             required_tools=tuple(data["required_tools"]),
             constraints=tuple(data.get("constraints", ())),
             step_arguments={k: dict(v) for k, v in data.get("step_arguments", {}).items()},
+            worded=tuple(data.get("worded", ())),
             optimal=optimal,
             bounds={} if bounds is None else bounds,
         )

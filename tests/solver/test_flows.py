@@ -101,6 +101,28 @@ def test_the_shipped_default_set_is_many_structures_and_no_lookup(
     assert fixed / len(default_set) < 0.05  # few input-key sets fix the plan
 
 
+def test_nearly_every_default_task_can_be_flawed_where_only_reading_tells(
+        default_set: list[Task]) -> None:
+    """Issue 34: a task it requires takes an option the text words (parameter_error's wrong
+    value), and two of its steps have an order only the text fixes (sequence_disorder's
+    move), in at least 90% of the tasks each."""
+    from pytest_resilibench.base.rng import DrawStream as Stream
+    from pytest_resilibench.core.flaws import _free_moves, _Plan
+    from pytest_resilibench.core.prompts import Variant, plan_for
+    from pytest_resilibench.core.wording import WORDED_PARAMS
+
+    worded = sum(any(set(REGISTRY[t].required_parameters) & WORDED_PARAMS
+                     for t in task.required_tools) for task in default_set)
+    assert worded >= 0.9 * len(default_set)
+    sample = default_set[::10]
+    free = 0
+    for task in sample:
+        plan, _ = plan_for(task, Variant("optimal"), REGISTRY)
+        assert plan is not None
+        free += bool(_free_moves(_Plan(list(plan.steps), task, REGISTRY, Stream("t"))))
+    assert free >= 0.9 * len(sample)
+
+
 def test_the_shipped_default_set_is_what_the_grammar_draws(default_set: list[Task]) -> None:
     fresh = [generate_task(i, registry=REGISTRY, matcher=MATCHER) for i in range(0, 5040, 53)]
     stored = {t.id: t for t in default_set}

@@ -11,14 +11,18 @@ severities; tests/unit/test_flaw_leaks.py holds the limits on a sample.
 from __future__ import annotations
 
 import re
+from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from pytest_resilibench.core.registry import Role, ToolRegistry
+import numpy as np
+
+from pytest_resilibench.base.names import FLAWS, SEVERITIES
+from pytest_resilibench.core.prompts import Variant, parse_task_inputs, plan_for
+from pytest_resilibench.core.registry import Role, ToolRegistry, default_registry
 from pytest_resilibench.core.tasks import Task
 from pytest_resilibench.runtime.agents.builtin import (
     FollowerAgent,
-    _inputs,
     _next_step,
     _plan_steps,
     _Step,
@@ -50,19 +54,19 @@ _SUFFIX = re.compile(r"_(old|backup|bak|tmp|copy|new|final|v\d+)(?=$|[.@/])")
 
 
 def key_outside_inputs(task: Task, steps: Sequence[Step], registry: ToolRegistry) -> bool:
-    return any(k not in task.inputs for k, _ in _values(steps))
+    return any(k not in task.shown_inputs for k, _ in _values(steps))
 
 
 def value_not_in_inputs(task: Task, steps: Sequence[Step], registry: ToolRegistry) -> bool:
-    known = {str(v) for v in task.inputs.values()}
+    known = {str(v) for v in task.shown_inputs.values()}
     return any(str(v) not in known for _, v in _values(steps))
 
 
 def inputs_value_with_suffix(task: Task, steps: Sequence[Step], registry: ToolRegistry) -> bool:
     """A value that is an Inputs value with something added (`x_v10`, `x_old.csv`)."""
-    cores = {_core(v) for v in task.inputs.values() if isinstance(v, str) and len(v) >= 4}
+    cores = {_core(v) for v in task.shown_inputs.values() if isinstance(v, str) and len(v) >= 4}
     for _, value in _values(steps):
-        if not isinstance(value, str) or value in task.inputs.values():
+        if not isinstance(value, str) or value in task.shown_inputs.values():
             continue
         core = _core(value)
         if any(core != c and core.startswith(c) for c in cores):
@@ -103,7 +107,7 @@ def format_key(task: Task, steps: Sequence[Step], registry: ToolRegistry) -> boo
 
 
 def format_not_input_format(task: Task, steps: Sequence[Step], registry: ToolRegistry) -> bool:
-    return any(k == "format" and v != task.inputs.get("format") for k, v in _values(steps))
+    return any(k == "format" and v != task.shown_inputs.get("format") for k, v in _values(steps))
 
 
 def ref_with_number(task: Task, steps: Sequence[Step], registry: ToolRegistry) -> bool:
@@ -112,7 +116,7 @@ def ref_with_number(task: Task, steps: Sequence[Step], registry: ToolRegistry) -
 
 def inputs_key_other_value(task: Task, steps: Sequence[Step], registry: ToolRegistry) -> bool:
     """An Inputs key (not `format`) with another value than the Inputs'."""
-    return any(k in task.inputs and k != "format" and v != task.inputs[k]
+    return any(k in task.shown_inputs and k != "format" and v != task.shown_inputs[k]
                for k, v in _values(steps))
 
 
@@ -142,13 +146,13 @@ def against_role_order(task: Task, steps: Sequence[Step], registry: ToolRegistry
 def input_unused(task: Task, steps: Sequence[Step], registry: ToolRegistry) -> bool:
     """An Inputs key (not `format`) no step carries."""
     used = {k for k, _ in _values(steps)}
-    return any(k not in used for k in task.inputs if k != "format")
+    return any(k not in used for k in task.shown_inputs if k != "format")
 
 
 def tool_needs_other_keys(task: Task, steps: Sequence[Step], registry: ToolRegistry) -> bool:
     """A step whose tool requires a parameter that is not an Inputs key."""
     return any(str(s.get("tool")) in registry and any(
-        p not in task.inputs and p not in ("format", "source")
+        p not in task.shown_inputs and p not in ("format", "source")
         for p in registry[str(s.get("tool"))].required_parameters) for s in steps)
 
 
@@ -164,10 +168,17 @@ def source_not_earlier(task: Task, steps: Sequence[Step], registry: ToolRegistry
 
 def extension_changed(task: Task, steps: Sequence[Step], registry: ToolRegistry) -> bool:
     """A path-like value whose stem is an Inputs value's but whose extension is not."""
-    paths = {v.rsplit(".", 1)[0]: v for v in task.inputs.values()
+    paths = {v.rsplit(".", 1)[0]: v for v in task.shown_inputs.values()
              if isinstance(v, str) and "/" in v and "." in v.rsplit("/", 1)[-1]}
     return any(isinstance(v, str) and "." in v and v.rsplit(".", 1)[0] in paths
                and paths[v.rsplit(".", 1)[0]] != v for _, v in _values(steps))
+
+
+def value_not_in_text(task: Task, steps: Sequence[Step], registry: ToolRegistry) -> bool:
+    """A value (not a data-flow one) the task's text does not contain verbatim."""
+    text = task.description.lower()
+    return any(k not in ("source", "format") and str(v).lower() not in text
+               for k, v in _values(steps))
 
 
 def reading_step_without_source(task: Task, steps: Sequence[Step],
@@ -198,7 +209,81 @@ RULES: dict[str, Rule] = {
     "source not an earlier step": source_not_earlier,
     "extension changed": extension_changed,
     "reading step without source": reading_step_without_source,
+    "value not in the text": value_not_in_text,
 }
+
+
+# --- rates at a false-positive limit -----------------------------------------------------------
+FP_LIMIT = 0.05  # issue 34: detection at <= 5% false positives
+
+
+def _steps(plan: Any) -> list[dict[str, Any]]:
+    return [{"tool": s.tool, "arguments": dict(s.arguments)} for s in plan.steps]
+
+
+Bits = dict[str, dict[str, np.ndarray]]  # rule -> column -> one bool a task
+
+
+def rule_bits(tasks: list[Task]) -> Bits:
+    """Whether each rule fires, per rule, column ("FP": the genuine plans; "<flaw>/<severity>")
+    and task."""
+    registry = default_registry()
+    bits: dict[str, dict[str, list[bool]]] = defaultdict(lambda: defaultdict(list))
+    for task in tasks:
+        genuine, _ = plan_for(task, Variant("optimal"), registry)
+        plans = {"FP": _steps(genuine)}
+        for flaw in FLAWS:
+            for severity in SEVERITIES:
+                flawed, _ = plan_for(task, Variant("flawed", flaw, severity), registry)
+                plans[f"{flaw}/{severity}"] = _steps(flawed)
+        for column, steps in plans.items():
+            for name, rule in RULES.items():
+                bits[name][column].append(bool(rule(task, steps, registry)))
+    return {name: {c: np.array(v) for c, v in cols.items()} for name, cols in bits.items()}
+
+
+def advantage_at_limit(detection: float, fp: float) -> float:
+    """Detection minus false positives at the best operating point with FP <= FP_LIMIT: a
+    rule that fires more often on genuine plans is used on a random share of its firings
+    (FP_LIMIT / FP), which scales both rates alike."""
+    share = 1.0 if fp <= FP_LIMIT else FP_LIMIT / fp
+    return share * (detection - fp)
+
+
+def rule_table(bits: Bits) -> dict[str, dict[str, float]]:
+    """Rule -> {"FP": rate on genuine plans, "<flaw>/<severity>": detection rate}, with the
+    OR of the rules that never fire on a genuine plan."""
+    table = {name: {c: float(v.mean()) for c, v in cols.items()} for name, cols in bits.items()}
+    zero = [name for name in bits if table[name]["FP"] == 0]
+    columns = next(iter(bits.values())).keys()
+    table["OR of zero-FP rules"] = {
+        c: float(np.any([bits[n][c] for n in zero], axis=0).mean()) if zero else 0.0
+        for c in columns}
+    return table
+
+
+def best_combinations(bits: Bits) -> dict[str, tuple[float, str]]:
+    """Per column, the best advantage at FP <= FP_LIMIT over every rule, its negation, and
+    the AND of any two of those: (advantage, the combination)."""
+    literals: dict[str, dict[str, np.ndarray]] = {}
+    for name, cols in bits.items():
+        literals[name] = cols
+        literals[f"not {name}"] = {c: ~v for c, v in cols.items()}
+    names = list(literals)
+    best: dict[str, tuple[float, str]] = {}
+    for a in range(len(names)):
+        for b in range(a, len(names)):
+            label = names[a] if a == b else f"{names[a]} AND {names[b]}"
+            both = {c: literals[names[a]][c] & literals[names[b]][c]
+                    for c in literals[names[a]]}
+            fp = float(both["FP"].mean())
+            for column, fired in both.items():
+                if column == "FP":
+                    continue
+                adv = advantage_at_limit(float(fired.mean()), fp)
+                if adv > best.get(column, (-1.0, ""))[0]:
+                    best[column] = (adv, label)
+    return best
 
 
 # --- the surface-repair agent ------------------------------------------------------------------
@@ -226,7 +311,7 @@ class SurfaceRepairAgent(FollowerAgent):
         shown = _plan_steps(view.text)
         if shown is None:
             return None
-        steps = surface_repair(shown, _inputs(view.text))
+        steps = surface_repair(shown, parse_task_inputs(view.text))
         index, _ = _next_step(steps, view.history)
         if index >= len(steps):
             return None

@@ -68,8 +68,9 @@ def seeds_where(task: Task, wanted: Any, limit: int = 2000) -> Iterator[int]:
 # (prompts, plan wording, scoring, the prompt-only adaptive agent) deliberately changed it, and
 # so did its follow-up (a step reads its data dependency's output before a prerequisite's),
 # and issue 34 (the plan's genuine extras, "delivered once" in the system prompt, the poster and
-# scheduler naming where they delivered).
-PAPER_DIGEST = "5c469690a2871d16dce876c7335d4fc5b8072b18ac6a68a8e8a9707ed13f6f1c"
+# scheduler naming where they delivered; then missing_step dropping first a step whose going
+# leaves every shown value used, and a step counting only from a success with the task's values).
+PAPER_DIGEST = "d50313f85470eeacb2d7b0bbf863a4da8fb47b7039d4baed04f591c22c4df785"
 
 
 def _paper_digest(**kwargs: Any) -> str:

@@ -20,7 +20,9 @@ from tests.unit.surface_adversary import (
     _SUFFIX,
     RULES,
     _core,
+    best_combinations,
     key_outside_inputs,
+    rule_bits,
     value_not_in_inputs,
 )
 
@@ -30,6 +32,36 @@ REGISTRY = default_registry()
 @pytest.fixture(scope="module")
 def tasks() -> list[Task]:
     return list(load_tasks())[::25]
+
+
+@pytest.fixture(scope="module")
+def best() -> dict[str, tuple[float, str]]:
+    """The surface adversary's best advantage at <= 5% false positives per flaw/severity,
+    over every rule, its negation and the AND of any two, on a sample of the default set
+    that covers every type x difficulty (every 17th task)."""
+    return best_combinations(rule_bits(list(load_tasks())[::17]))
+
+
+@pytest.mark.parametrize("flaw", ["sequence_disorder", "tool_misuse", "parameter_error",
+                                  "logical_inconsistency"])
+def test_only_reading_tells_these_flaws_from_the_genuine_plan(
+        best: dict[str, tuple[float, str]], flaw: str) -> None:
+    """Issue 34's limit: no surface rule (nor a negation, nor two of them together) flags
+    these flawed plans more than 10 points above the genuine plans it flags, at <= 5%
+    false positives."""
+    for severity in SEVERITIES:
+        advantage, rule = best[f"{flaw}/{severity}"]
+        assert advantage <= 0.10, (severity, rule, advantage)
+
+
+@pytest.mark.parametrize(("flaw", "now"), [("missing_step", 0.25), ("semantic_drift", 0.17)])
+def test_the_flaws_still_above_the_limit_leak_no_more_than_they_did(
+        best: dict[str, tuple[float, str]], flaw: str, now: float) -> None:
+    """Not yet within issue 34's 10 points: an Inputs value left unused still marks some of
+    these plans (docs/BENCHMARK.md, Flaws). This holds the figure the issue's note gives."""
+    for severity in SEVERITIES:
+        advantage, rule = best[f"{flaw}/{severity}"]
+        assert advantage <= now, (severity, rule, advantage)
 
 
 def _steps(task: Task, variant: Variant) -> list[dict[str, object]]:

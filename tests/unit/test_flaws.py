@@ -12,11 +12,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pytest_resilibench.base.names import FLOW_PARAMS
+from pytest_resilibench.base.rng import DrawStream
 from pytest_resilibench.core.flaws import (
     FLAWS,
     SEVERITIES,
     SEVERITY_CHANGES,
     SIMILAR_WINDOW,
+    _free_moves,
+    _Plan,
     inject_flaw,
     similar_tools,
     task_value,
@@ -184,7 +187,7 @@ def violated_dependencies(workflow: Workflow, tools: Sequence[str]) -> list[tupl
 
 @PROPERTY
 @given(tasks(), st.sampled_from(SEVERITIES))
-def test_sequence_disorder_keeps_the_steps_and_breaks_a_dependency(
+def test_sequence_disorder_keeps_the_steps_and_breaks_the_text_s_order(
     task: Task, severity: str
 ) -> None:
     parent = parent_of(task)
@@ -197,7 +200,14 @@ def test_sequence_disorder_keeps_the_steps_and_breaks_a_dependency(
         source = step.arguments.get("source")
         assert source is None or source in flawed.tools[:flawed.tools.index(step.tool)]
     assert violated_dependencies(parent, parent.tools) == []
-    assert violated_dependencies(flawed, parent.tools)
+    # The required steps' order is not the text's; a dependency breaks only where no move
+    # could keep them all (issue 34: two branches, a side step, two deliverables).
+    required = [t for t in flawed.tools if t in task.required_tools]
+    assert required != [t for t in parent.tools if t in task.required_tools]
+    if _free_moves(_Plan(list(parent.steps), task, REGISTRY, DrawStream("t"))):
+        assert violated_dependencies(flawed, parent.tools) == []
+    else:
+        assert violated_dependencies(flawed, parent.tools)
 
 
 @PROPERTY
@@ -256,18 +266,18 @@ def test_semantic_drift_keeps_a_prefix_and_drifts_through_neighbours(
     drifted = [c["index"] for c in record["changes"]]
     start = drifted[0] if drifted else len(parent.steps)
     assert start >= 1 and drifted == list(range(start, start + len(drifted)))
-    assert start == max(len(parent.steps) - SEVERITY_CHANGES[severity], 1) or not drifted
+    assert len(drifted) <= SEVERITY_CHANGES[severity]
     end = start + len(drifted)
     assert flawed.steps[:start] == parent.steps[:start]
     assert [s.tool for s in flawed.steps[end:]] == [s.tool for s in parent.steps[end:]]
     assert len(flawed.steps) == len(parent.steps)
     for i in range(start, end):
-        # A neighbour: one of the three tools most like the previous one, new to the plan.
+        # A neighbour: one of the tools most like the previous one, new to the plan.
         used = {*parent.tools, *flawed.tools[start:i]}
         assert flawed.tools[i] not in used
         near = [t for t in similar_tools(REGISTRY, flawed.tools[i - 1], exclude=used)
                 [:SIMILAR_WINDOW] if fits(task, t)]
-        assert flawed.tools[i] in near[:3]
+        assert flawed.tools[i] in near
     assert len(set(flawed.tools)) == len(flawed.tools)
 
 
@@ -370,44 +380,58 @@ def test_a_tasks_flawed_plans_are_pinned() -> None:
         {"kind": "parameter", "index": 0, "tool": "file_operations_reader",
          "parameter": "path", "old": "data/sales_2025.csv", "new": "data/sales_2024.csv",
          "violates": "task_inputs", "accepted": False}]
+    # A skip first, where the plan has one (issue 34: a `source` naming an earlier step is
+    # what genuine steps show).
     assert changes["logical_inconsistency"] == [
-        {"kind": "format", "index": 1, "tool": "data_processing_parser",
-         "parameter": "format", "old": "csv", "new": "json", "consumes": "csv", "accepted": False}]
+        {"kind": "source", "index": 3, "tool": "data_processing_aggregator",
+         "parameter": "source", "old": "data_processing_transformer",
+         "new": "file_operations_reader",
+         "arguments": {"function": "sum", "source": "file_operations_reader"},
+         "skips": ["data_processing_transformer"], "accepted": True}]
     # The first repeat is of the step that acts outside the data (issue 34).
     assert changes["redundant_operations"] == [
         {"kind": "duplicated", "tool": "network_poster", "index": 4, "at": 5}]
+    # Issue 34: a swap and a drift that leave the plan as a genuine one looks (every shown
+    # value used), and a move that breaks no dependency (two branches).
     assert changes["tool_misuse"] == [
-        {"kind": "replaced", "index": 0, "tool": "file_operations_reader",
+        {"kind": "replaced", "index": 1, "tool": "data_processing_parser",
          "new_tool": "file_operations_compressor", "arguments": {}}]
     assert changes["semantic_drift"] == [
-        {"kind": "drifted", "index": 4, "tool": "network_poster",
-         "new_tool": "data_processing_validator", "neighbour_of": "data_processing_aggregator",
+        {"kind": "drifted", "index": 1, "tool": "data_processing_parser",
+         "new_tool": "file_operations_compressor", "neighbour_of": "file_operations_reader",
          "arguments": {}}]
+    assert changes["sequence_disorder"] == [
+        {"kind": "moved", "tool": "data_processing_transformer", "from": 2, "to": 1,
+         "before": "data_processing_parser"}]
+    assert changes["missing_step"] == [
+        {"kind": "removed", "tool": "data_processing_parser", "index": 1}]
 
 
 @pytest.mark.parametrize("task_set", ["default", "paper"])
-def test_on_generated_tasks_bad_values_and_broken_data_flow_are_refused(task_set: str) -> None:
+def test_on_generated_tasks_bad_values_and_broken_data_flow_are_refused_or_spoil(
+        task_set: str) -> None:
     """On a sample of the 5040 tasks of each set: the parent plan meets only random failures;
-    every parameter_error and logical_inconsistency plan gets a deterministic INVALID_INPUT
-    (its first edit is one the simulator refuses), but a medium or severe one whose only
-    editable step an accepted edit takes (a two-step task)."""
+    every parameter_error and logical_inconsistency plan either gets a deterministic
+    INVALID_INPUT or carries an accepted edit that leaves the task not done as asked (issue
+    34: an option the text words, a skip of a step the data must go through)."""
+    from pytest_resilibench.core.plan_audit import spoiling_edits
     from pytest_resilibench.core.tasks import TASK_SETS, load_tasks
 
     try:
         sample = load_tasks(TASK_SETS[task_set]).tasks[::20]
     except FileNotFoundError as exc:
         pytest.skip(f"task fixtures absent ({exc})")
-    unrefused = []
+    harmless = []
     for task in sample:
-        assert deterministic_failures(task, parent_of(task)) == [], task.id
+        parent = parent_of(task)
+        assert deterministic_failures(task, parent) == [], task.id
         for flaw in ("parameter_error", "logical_inconsistency"):
             for severity in SEVERITIES:
                 flawed, record = inject(flaw, severity, task)
-                if not deterministic_failures(task, flawed) and (
-                        severity == "light" or not any(c["accepted"]
-                                                       for c in record["changes"])):
-                    unrefused.append((task.id, flaw, severity))
-    assert unrefused == []
+                if not deterministic_failures(task, flawed) and not spoiling_edits(
+                        parent, record, task, REGISTRY):
+                    harmless.append((task.id, flaw, severity))
+    assert harmless == []
 
 
 @pytest.mark.parametrize("middle", [("integration_queue",), ("file_operations_compressor",)])

@@ -29,7 +29,8 @@ from pytest_resilibench.core.prompts import (
     render_prompt,
 )
 from pytest_resilibench.core.registry import default_registry
-from pytest_resilibench.core.tasks import Task, load_tasks
+from pytest_resilibench.core.scoring import deliverable_of
+from pytest_resilibench.core.tasks import TASK_SETS, Task, load_tasks
 from pytest_resilibench.core.workflow import PlanStep
 
 REGISTRY = default_registry()
@@ -130,11 +131,12 @@ def test_each_surface_defect_is_found(defect: str) -> None:
 def test_medium_and_severe_value_flaws_carry_an_accepted_edit_that_spoils_the_deliverable(
     index: int, flaw: str, severity: str
 ) -> None:
-    """The flawed plan holds an edit the tools accept but that makes the wrong deliverable;
+    """The flawed plan holds an edit the tools accept but that leaves the task not done as
+    asked (the wrong deliverable, or a step done with another option than the text words);
     the plan copier, following it, meets no INVALID_INPUT on that step and misses the output
-    condition (a logical_inconsistency of a two-step task whose output step writes no file
-    has neither a data path to spoil nor a file to misname: assumed away here, counted in
-    bench/bench_plan_audit.py)."""
+    or the coverage condition (a logical_inconsistency of a task whose data have one path,
+    from a source to an output step that writes no file, has neither a data path to spoil
+    nor a file to misname: assumed away here, counted in bench/bench_plan_audit.py)."""
     from pytest_resilibench.runtime.agents import make_agent
     from pytest_resilibench.runtime.episode import run_episode
 
@@ -142,13 +144,14 @@ def test_medium_and_severe_value_flaws_carry_an_accepted_edit_that_spoils_the_de
     optimal, _ = plan_for(task, Variant("optimal"), REGISTRY)
     plan, record = plan_for(task, Variant("flawed", flaw, severity), REGISTRY)
     assert optimal is not None and plan is not None and record is not None
-    assume(flaw == "parameter_error" or len(optimal.steps) > 2 or len(task.required_tools) > 2
+    # (a single data path: the deliverable's data goes through no step between)
+    assume(flaw == "parameter_error" or len(deliverable_of(task, REGISTRY).lineage) > 2
            or "destination" in optimal.steps[-1].arguments)
     spoiling = spoiling_edits(optimal, record, task, REGISTRY)
     assert spoiling, record
     episode = asyncio.run(run_episode(task, Variant("flawed", flaw, severity),
                                       make_agent("builtin:follower"), seed=0))
-    assert episode.conditions["output"] is False
+    assert not (episode.conditions["output"] and episode.conditions["coverage"])
     for change in spoiling:
         # No refusal of the edited step names the edit (another edit of the plan may still
         # break its data, or use up the turns before it).
@@ -175,7 +178,8 @@ def test_a_two_step_writer_task_s_logical_inconsistency_misnames_its_destination
     """One data path (a source, then the writer): medium and severe name the destination for
     another format than the data's, which the writer accepts and which spoils the deliverable;
     light keeps its refused edit."""
-    task = next(t for t in TASKS if len(_optimal(t).steps) == 2
+    # (the paper set's: every default task has a step between, issue 34)
+    task = next(t for t in load_tasks(TASK_SETS["paper"]) if len(_optimal(t).steps) == 2
                 and t.required_tools[-1] == "file_operations_writer")
     optimal = _optimal(task)
     _, light = plan_for(task, Variant("flawed", "logical_inconsistency", "light"), REGISTRY)

@@ -264,7 +264,7 @@ def test_generated_prompts_round_trip_and_never_name_a_flaw() -> None:
             prompt = render_prompt(task, variant)
             text = prompt.messages[1]["content"]
             assert parse_plan(text) == prompt.plan
-            assert parse_task_inputs(text) == task.inputs
+            assert parse_task_inputs(text) == task.shown_inputs
             assert not pattern.search(text.lower())
 
 

@@ -33,6 +33,19 @@ def test_full_success_needs_all_four() -> None:
     assert score_calls(done, REQUIRED, completed=False).outcome == "partial"
 
 
+def test_a_step_counts_only_from_a_success_with_the_task_s_values() -> None:
+    """Issue 34: a success with `deviations` (another option than the text words) did
+    another step: it covers nothing and sets no first success."""
+    wrong = {"tool": V, "ok": True, "arguments": {}, "deviations": ["schema"]}
+    done = [*calls((R, True)), wrong, *calls((W, True))]
+    score = score_calls(done, REQUIRED, completed=True)
+    assert not score.conditions.coverage and score.coverage == 2 / 3
+    assert first_success_order(done, REQUIRED) == [R, W]
+    # Redone with the task's values after the first write: covered, out of order.
+    redone = score_calls([*done, *calls((V, True))], REQUIRED, completed=True)
+    assert redone.conditions.coverage and not redone.conditions.order
+
+
 def test_order_uses_first_successes_only() -> None:
     # a later repeat of the reader after the validator does not break the order
     done = calls((R, True), (V, True), (R, True), (W, True))

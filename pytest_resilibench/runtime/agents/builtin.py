@@ -307,9 +307,14 @@ def _plan_steps(text: str) -> tuple[_Step, ...] | None:
 
 @lru_cache(maxsize=_EPISODE_MEMO_SIZE)
 def _inputs(text: str) -> dict[str, Any]:
+    """The task's values: the Inputs block's, and the options the description states in
+    words (core/wording.py: this agent's reading of the text)."""
     from pytest_resilibench.core.prompts import parse_task_inputs
+    from pytest_resilibench.core.wording import read_worded
 
-    return parse_task_inputs(text)
+    shown = parse_task_inputs(text)
+    return {**{k: v for k, v in read_worded(_description(text)).items() if k not in shown},
+            **shown}
 
 
 def _description(text: str) -> str:
