@@ -45,8 +45,9 @@ from pytest_resilibench.runtime.protocol import Agent
 
 def sample(count: int, task_set: str = "default") -> list[Task]:
     """`count` tasks of the set spread evenly over the id order (types and difficulties
-    interleave)."""
-    tasks = list(load_tasks(TASK_SETS[task_set]))
+    interleave). `task_set`: a shipped set's name, or the folder `resilibench generate`
+    wrote."""
+    tasks = list(load_tasks(TASK_SETS.get(task_set) or Path(task_set)))
     step = max(1, len(tasks) // count)
     return tasks[::step][:count]
 
@@ -108,8 +109,8 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=2026)
     parser.add_argument("--severity", default="medium", choices=SEVERITIES)
     parser.add_argument("--no-episodes", action="store_true")
-    parser.add_argument("--task-set", default="default", choices=sorted(TASK_SETS),
-                        help="the default set (flows grammar) or the paper's")
+    parser.add_argument("--task-set", default="default", metavar="NAME|DIR",
+                        help="default (flows grammar), paper, or a generated set's folder")
     args = parser.parse_args()
     started = time.perf_counter()
     print(f"task set: {args.task_set}")

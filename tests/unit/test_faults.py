@@ -69,8 +69,9 @@ def seeds_where(task: Task, wanted: Any, limit: int = 2000) -> Iterator[int]:
 # so did its follow-up (a step reads its data dependency's output before a prerequisite's),
 # and issue 34 (the plan's genuine extras, "delivered once" in the system prompt, the poster and
 # scheduler naming where they delivered; then missing_step dropping first a step whose going
-# leaves every shown value used, and a step counting only from a success with the task's values).
-PAPER_DIGEST = "d50313f85470eeacb2d7b0bbf863a4da8fb47b7039d4baed04f591c22c4df785"
+# leaves every shown value used, and a step counting only from a success with the task's values,
+# which the system message now says).
+PAPER_DIGEST = "c66a7cd66d0efdbd5e30c17b39b4f151de95eb12a2e95c79b5708e5dc991d7dd"
 
 
 def _paper_digest(**kwargs: Any) -> str:

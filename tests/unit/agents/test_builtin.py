@@ -223,9 +223,11 @@ def test_copying_a_flawed_plan_never_out_scores_the_baseline_by_partial_credit(
     # Not redundant_operations: its copier runs every step in order and then delivers twice
     # (issue 34: the repeat spoils the deliverable), progress that partial credit counts as
     # it does any deliverable made wrong; test_flaw_leaks.py holds what the repeat costs. Nor
+    # logical_inconsistency, whose skip (issue 34) is a deliverable made wrong the same way, nor
     # sequence_disorder: its moves break no dependency (issue 34), so the copier makes the
     # deliverable with two steps out of the text's order, which is partial by definition.
-    for flaw in (f for f in FLAWS if f not in ("redundant_operations", "sequence_disorder")):
+    for flaw in (f for f in FLAWS if f not in ("redundant_operations", "sequence_disorder",
+                                               "logical_inconsistency")):
         flawed = outcome_shares("builtin:follower", tasks, Variant("flawed", flaw, "medium"),
                                 repeats=1)
         score = {name: s["full"] + s["partial"] / 2
