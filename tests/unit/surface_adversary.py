@@ -288,15 +288,17 @@ def best_combinations(bits: Bits) -> dict[str, tuple[float, str]]:
 
 # --- the surface-repair agent ------------------------------------------------------------------
 def surface_repair(steps: Sequence[_Step], inputs: Mapping[str, Any]) -> tuple[_Step, ...]:
-    """The plan "repaired" by surface rules: drop repeated tools, keep only Inputs keys, set
-    them to the Inputs values (the six-line rule of issue 34)."""
+    """The plan "repaired" by surface rules: drop repeated tools, set every Inputs key to
+    the Inputs value (the six-line rule of issue 34, which also dropped every other key:
+    with options no longer in the Inputs block that would drop them, so it keeps them)."""
     repaired: list[_Step] = []
     seen: set[str] = set()
     for step in steps:
         if step.tool in seen:
             continue
         seen.add(step.tool)
-        repaired.append(_Step(step.tool, {k: inputs[k] for k in step.arguments if k in inputs}))
+        repaired.append(_Step(step.tool, {k: inputs.get(k, v)
+                                          for k, v in step.arguments.items()}))
     return tuple(repaired)
 
 
