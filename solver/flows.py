@@ -19,6 +19,11 @@ to a tool by BM25 (spec: "RAG semantic matching"), and a guarded step's values a
 whether or not its condition holds, so no set of input keys fixes the plan. Values come from
 wider pools than the paper's (sites, batches, more organisations), so a fresh seed shares few.
 
+A drawn flow is then settled (`_settle`) so that only reading gets it right (issue 34): where
+its length allows, a step it requires takes an option the text words (core/wording.py), and two
+of its steps have an order only the text fixes (two branches, a side step in place of a branch
+or of the guarded step, two deliverables, two sources).
+
 Every draw comes from the task's own stream, so the bytes are a pure function of the config.
 """
 

@@ -13,16 +13,21 @@ and shared keywords score a candidate; ties break by name.
 Record: `{"flaw", "severity", "changes": [...]}`, one change per edit, each with its `kind`
 (moved, removed, duplicated, replaced, drifted, parameter, format, source), the `tool` and where:
 `index` is the step's position in the parent plan (moved: `from`/`to` positions at the time of the
-move; duplicated: the copy lands `at`), plus the old and new tool or value; a swapped-in tool's
-`arguments`; for parameter and data-flow edits whether the simulator `accepted` the wrong value
-(the deliverable is then wrong) or refuses it.
+move, and the step it now stands `before` or `after`; duplicated: the copy lands `at`), plus the
+old and new tool or value; a swapped-in tool's `arguments`; for parameter and data-flow edits
+whether the simulator `accepted` the wrong value (the step or the deliverable is then not the
+task's) or refuses it; `worded` on a wrong option the text states in words.
 
 Injected steps read like genuine ones (`plan_text.shown_plan` words both): a swapped-in tool is
-one the task's values fit (`task_value`: its own value, else another input's of the same kind),
-and a wrong value is plausible (another input's value, a near-miss path or enum value).
-At light severity parameter_error and logical_inconsistency make one edit the simulator refuses
-when run; medium and severe add edits it accepts, that only a reader of the plan against the
-task catches (the output condition, scoring.py).
+one the task's values fit (`task_value`: its own value, else another input's of the same kind;
+an option, one its text could word), and a wrong value is plausible. Only a reader should catch
+a flaw (issue 34; bench/bench_flaw_leaks.py measures it): each injector first takes the edits
+that leave the plan as a genuine plan of another task would look (`_Plan.marks`: every shown
+value used, a worded option taken, the dependency order kept): parameter_error misreads an
+option the text words, sequence_disorder moves steps whose order only the text fixes,
+logical_inconsistency skips a step the data must go through. Only where the plan allows none
+do they fall back to edits a surface shows (a shown value changed, the first one refused when
+run; a dependency broken; a `format` the data do not have).
 """
 
 from __future__ import annotations
@@ -587,11 +592,11 @@ def _drift_from(plan: _Plan, start: int, stop: int, keep: bool = False) -> list[
 
 
 def _parameter_error(plan: _Plan, count: int) -> list[Change]:
-    """Put a wrong value in one parameter of `count` steps. The first is refused when run (a
-    value that breaks the tool's schema, or a location the task does not have); the others
-    are accepted, and make the wrong deliverable (another function, a near-miss destination):
-    only a reader who checks the plan against the task catches those (the output condition,
-    scoring.py)."""
+    """Put a wrong value in one parameter of up to `count` steps: another value of an option
+    the text states in words (`_misread`, accepted: the step is not the task's), as many as
+    the plan has. A plan without any gets the older edits: the first refused when run (a
+    value that breaks the tool's schema, or a location the task does not have), the others
+    accepted, making the wrong deliverable (another function, a near-miss destination)."""
     order = plan.permutation(range(len(plan.steps)))
     # The options the text words, as many as the plan has (a wrong shown value would mark
     # itself against the Inputs block); only a plan without any takes shown values.
@@ -800,11 +805,12 @@ def _sibling(value: str, stream: DrawStream) -> str | None:
 
 
 def _logical_inconsistency(plan: _Plan, count: int) -> list[Change]:
-    """Make steps consume what they should not. The first consumes what its predecessors do
-    not produce (a `format` no earlier step has, or a `source` ref no earlier step produces:
-    refused when run); the others consume an earlier output that exists but skips a step the
-    data must go through (a `source` ref to it, with its format: accepted, and the deliverable
-    is wrong). Where the data has one path (a source, then the output step), a writer's
+    """Make steps consume what they should not: an earlier output that exists but skips a
+    step the data must go through (a `source` naming it, with its format: accepted, and the
+    deliverable is wrong), on as many steps as the plan has. A plan without such a skip gets
+    the older edits: the first consumes what its predecessors do not produce (a `format` no
+    earlier step has, else a `source` no earlier step produces: refused when run), the others
+    skip. Where the data has one path (a source, then the output step), a writer's
     destination names another format than its data's instead (accepted, wrong deliverable);
     an aggregator or notifier there has no accepted data-flow edit (its one task value is
     parameter_error's) and keeps the refused one."""
