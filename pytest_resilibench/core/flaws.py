@@ -233,16 +233,6 @@ class _Plan:
         """Whether the plan still shows each mark of `marks` (a parent's) it showed."""
         return all(now or not before for before, now in zip(marks, self.marks(), strict=True))
 
-    def shows_alone(self, index: int) -> bool:
-        """Whether step `index` carries a shown Inputs value (`Task.shown_inputs`, not the
-        data's `format`) that no other step carries."""
-        shown = {k: v for k, v in self.task.shown_inputs.items() if k != "format"}
-        mine = {(k, str(v)) for k, v in self.steps[index].arguments.items()
-                if shown.get(k) == v}
-        others = {(k, str(v)) for i, s in enumerate(self.steps) if i != index
-                  for k, v in s.arguments.items()}
-        return bool(mine - others)
-
     def takes_shown(self, tool: str) -> bool:
         """Whether a swapped-in `tool` takes a value of the Inputs block (not the data's
         `format`): one the task shows, or another input's of its kind."""

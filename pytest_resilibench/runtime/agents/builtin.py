@@ -31,6 +31,7 @@ from pytest_resilibench.base.names import COMPLETION_SIGNAL, FLOW_PARAMS
 from pytest_resilibench.base.plainkey import plain_key
 from pytest_resilibench.base.rng import DrawStream
 from pytest_resilibench.core.registry import Role, ToolRegistry, ToolSpec, default_registry
+from pytest_resilibench.core.wording import read_worded
 from pytest_resilibench.runtime.agents.prompt_reader import ShownTool, ShownTools, shown_tools
 from pytest_resilibench.runtime.protocol import (
     ModelReply,
@@ -310,7 +311,6 @@ def _inputs(text: str) -> dict[str, Any]:
     """The task's values: the Inputs block's, and the options the description states in
     words (core/wording.py: this agent's reading of the text)."""
     from pytest_resilibench.core.prompts import parse_task_inputs
-    from pytest_resilibench.core.wording import read_worded
 
     shown = parse_task_inputs(text)
     return {**{k: v for k, v in read_worded(_description(text)).items() if k not in shown},
