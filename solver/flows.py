@@ -111,39 +111,40 @@ WORDED_CLAUSES: dict[str, dict[str, tuple[str, ...]]] = {
         "easy": ("aggregate the records into {function} per group",
                  "aggregate the {function} for each group"),
         "medium": ("boil the records down to {function} per group",),
-        "hard": ("management only wants the {function} per group, not individual rows",),
+        "hard": ("management only wants the {function} per group, aggregated",),
     },
     "data_processing_transformer": {
         "easy": ("transform the records: {operation}",),
         "medium": ("reshape the records, that is, {operation}",),
-        "hard": ("the layout is not what consumers expect, so {operation}",),
+        "hard": ("consumers expect another layout: transform the records to {operation}",),
     },
     "computation_analyzer": {
         "easy": ("analyze the data for {method}",),
         "medium": ("look into {method}",),
-        "hard": ("the numbers call for a look at {method}",),
+        "hard": ("the numbers need someone to analyze {method}",),
     },
     "computation_optimizer": {
         "easy": ("optimize the allocation to push the objective {objective}",),
         "medium": ("search for the configuration that takes the objective {objective}",),
-        "hard": ("the aim is to get the outcome {objective}",),
+        "hard": ("the aim is to optimize the outcome, {objective}",),
     },
     "utility_helper": {
         "easy": ("run a helper chore on the records: {action}",),
         "medium": ("do some housekeeping and {action}",),
-        "hard": ("someone has to {action} before anything else",),
+        "hard": ("a small data chore is overdue: {action}",),
     },
     "integration_scheduler": {
         "easy": ("schedule the job {job_name} to run {schedule}",),
         "medium": ("register {job_name} as a job that runs {schedule}",),
-        "hard": ("this should run {schedule} under the name {job_name}",),
+        "hard": ("schedule this to run {schedule} under the name {job_name}",),
     },
     "computation_predictor": {
         "easy": ("forecast the next {horizon} periods",),
         "medium": ("predict the coming {horizon} periods from the history",),
-        "hard": ("a view {horizon} periods ahead is needed",),
+        "hard": ("a forecast {horizon} periods ahead is needed",),
     },
 }
+
 
 # Wider value pools than the paper's: a fresh seed draws mostly new values.
 ORGS = ("acme", "globex", "initech", "umbrella", "hooli", "stark", "wayne", "tyrell",
