@@ -12,17 +12,23 @@ keys to its plan. Here a task's flow is drawn from a grammar instead:
     side    := log | cache | track | tidy     a utility step at a drawn place
     guarded := any step above, under a condition on the data the text states
                ("if the data arrive as xml, ..."): required only when it holds
+    declined:= a step with a value of its own (a source, a deliverable, a side step, a
+               filter), stated under such a condition that does not hold: never required
 
 with the paper's five task types (their tool counts, `generate.STEP_COUNTS`) and three
 difficulties (shorter flows at easy, longer at hard) as strata. Each operation is still matched
 to a tool by BM25 (spec: "RAG semantic matching"), and a guarded step's values are task inputs
-whether or not its condition holds, so no set of input keys fixes the plan. Values come from
+whether or not its condition holds, so no set of input keys fixes the plan. A declined step
+shows its value in the Inputs block too, so a genuine plan leaves a shown value unused about
+as often as a plan that lost a step (`missing_step`, `semantic_drift`): only reading the
+condition tells the two apart. Values come from
 wider pools than the paper's (sites, batches, more organisations), so a fresh seed shares few.
 
 A drawn flow is then settled (`_settle`) so that only reading gets it right (issue 34): where
 its length allows, a step it requires takes an option the text words (core/wording.py), and two
 of its steps have an order only the text fixes (two branches, a side step in place of a branch
-or of the guarded step, two deliverables, two sources).
+or of the guarded step, two deliverables, two sources); and it gets a quiet step, one a plan
+can lose without a trace, where its deliverer allows (`_quiet_step`).
 
 Every draw comes from the task's own stream, so the bytes are a pure function of the config.
 """
@@ -53,6 +59,17 @@ SIDES = ("log", "cache", "track", "tidy")
 WORDED_PROCESSORS = ("transform", "analyze", "optimize", "predict")
 # The share of flows offered one guarded step beyond their drawn length.
 GUARD_EXTRA = 0.85
+# Steps a text may name and then decline (a condition that does not hold): each takes a value
+# of its own the Inputs block shows, like the steps a flawed plan drops, by kind with its
+# weight (a flawed plan most often loses a source's or a deliverable's value).
+DECLINED_OPS: dict[str, tuple[float, tuple[str, ...]]] = {
+    "source": (0.35, ("read", "scan", "fetch", "connect", "monitor")),
+    "output": (0.35, ("write", "post", "route", "notify")),
+    "other": (0.3, ("enqueue", "log", "cache", "track", "filter", "calculate", "map",
+                    "convert")),
+}
+# The share of flows that name a declined step (where one fits).
+DECLINED_SHARE = 0.45
 # Formats a source's data may arrive in (what a guarded step's condition names).
 RAW_FORMATS = tuple(f for f in DATA_FORMATS if f != "binary")
 
@@ -160,10 +177,12 @@ PERIODS = ("q1", "q2", "q3", "q4", "jan", "feb", "mar", "apr", "may", "jun", "ju
 @dataclass(frozen=True)
 class FlowDraw:
     """One drawn flow: its tools in the order the text states them (the guarded one
-    included), and which of them is guarded (required only when its condition holds)."""
+    included), which of them is guarded (required only when its condition holds), and a
+    declined step (not among `tools`: the text states it under a condition that fails)."""
 
     tools: tuple[str, ...]
     guarded: str | None
+    declined: str | None = None
 
 
 def _length(rng: DrawStream, difficulty: str, lo: int, hi: int) -> int:
@@ -270,12 +289,37 @@ def draw_flow(rng: DrawStream, task_type: str, difficulty: str, steps: tuple[int
          "side": sides}[kind].append(tool)
     guarded = _settle(rng, shape, hi, guarded, used, take, matcher, registry,
                       sources, processors, joins, outputs, sides, deliver)
+    deliver = _quiet_step(shape, guarded, used, matcher, registry,
+                          [*sources, *processors, *joins, *outputs, *sides], deliver)
     # A compressed archive feeds nothing else: compression is the last branch.
     processors.sort(key=lambda t: t == "file_operations_compressor")
     body = [*sources, *processors, *joins, *outputs]
     for side in sides:  # anywhere before the final deliverable
         body.insert(rng.randint(0, len(body)), side)
-    return FlowDraw((*body, deliver), guarded)
+    tools = (*body, deliver)
+    return FlowDraw(tools, guarded, _declined(rng, tools, matcher, registry))
+
+
+def _declined(rng: DrawStream, tools: Sequence[str], matcher: ToolMatcher,
+              registry: ToolRegistry) -> str | None:
+    """In `DECLINED_SHARE` of the flows, a step the text names but declines: one with a value
+    of its own (not an option the text words), none of whose parameters a step of the flow
+    takes, that needs no prerequisite the flow lacks."""
+    if rng.random() >= DECLINED_SHARE:
+        return None
+    closure = set(registry.closure(list(tools)))
+    taken = {p for t in closure for p in registry[t].parameters.get("properties", {})}
+
+    def fits(tool: str) -> bool:
+        params = set(registry[tool].required_parameters) - {"format", "source"}
+        return (tool not in closure and bool(params) and not params & (taken | WORDED_PARAMS)
+                and set(registry.closure([*tools, tool])) == closure | {tool}
+                and not any(_clash(tool, other, registry) for other in closure))
+
+    candidates = {kind: [t for t in dict.fromkeys(_tool_of(op, matcher) for op in ops)
+                         if fits(t)] for kind, (_, ops) in DECLINED_OPS.items()}
+    weights = {kind: DECLINED_OPS[kind][0] for kind, tools in candidates.items() if tools}
+    return rng.choice(candidates[_weighted(rng, weights)]) if weights else None
 
 
 def _settle(rng: DrawStream, shape: FlowShape, hi: int, guarded: str | None,
@@ -346,6 +390,39 @@ def _settle(rng: DrawStream, shape: FlowShape, hi: int, guarded: str | None,
     return guarded
 
 
+def _quiet_step(shape: FlowShape, guarded: str | None, used: list[str], matcher: ToolMatcher,
+                registry: ToolRegistry, body: list[str], deliver: str) -> str:
+    """Give a flow with no quiet step one, where its deliverer allows: a step whose loss
+    leaves no trace on the plan's surface (it shows no value of the Inputs block and takes no
+    option the text words that no other step takes), as most flows have one; without it a
+    plan that lost a step reads as one (`missing_step`, core/flaws.py). A plain deliverable
+    becomes an aggregate (whose function the text words) when that fits. Returns the
+    deliverer."""
+    def shown(tool: str) -> bool:
+        return bool(set(registry[tool].required_parameters) - {"format", "source"}
+                    - WORDED_PARAMS)
+
+    def worded(tool: str) -> bool:
+        return bool(set(registry[tool].required_parameters) & WORDED_PARAMS)
+
+    firm = [t for t in (*body, deliver) if t != guarded]
+    words = sum(worded(t) for t in firm)
+    middle = [t for t in firm[1:-1] if registry[t].role is not Role.SOURCE]
+    if any(not shown(t) and (not worded(t) or words > 1) for t in middle):
+        return deliver
+    if registry[deliver].role is not Role.OUTPUT or worded(deliver) or not words \
+            or "aggregate" not in shape.delivers \
+            or any(registry[t].role is Role.AGGREGATOR for t in body):
+        return deliver
+    used.remove(deliver)
+    if not _fits("aggregate", used, matcher, registry):
+        used.append(deliver)
+        return deliver
+    tool = _tool_of("aggregate", matcher)
+    used.append(tool)
+    return tool
+
+
 def bind_flow_value(param: str, rng: DrawStream, ctx: Mapping[str, Any], consumed: str) -> Any:
     """A value for a task-bound parameter from the wider pools (None: the paper's generator
     binds it, `generate._bind`)."""
@@ -383,7 +460,8 @@ def flow_data() -> dict[str, Any]:
     return {
         "sources": SOURCES, "processors": PROCESSORS, "joins": JOINS, "outputs": OUTPUTS,
         "sides": SIDES, "worded_processors": WORDED_PROCESSORS, "raw_formats": RAW_FORMATS,
-        "guard_extra": GUARD_EXTRA,
+        "guard_extra": GUARD_EXTRA, "declined_share": DECLINED_SHARE,
+        "declined_ops": {k: [w, list(ops)] for k, (w, ops) in DECLINED_OPS.items()},
         "orgs": ORGS, "sites": SITES, "periods": PERIODS, "condition_wordings": CONDITION_WORDINGS,
         "worded_clauses": WORDED_CLAUSES,
         "phrases": {param: {str(v): list(p) for v, p in by_value.items()}

@@ -52,7 +52,7 @@ __all__ = [
 
 MANIFEST_SCHEMA = "resilibench.manifest/1"
 GENERATOR_VERSION = 1  # the paper's templates (the frozen `paper` task set)
-FLOWS_VERSION = 2      # the grammar of data flows (`flows.py`, the default task set)
+FLOWS_VERSION = 3      # the grammar of data flows (`flows.py`, the default task set)
 GRAMMARS = ("flows", "templates")
 # Required tools per task type (docs/BENCHMARK.md: Tasks).
 STEP_COUNTS: dict[str, tuple[int, int]] = {
@@ -396,11 +396,11 @@ def _flow_task(rng: DrawStream, task_id: str, task_type: str, difficulty: str,
         return _bind(param, rng, ctx, fmt) if value is None else value
 
     data_format = _data_format(rng, registry.closure(stated), registry)
-    if_format = None
     required = stated
+    conditions: dict[str, str] = {}  # a guarded or declined step -> the format it names
     if flow.guarded is not None:
         holds = rng.random() < 0.5
-        if_format = data_format if holds else rng.choice(
+        conditions[flow.guarded] = data_format if holds else rng.choice(
             [f for f in flows.RAW_FORMATS if f != data_format])
         if not holds:
             required = tuple(t for t in stated if t != flow.guarded)
@@ -413,18 +413,26 @@ def _flow_task(rng: DrawStream, task_id: str, task_type: str, difficulty: str,
         for param in registry[flow.guarded].required_parameters:
             if param not in inputs:
                 inputs[param] = bind(param, rng, data_format)
+    if flow.declined is not None:
+        # Its values are shown too; its condition names a format the data do not have.
+        for param in registry[flow.declined].required_parameters:
+            if param not in inputs:
+                inputs[param] = bind(param, rng, data_format)
+        conditions[flow.declined] = rng.choice(
+            [f for f in flows.RAW_FORMATS if f != data_format])
+        stated = order_by_dependencies((*stated, flow.declined), registry)
     # A step's options are stated in words, not shown as values (core/wording.py).
     worded = tuple(sorted(k for k in inputs if k in WORDED_PARAMS))
     words = {k: rng.choice(PHRASES[k][inputs[k]]) for k in worded}
     values = {**inputs, **words, "label": theme["label"], "team": theme["team"],
-              "period": f"{ctx.period} {ctx.year}", "if_format": if_format}
+              "period": f"{ctx.period} {ctx.year}"}
     output = required[-1]
     param, kind = _DELIVERABLES[output]
     return Task(
         id=task_id,
         type=task_type,
         difficulty=difficulty,
-        description=_describe_flow(rng, difficulty, stated, closure, flow.guarded, values),
+        description=_describe_flow(rng, difficulty, stated, closure, conditions, values),
         inputs=inputs,
         expected_outputs={"deliverable": inputs[param], "kind": kind, "format": produced[output]},
         required_tools=required,
@@ -436,17 +444,18 @@ def _flow_task(rng: DrawStream, task_id: str, task_type: str, difficulty: str,
 
 def _describe_flow(
     rng: DrawStream, difficulty: str, stated: Sequence[str], closure: Sequence[str],
-    guarded: str | None, values: Mapping[str, Any],
+    conditions: Mapping[str, str], values: Mapping[str, Any],
 ) -> str:
-    """`_describe` for a flow: the guarded step's clause, at its place, states its
-    condition (it is in `stated` whether or not it is required)."""
+    """`_describe` for a flow: a guarded or declined step's clause, at its place, states its
+    condition, the format it names (`conditions`: tool -> format); both are in `stated`
+    whether or not they are required."""
     clauses = []
     for tool in stated:
         wordings = flows.WORDED_CLAUSES.get(tool, templates.WORDINGS[tool])
         clause = rng.choice(wordings[difficulty]).format(**values)
-        if tool == guarded:
+        if tool in conditions:
             clause = rng.choice(flows.CONDITION_WORDINGS[difficulty]).format(
-                clause=clause, **values)
+                clause=clause, **{**values, "if_format": conditions[tool]})
         clauses.append(clause)
     hidden = [templates.PREREQUISITE_WORDINGS[t][difficulty].format(**values)
               for t in closure if t not in stated]

@@ -67,6 +67,21 @@ __all__ = [
 
 SEVERITY_CHANGES = {"light": 1, "medium": 2, "severe": 3}
 
+
+
+class Marks(NamedTuple):
+    """What a plan shows that a surface rule reads (`_Plan.marks`)."""
+
+    unused: frozenset[str]  # keys of the Inputs block no step uses (the data's format aside)
+    worded: bool            # a step takes an option the text words (core/wording.py)
+    ordered: bool           # no step before one it depends on
+    reads_source: bool      # a step reads a source
+    delivers_last: bool     # the last step delivers
+
+
+# The marks every genuine plan shows (`Marks` fields).
+HARD_MARKS = (2, 3, 4)
+
 # How many of the most similar tools a swap draws from (variety without absurd swaps), among
 # how many of the most similar ones (those the task's values fit).
 _TOP_CANDIDATES = 3
@@ -214,11 +229,12 @@ class _Plan:
             args["format"] = self.formats()[index][0] if index < len(self.steps) else "json"
         return dict(sorted(args.items()))
 
-    def marks(self) -> tuple[bool, bool, bool]:
-        """What every genuine plan shows, as far as this one does: each value of the Inputs
-        block used by a step (a skipped guarded step aside, the data's `format` aside), a
-        step taking an option the text words (core/wording.py), and no step before one it
-        depends on."""
+    def marks(self) -> Marks:
+        """What the plan shows of a genuine plan's look: the values of the Inputs block it
+        leaves unused (a skipped guarded or a declined step leaves one unused in about two
+        genuine plans in five), whether a step takes an option the text words, and what every
+        genuine plan shows: no step before one it depends on, a step that reads a source, a
+        last step that delivers."""
         shown = {k: v for k, v in self.task.shown_inputs.items() if k != "format"}
         used = {(k, str(v)) for s in self.steps for k, v in s.arguments.items()}
         tools = [s.tool for s in self.steps]
@@ -226,12 +242,19 @@ class _Plan:
         ordered = not any(
             set(self.registry.dependencies(t, required)) & set(tools[i + 1:])
             for i, t in enumerate(tools) if t in self.registry)
-        return (all((k, str(v)) in used for k, v in shown.items()),
-                any(k in WORDED_PARAMS for s in self.steps for k in s.arguments), ordered)
+        specs = [self.registry.get(t) for t in tools]
+        return Marks(frozenset(k for k, v in shown.items() if (k, str(v)) not in used),
+                     any(k in WORDED_PARAMS for s in self.steps for k in s.arguments), ordered,
+                     any(spec is not None and spec.role is Role.SOURCE for spec in specs),
+                     bool(specs) and specs[-1] is not None and specs[-1].produces_output)
 
-    def keeps(self, marks: tuple[bool, bool, bool]) -> bool:
-        """Whether the plan still shows each mark of `marks` (a parent's) it showed."""
-        return all(now or not before for before, now in zip(marks, self.marks(), strict=True))
+    def keeps(self, marks: Marks, which: Sequence[int] = range(len(Marks._fields))) -> bool:
+        """Whether the plan still shows what `marks` (a parent's) showed, of the fields at
+        the indices `which` (all by default): no value left unused that it used, and each
+        mark it showed."""
+        now = self.marks()
+        return all(now.unused <= marks.unused if i == 0 else bool(now[i]) or not marks[i]
+                   for i in which)
 
     def takes_shown(self, tool: str) -> bool:
         """Whether a swapped-in `tool` takes a value of the Inputs block (not the data's
@@ -390,8 +413,8 @@ def _sequence_disorder(plan: _Plan, count: int) -> list[Change]:
 def _free_moves(plan: _Plan) -> list[tuple[int, int]]:
     """The moves (step j to position i) that take a task step past task steps the text
     orders otherwise and break nothing a surface reads: neither the moved step nor a step it
-    passes depends on the other, and it passes no step of another level (utilities
-    aside)."""
+    passes depends on the other, it passes no step of another level (utilities aside), and
+    the plan's last step still delivers."""
     steps, registry = plan.steps, plan.registry
     required = plan.task.required_tools
 
@@ -418,7 +441,15 @@ def _free_moves(plan: _Plan) -> list[tuple[int, int]]:
                         required.index(steps[i].tool) - required.index(moved.tool)) > 0:
                     moves.append((i, j))
                 i += direction
-    return moves
+    # The last step still delivers, as in every genuine plan (a side step never goes last).
+    last = len(steps) - 1
+
+    def delivers(index: int) -> bool:
+        spec = registry.get(steps[index].tool)
+        return spec is not None and spec.produces_output
+
+    return [(i, j) for i, j in moves
+            if delivers(j if i == last else last - 1 if j == last else last)]
 
 
 def _missing_step(plan: _Plan, count: int) -> list[Change]:
@@ -438,10 +469,10 @@ def _missing_step(plan: _Plan, count: int) -> list[Change]:
         if not left:
             break
 
-        def keeps(original: int) -> bool:
+        def keeps(original: int, which: Sequence[int] = range(len(marks))) -> bool:
             at = origin.index(original)
             step = steps.pop(at)
-            kept = plan.keeps(marks)
+            kept = plan.keeps(marks, which)
             steps.insert(at, step)
             return kept
 
@@ -449,7 +480,11 @@ def _missing_step(plan: _Plan, count: int) -> list[Change]:
         if original is None:
             if changes:
                 break  # one drop that marks itself would be the plan's tell
-            original = left[0]
+            # A value left unused, as genuine plans often show, never a mark none shows;
+            # an option the text words kept where it can (most genuine plans take one).
+            worded = (*HARD_MARKS, 1)
+            original = next((i for i in left if keeps(i, worded)),
+                            next((i for i in left if keeps(i, HARD_MARKS)), left[0]))
         at = origin.index(original)
         step = steps.pop(at)
         origin.pop(at)
@@ -509,7 +544,7 @@ def _tool_misuse(plan: _Plan, count: int) -> list[Change]:
     return changes
 
 
-def _swap_keeps(plan: _Plan, index: int, tool: str, marks: tuple[bool, bool, bool]) -> bool:
+def _swap_keeps(plan: _Plan, index: int, tool: str, marks: Marks) -> bool:
     """Whether `tool` at `index` (with the task's values) leaves the plan's `marks`."""
     old = plan.swap(index, tool)
     kept = plan.keeps(marks)

@@ -149,6 +149,34 @@ def input_unused(task: Task, steps: Sequence[Step], registry: ToolRegistry) -> b
     return any(k not in used for k in task.shown_inputs if k != "format")
 
 
+def source_or_output_input_unused(task: Task, steps: Sequence[Step],
+                                  registry: ToolRegistry) -> bool:
+    """An Inputs key no step carries that a source or an output tool takes (what a dropped
+    first or last step leaves behind)."""
+    used = {k for k, _ in _values(steps)}
+    ends = {p for spec in registry if spec.role in (Role.SOURCE, Role.OUTPUT)
+            for p in spec.required_parameters}
+    return any(k not in used and k in ends for k in task.shown_inputs if k != "format")
+
+
+def last_step_delivers_nothing(task: Task, steps: Sequence[Step],
+                               registry: ToolRegistry) -> bool:
+    last = registry.get(str(steps[-1].get("tool"))) if steps else None
+    return last is None or not last.produces_output
+
+
+def no_source_step(task: Task, steps: Sequence[Step], registry: ToolRegistry) -> bool:
+    return not any(str(s.get("tool")) in registry
+                   and registry[str(s.get("tool"))].role is Role.SOURCE for s in steps)
+
+
+def no_option_beyond_inputs(task: Task, steps: Sequence[Step], registry: ToolRegistry) -> bool:
+    """No step takes a key the Inputs block lacks but `source` and `format` (an option the
+    text words, in most genuine plans)."""
+    return not any(k not in task.shown_inputs and k not in ("source", "format")
+                   for k, _ in _values(steps))
+
+
 def tool_needs_other_keys(task: Task, steps: Sequence[Step], registry: ToolRegistry) -> bool:
     """A step whose tool requires a parameter that is not an Inputs key."""
     return any(str(s.get("tool")) in registry and any(
@@ -205,7 +233,11 @@ RULES: dict[str, Rule] = {
     "against dependency order": against_dependency_order,
     "against role order": against_role_order,
     "an Inputs key unused": input_unused,
+    "a source's or output's key unused": source_or_output_input_unused,
     "tool needs non-Inputs key": tool_needs_other_keys,
+    "last step delivers nothing": last_step_delivers_nothing,
+    "no source step": no_source_step,
+    "no option beyond the Inputs": no_option_beyond_inputs,
     "source not an earlier step": source_not_earlier,
     "extension changed": extension_changed,
     "reading step without source": reading_step_without_source,

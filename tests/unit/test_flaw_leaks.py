@@ -42,26 +42,16 @@ def best() -> dict[str, tuple[float, str]]:
     return best_combinations(rule_bits(list(load_tasks())[::17]))
 
 
-@pytest.mark.parametrize("flaw", ["sequence_disorder", "tool_misuse", "parameter_error",
-                                  "logical_inconsistency"])
+@pytest.mark.parametrize("flaw", [f for f in FLAWS if f != "redundant_operations"])
 def test_only_reading_tells_these_flaws_from_the_genuine_plan(
         best: dict[str, tuple[float, str]], flaw: str) -> None:
     """Issue 34's limit: no surface rule (nor a negation, nor two of them together) flags
     these flawed plans more than 10 points above the genuine plans it flags, at <= 5%
-    false positives."""
+    false positives. (redundant_operations repeats a tool, which no genuine plan does:
+    docs/BENCHMARK.md, Flaws.)"""
     for severity in SEVERITIES:
         advantage, rule = best[f"{flaw}/{severity}"]
         assert advantage <= 0.10, (severity, rule, advantage)
-
-
-@pytest.mark.parametrize(("flaw", "now"), [("missing_step", 0.25), ("semantic_drift", 0.17)])
-def test_the_flaws_still_above_the_limit_leak_no_more_than_they_did(
-        best: dict[str, tuple[float, str]], flaw: str, now: float) -> None:
-    """Not yet within issue 34's 10 points: an Inputs value left unused still marks some of
-    these plans (docs/BENCHMARK.md, Flaws). This holds the figure the issue's note gives."""
-    for severity in SEVERITIES:
-        advantage, rule = best[f"{flaw}/{severity}"]
-        assert advantage <= now, (severity, rule, advantage)
 
 
 def _steps(task: Task, variant: Variant) -> list[dict[str, object]]:
