@@ -420,7 +420,7 @@ def _flow_task(rng: DrawStream, task_id: str, task_type: str, difficulty: str,
                 inputs[param] = bind(param, rng, data_format)
         conditions[flow.declined] = rng.choice(
             [f for f in flows.RAW_FORMATS if f != data_format])
-        stated = order_by_dependencies((*stated, flow.declined), registry)
+        stated = _placed(rng, stated, flow.declined, registry)
     # A step's options are stated in words, not shown as values (core/wording.py).
     worded = tuple(sorted(k for k in inputs if k in WORDED_PARAMS))
     words = {k: rng.choice(PHRASES[k][inputs[k]]) for k in worded}
@@ -440,6 +440,18 @@ def _flow_task(rng: DrawStream, task_id: str, task_type: str, difficulty: str,
         step_arguments=_step_arguments(closure, inputs, consumed, registry),
         worded=worded,
     )
+
+
+def _placed(rng: DrawStream, stated: tuple[str, ...], tool: str,
+            registry: ToolRegistry) -> tuple[str, ...]:
+    """`stated` with `tool` at a drawn place where it breaks no dependency, before the final
+    deliverable; the others keep their order (the one the task requires)."""
+    tools = (*stated, tool)
+    places = [i for i in range(len(stated))
+              if not any(tool in registry.dependencies(t, tools) for t in stated[:i])
+              and not set(registry.dependencies(tool, tools)) & set(stated[i:])]
+    at = rng.choice(places) if places else len(stated) - 1
+    return (*stated[:at], tool, *stated[at:])
 
 
 def _describe_flow(

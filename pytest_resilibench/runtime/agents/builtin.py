@@ -322,6 +322,41 @@ def _description(text: str) -> str:
     return first.removeprefix("Task: ")
 
 
+# How a task text puts a step under a condition on its data (the default set's wordings,
+# docs/BENCHMARK.md "Tasks"): the format it names, then the clause it governs.
+_CONDITION = re.compile(
+    r"if the data arrive as (\w+), (.*?); otherwise skip that step"
+    r"|only when the incoming data are (\w+): (.*?) \(not needed for any other format\)"
+    r"|should the incoming data turn out to be (\w+), (.*?); any other format needs no such"
+    r" step", re.IGNORECASE)
+
+
+@lru_cache(maxsize=_EPISODE_MEMO_SIZE)
+def _unmet(text: str) -> tuple[str, frozenset[str]]:
+    """This agent's reading of the task's conditions: the description without the clauses
+    whose condition the data do not meet (a format other than theirs), and the input keys
+    whose values only those clauses state (steps the text declines)."""
+    description, inputs = _description(text), _inputs(text)
+    fmt = str(inputs.get("format", ""))
+    skipped: list[str] = []
+
+    def cut(match: re.Match[str]) -> str:
+        named, clause = next((match[i], match[i + 1]) for i in (1, 3, 5) if match[i])
+        if named == fmt:
+            return clause
+        skipped.append(clause)
+        return ""
+
+    kept = _CONDITION.sub(cut, description)
+
+    def stated(value: Any, text: str) -> bool:  # as a whole value, not a part of a longer one
+        return re.search(rf"(?<![\w-]){re.escape(str(value))}(?![\w-])", text) is not None
+
+    declined = frozenset(k for k, v in inputs.items() if k != "format"
+                         and stated(v, " ".join(skipped)) and not stated(v, kept))
+    return kept, declined
+
+
 _CLAUSE = re.compile(r"[.;]|,\s*|\bthen\b|\band\b|\bfinally\b")
 # BM25 scores of a clause that clearly names a tool ("break the raw content into typed
 # fields": parser 8.3, reader 6.3) against background ("a text dump of the levels": 4.2).
@@ -616,7 +651,7 @@ def _host(inputs: Mapping[str, Any]) -> str | None:
 def _repaired_plan(text: str, registry: ToolRegistry) -> tuple[_Step, ...]:
     inputs = _inputs(text)
     shown = _plan_steps(text)
-    description = _description(text)
+    description, declined = _unmet(text)
     described = _described_tools(description, registry)
     steps: list[_Step] = []
     for step in shown if shown is not None else [_Step(t, {}) for t in described]:
@@ -631,7 +666,8 @@ def _repaired_plan(text: str, registry: ToolRegistry) -> tuple[_Step, ...]:
             step = _Step(replacement, {})
         if step.tool not in {s.tool for s in steps}:
             steps.append(step)
-    for tool in _missing_tools([s.tool for s in steps], inputs, described, registry):
+    wanted = {k: v for k, v in inputs.items() if k not in declined}
+    for tool in _missing_tools([s.tool for s in steps], wanted, described, registry):
         _insert(steps, _Step(tool, {}), description, inputs, registry)
     # Where the text tells the order (it names the steps as they happen), follow the text:
     # the steps it mentions are re-sequenced among the places they hold, the others stay.
@@ -833,7 +869,7 @@ def _repaired_from_prompt(text: str, tools: ShownTools) -> tuple[_Step, ...]:
     from pytest_resilibench.core.prompts import parse_plan
 
     inputs = _inputs(text)
-    description = _description(text)
+    description, declined = _unmet(text)
     mentions = _shown_mentions(description, tools)
     described = list(mentions)
     plan = parse_plan(text)
@@ -858,7 +894,8 @@ def _repaired_from_prompt(text: str, tools: ShownTools) -> tuple[_Step, ...]:
             marks[step.tool] = purpose.removeprefix("prerequisite of ").split(":")[0].split(", ")
     have = {s.tool for s in steps}
     used = set().union(*(_shown_bound(tools.by_name[s.tool], inputs) for s in steps))
-    for key in sorted(k for k in inputs if k not in FLOW_PARAMS and k not in used):
+    for key in sorted(k for k in inputs
+                      if k not in FLOW_PARAMS and k not in used and k not in declined):
         takers = [t for t in tools.tools if key in _shown_bound(t, inputs)
                   and _shown_fits(t, inputs) and t.name not in have]
         if takers:

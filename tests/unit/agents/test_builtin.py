@@ -235,3 +235,25 @@ def test_copying_a_flawed_plan_never_out_scores_the_baseline_by_partial_credit(
         assert score["flawed"] <= score["baseline"] or flawed["full"] > baseline["full"], (
             flaw, flawed, baseline)
 
+
+
+def test_the_readers_leave_out_the_values_of_steps_whose_condition_fails() -> None:
+    """The default set's texts put steps under a condition on the data's format (solver/
+    flows.py: guarded and declined steps); a step whose condition fails is not required, and
+    its values (shown in the Inputs block) are exactly what `_unmet` reads as declined: no
+    required step takes one, and every value of the Inputs block no step takes is one."""
+    from pytest_resilibench.core.registry import default_registry
+    from pytest_resilibench.runtime.agents.builtin import _unmet
+
+    registry = default_registry()
+    tasks = list(load_tasks())[::9]
+    read = 0
+    for task in tasks:
+        text = render_prompt(task, Variant("optimal")).messages[-1]["content"]
+        _, declined = _unmet(text)
+        taken = {p for t in registry.closure(task.required_tools)
+                 for p in registry[t].required_parameters}
+        assert not declined & taken, (task.id, declined)
+        assert declined == set(task.shown_inputs) - taken - {"format"}, task.id
+        read += bool(declined)
+    assert read >= 0.3 * len(tasks)  # about half the default tasks decline a step
