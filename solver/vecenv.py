@@ -66,12 +66,13 @@ class StructureTables:
                 next_deps[j, d] = True
         out = np.zeros((2, n_states, n_actions, TOOL_FEATURES), dtype=np.float32)
         for a, tool in enumerate(mdp.tools):
-            j = tool.required_index
+            j, steps = tool.required_index, tool.required_indices
             succeeded = mdp._succeeded(tool, k, flags)
             failed = (flags >> tool.fail_bit) & 1 if tool.fail_bit >= 0 else np.zeros_like(k)
-            columns = [
+            columns = [  # a step asked twice: next at either, done after its last
                 np.full(n_states, j >= 0), np.full(n_states, j < 0),
-                (j >= 0) & (k == j), (j >= 0) & (k > j), (j >= 0) & (k < j),
+                np.isin(k, steps), (j >= 0) & (k > (steps[-1] if steps else j)),
+                (j >= 0) & (k < j),
                 succeeded, failed, next_deps[k, a],
                 np.full(n_states, (j + 1) / mdp.n if j >= 0 else 0.0),
             ]

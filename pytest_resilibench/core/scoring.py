@@ -6,10 +6,14 @@ call), in the order made; `arguments` is read for deviations from the plan, `out
 - coverage: every required tool has a successful call with the task's values (a call with
   `deviations`, another option, destination or condition, does another step: issue 34);
 - order: measured over the whole required list: every required tool succeeded, and their
-  first successes came in the required order (one lucky call in order is no progress);
+  first successes came in the required order (one lucky call in order is no progress); a
+  step the text asks twice is two steps of the list, done by the tool's first and second
+  successes;
 - output: the task's deliverable was produced where and as the task asked (`Deliverable`), and
   once where delivering it acts outside the data (no success of the output step after it: a
-  second post, file write or notification spoils it; a retry after a failure is no repeat): a
+  second post, file write or notification spoils it; a retry after a failure is no repeat),
+  and no step that acts outside the data done with the task's values more often than the
+  task asks it (`Deliverable.acting`: a second notification or enqueue mid-flow spoils it too): a
   success of the output step whose call and every call its data descends from used the task's
   values (no `deviations`: not another destination, function or condition), whose data went
   through every required step the task's data flow passes through (no skipped step; the
@@ -32,6 +36,7 @@ nothing else does; and the output condition needs a success of the output step t
 from __future__ import annotations
 
 import weakref
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -89,16 +94,18 @@ class Score:
 
 
 def first_success_order(calls: Sequence[Call], required: Sequence[str]) -> list[str]:
-    """The required tools that succeeded with the task's values, in the order of their first
-    such success: a call with `deviations` (another option, destination or condition than
-    the task's) did another step than the task's."""
-    wanted = set(required)
-    seen: dict[str, None] = {}
+    """The required steps done, in the order done: a tool's n-th success with the task's
+    values does its n-th step in `required` (a text may ask a step again: docs/BENCHMARK.md,
+    Repeated steps); a success beyond those does no step. A call with `deviations` (another
+    option, destination or condition than the task's) did another step than the task's."""
+    left = Counter(required)
+    done: list[str] = []
     for call in calls:
         tool = call.get("tool")
-        if call.get("ok") and tool in wanted and not call.get("deviations"):
-            seen.setdefault(tool, None)
-    return list(seen)
+        if call.get("ok") and left.get(tool, 0) > 0 and not call.get("deviations"):
+            left[tool] -= 1
+            done.append(tool)
+    return done
 
 
 def lcs_length(a: Sequence[str], b: Sequence[str]) -> int:
@@ -125,7 +132,7 @@ def conditions(calls: Sequence[Call], required: Sequence[str], *, completed: boo
 def _coverage(done: list[str], required: Sequence[str]) -> float:
     if not required:
         return 1.0
-    return len(done) / len(set(required))
+    return len(done) / len(required)
 
 
 def _adherence(done: list[str], required: Sequence[str]) -> float:
@@ -137,8 +144,8 @@ def _adherence(done: list[str], required: Sequence[str]) -> float:
 def _conditions(done: list[str], required: Sequence[str], *, completed: bool,
                 delivered: bool | None = None) -> Conditions:
     return Conditions(
-        coverage=len(done) == len(set(required)),
-        order=bool(done) and done == list(dict.fromkeys(required)),
+        coverage=len(done) == len(required),
+        order=bool(done) and done == list(required),
         output=bool(required) and required[-1] in done if delivered is None else delivered,
         completion=completed,
     )
@@ -155,6 +162,10 @@ class Deliverable:
     # Whether it is delivered by acting outside the data (`ToolSpec.acts_outside`: a post, a
     # file, a notification): then it is delivered once, and a second success spoils it.
     once: bool = False
+    # Every step of the task that acts outside the data, with how often the task asks it
+    # (twice where the text asks it again): one success more does it once too often (a second
+    # notification, a second enqueue of the same messages) and spoils the deliverable.
+    acting: tuple[tuple[str, int], ...] = ()
 
 
 def deliverable_of(task: Task, registry: ToolRegistry) -> Deliverable:
@@ -186,7 +197,23 @@ def deliverable_of(task: Task, registry: ToolRegistry) -> Deliverable:
     spec = registry.get(output)
     return Deliverable(output, fmt if isinstance(fmt, str) else None,
                        lineage.get(output, frozenset({output})) & frozenset(required),
-                       once=spec is not None and spec.acts_outside)
+                       once=spec is not None and spec.acts_outside,
+                       acting=tuple((t, required.count(t)) for t in dict.fromkeys(required)
+                                    if t in registry and registry[t].acts_outside))
+
+
+def _done_too_often(steps: Sequence[Call], deliverable: Deliverable) -> bool:
+    """Whether a step that acts outside the data succeeded with the task's values more often
+    than the task asks (a call with `deviations` did another step; a success built on
+    silently empty data, `tainted`, is redone under the realistic profile: no repeat)."""
+    for tool, asked in deliverable.acting:
+        done = 0
+        for call in steps:
+            done += bool(call.get("ok") and call.get("tool") == tool
+                         and not call.get("deviations") and call.get("event") != "tainted")
+        if done > asked:
+            return True
+    return False
 
 
 def _delivered_as_asked(steps: Sequence[Call], deliverable: Deliverable) -> bool:
@@ -309,7 +336,8 @@ def score_calls(
         steps = _as_steps(calls, alternatives)
         delivered = _delivered(steps, required)
     if deliverable is not None:
-        delivered = (delivered is not False) and _delivered_as_asked(steps, deliverable)
+        delivered = ((delivered is not False) and _delivered_as_asked(steps, deliverable)
+                     and not _done_too_often(steps, deliverable))
     done = first_success_order(steps, required)
     conds = _conditions(done, required, completed=completed, delivered=delivered)
     met, recovered = errors_met_and_recovered(calls, registry=registry)
@@ -365,8 +393,8 @@ def deviation(
 
     `plan` and `reference` are plan steps (`{"tool", "arguments"}`, as `PlanStep.to_json()`);
     the reference is the correct (optimal) workflow the shown plan was derived from. A plan
-    step is *wrong* when its tool is not in the reference, it repeats an earlier step's tool,
-    or its arguments contradict the reference step's. A step is *followed* when some call
+    step is *wrong* when its tool is not in the reference, it repeats an earlier step's tool
+    more often than the reference does, or its arguments contradict the reference step's. A step is *followed* when some call
     made it (tool and every argument the step names). Deviations are right where a wrong step
     was not followed, wrong where a correct step was not. `restored` lists reference tools
     the plan left out that the agent ran successfully anyway; `reordered` says whether the
@@ -381,13 +409,13 @@ def deviation(
         calls_of.setdefault(call.get("tool"), []).append(call)
     wrong: list[int] = []
     not_followed: list[int] = []
-    seen: set[str] = set()
+    left = Counter(ref_tools)  # the reference's steps of each tool not yet matched
     for i, step in enumerate(plan):  # loops, not any() over generators: run every episode
         tool = str(step.get("tool"))
         arguments = step.get("arguments") or {}
         expected = ref_args.get(tool)
-        is_wrong = expected is None or tool in seen or _contradicts(arguments, expected)
-        seen.add(tool)
+        is_wrong = expected is None or left[tool] <= 0 or _contradicts(arguments, expected)
+        left[tool] -= 1
         if is_wrong:
             wrong.append(i)
         for call in calls_of.get(tool, ()):
@@ -397,7 +425,7 @@ def deviation(
             not_followed.append(i)
     plan_tools = {str(s.get("tool")) for s in plan}
     done = first_success_order(calls, ref_tools)
-    restored = [t for t in ref_tools if t not in plan_tools and t in done]
+    restored = list(dict.fromkeys(t for t in ref_tools if t not in plan_tools and t in done))
     plan_order = [str(s.get("tool")) for s in plan if s.get("tool") in ref_args]
     plan_order = list(dict.fromkeys(plan_order))
     in_plan = set(plan_order)

@@ -1,6 +1,7 @@
 """Two small hand-made tasks the solver tests share: one with a prerequisite outside its
 required tools (the poster needs an authenticator), one with a chain of them (the queue needs a
-connector, which needs an authenticator)."""
+connector, which needs an authenticator), and one that asks a step twice (a notice when the data
+are in and again once they are validated)."""
 
 from __future__ import annotations
 
@@ -28,4 +29,18 @@ QUEUEING = Task(
                     "integration_queue": {"queue_name": "jobs"},
                     "integration_connector": {"endpoint": "db"},
                     "integration_authenticator": {"service": "crm"}},
+)
+
+NOTICING = Task(
+    id="t9003", type="basic_task", difficulty="medium",
+    description="read, notify, validate, notify again, write",
+    inputs={"path": "/data/a.csv", "format": "csv", "recipient": "#ops",
+            "destination": "/reports/a.csv"},
+    expected_outputs={}, required_tools=("file_operations_reader", "utility_notifier",
+                                         "data_processing_validator", "utility_notifier",
+                                         "file_operations_writer"),
+    step_arguments={"file_operations_reader": {"path": "/data/a.csv"},
+                    "utility_notifier": {"recipient": "#ops"},
+                    "data_processing_validator": {},
+                    "file_operations_writer": {"destination": "/reports/a.csv"}},
 )

@@ -23,7 +23,7 @@ from pytest_resilibench.core.registry import default_registry
 from pytest_resilibench.core.scoring import first_success_order
 from pytest_resilibench.core.simulator import EpisodeKey, success_probability
 from pytest_resilibench.core.tasks import Task
-from tests.solver.sample_tasks import POSTING, QUEUEING
+from tests.solver.sample_tasks import NOTICING, POSTING, QUEUEING
 
 REGISTRY = default_registry()
 TINY = [
@@ -186,3 +186,12 @@ def test_reference_plans_carry_no_labels_a_flaw_would_betray() -> None:
         stored = task.reference_workflow()
         assert not any(re.search(r"\bstep \d+", s.purpose) for s in stored.steps)
         assert not any(name in stored.advice for name in names), stored.advice
+
+
+def test_a_task_that_asks_a_step_twice_is_solved_with_both_steps() -> None:
+    """docs/BENCHMARK.md, Repeated steps: the optimum runs the notice twice, in place; its
+    value is the naive plan's or better and below a task without the second notice."""
+    solution = solve_task(NOTICING)
+    assert solution.workflow.tools == NOTICING.required_tools
+    once = tuple(dict.fromkeys(NOTICING.required_tools))
+    assert solution.naive_value <= solution.value < optimal_policy(once).value

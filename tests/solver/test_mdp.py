@@ -12,7 +12,7 @@ from pytest_resilibench.core.registry import default_registry
 from pytest_resilibench.core.scoring import conditions, first_success_order
 from pytest_resilibench.core.simulator import EpisodeKey
 from pytest_resilibench.core.tasks import Task
-from tests.solver.sample_tasks import POSTING, QUEUEING
+from tests.solver.sample_tasks import NOTICING, POSTING, QUEUEING
 
 REGISTRY = default_registry()
 
@@ -50,7 +50,7 @@ def test_out_of_order_success_is_a_dead_end_and_success_is_terminal() -> None:
 
 @settings(max_examples=60, deadline=None)
 @given(
-    task=st.sampled_from([POSTING, QUEUEING]),
+    task=st.sampled_from([POSTING, QUEUEING, NOTICING]),
     seed=st.integers(0, 10**6),
     base=st.sampled_from([0.9, 0.8, 0.6]),
     plan=st.lists(st.tuples(st.integers(0, 9), st.booleans()), min_size=1, max_size=14),
@@ -60,7 +60,8 @@ def test_probability_and_progress_match_the_simulator(
 ) -> None:
     """Any sequence of calls (closure tools, outside tools, valid or invalid arguments):
     the MDP's success probability equals the simulator's before every call, and its
-    progress/dead state equals what scoring makes of the simulator's history."""
+    progress/dead state equals what scoring makes of the simulator's history (a step asked
+    twice included)."""
     mdp = TaskMDP(task.required_tools, base_success=base, max_turns=len(plan))
     sim = simulator_for(task, EpisodeKey(seed, task.id, 0), base_success=base)
     names = [*mdp.actions, *OUTSIDE_TOOLS]
@@ -74,13 +75,41 @@ def test_probability_and_progress_match_the_simulator(
         state = mdp.step(state, tool, result.ok)
         calls = [{"tool": c.tool, "ok": c.ok} for c in sim.history]
         done = first_success_order(calls, task.required_tools)
-        # Dead exactly when the first successes so far are no prefix of the required order.
-        in_order = done == list(task.required_tools[: len(done)])
+        # Dead exactly when the steps done so far are no prefix of the required order, or a
+        # step that acts outside the data succeeded more often than the task asks it.
+        in_order = done == list(task.required_tools[: len(done)]) and not any(
+            REGISTRY[t].acts_outside and sum(c["ok"] and c["tool"] == t for c in calls)
+            > task.required_tools.count(t) for t in task.required_tools)
         assert (state.code == mdp.dead) == (not in_order)
         if in_order:
             assert mdp.progress(state) == len(done)
             full = conditions(calls, task.required_tools, completed=True).count == 4
             assert mdp.is_success(state) == full
+
+
+def test_a_step_asked_twice_is_done_by_its_second_success_in_order() -> None:
+    """A notice the text asks again (docs/BENCHMARK.md: Repeated steps): the notifier's
+    second success after the validator does the fourth step; a second notice before the
+    validator, or a third at all, sends one too many (a dead end, like a broken order)."""
+    mdp = TaskMDP(NOTICING.required_tools)
+    reader, notifier, validator, _, writer = NOTICING.required_tools
+    assert mdp.n == 5 and mdp.tools[mdp.action_index[notifier]].required_indices == (1, 3)
+    state = mdp.initial_state()
+    for tool in (reader, notifier, validator, notifier, writer):
+        assert mdp.progress(state) >= 0
+        state = mdp.step(state, tool, ok=True)
+    assert mdp.is_success(state)
+    early = mdp.step(mdp.step(mdp.step(mdp.initial_state(), reader, True), notifier, True),
+                     notifier, True)
+    assert early.code == mdp.dead
+    # The validator's success between the notices changes nothing for the deliverable; a
+    # failed notice is no notice.
+    state = mdp.initial_state()
+    for tool, ok in ((reader, True), (notifier, True), (validator, True), (validator, True),
+                     (notifier, False), (notifier, True)):
+        state = mdp.step(state, tool, ok)
+    assert mdp.progress(state) == 4
+    assert mdp.step(state, notifier, ok=True).code == mdp.dead
 
 
 def test_an_outside_call_only_moves_the_window() -> None:

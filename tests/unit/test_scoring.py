@@ -6,6 +6,7 @@ from pytest_resilibench.core.registry import default_registry
 from pytest_resilibench.core.scoring import (
     Conditions,
     conditions,
+    deliverable_of,
     deviation,
     errors_met_and_recovered,
     first_success_order,
@@ -14,6 +15,7 @@ from pytest_resilibench.core.scoring import (
     outcome,
     score_calls,
 )
+from pytest_resilibench.core.tasks import Task
 
 REQUIRED = ("file_operations_reader", "data_processing_validator", "file_operations_writer")
 R, V, W = REQUIRED
@@ -176,3 +178,57 @@ def test_the_output_condition_wants_the_deliverable_as_the_task_asked() -> None:
     wrong_place = dict(steps[-1][1], destination=steps[-1][1]["destination"] + ".bak")
     assert not output([*steps[:-1], (steps[-1][0], wrong_place)])  # accepted, wrong place
     assert not output([steps[0], steps[-1]])  # skips the steps the data must go through
+
+
+N = "utility_notifier"
+NOTICED = (R, N, V, N, W)  # a notice when the data are in and again once validated
+
+
+def test_a_step_asked_twice_is_done_by_the_tool_s_second_success() -> None:
+    """docs/BENCHMARK.md, Repeated steps: the required list names the notifier twice; its
+    first success does the first notice, its second the second, in the list's order."""
+    done = calls((R, True), (N, True), (V, True), (N, False), (N, True), (W, True))
+    assert first_success_order(done, NOTICED) == list(NOTICED)
+    assert score_calls(done, NOTICED, completed=True).outcome == "full"
+    once = calls((R, True), (N, True), (V, True), (W, True))
+    score = score_calls(once, NOTICED, completed=True)
+    assert not score.conditions.coverage and score.coverage == 4 / 5
+    early = calls((R, True), (N, True), (N, True), (V, True), (W, True))
+    assert first_success_order(early, NOTICED) == [R, N, N, V, W]
+    assert not conditions(early, NOTICED, completed=True).order
+
+
+def test_a_step_that_acts_outside_the_data_done_too_often_spoils_the_deliverable() -> None:
+    """A notice more than the task asks (a third notification, a second enqueue mid-flow)
+    did something the task did not ask for: no full success, whatever else went right. A
+    failed call, or one with other values (another step), is no repeat."""
+    task = Task(id="t1", type="basic_task", difficulty="easy", description="",
+                inputs={"path": "/in.csv", "recipient": "#ops", "destination": "/out.csv"},
+                expected_outputs={}, required_tools=NOTICED,
+                step_arguments={R: {"path": "/in.csv"}, N: {"recipient": "#ops"}, V: {},
+                                W: {"destination": "/out.csv"}})
+    deliverable = deliverable_of(task, default_registry())
+    assert dict(deliverable.acting) == {N: 2, W: 1}
+
+    def made(*steps: tuple[str, bool]) -> list[dict[str, Any]]:  # outputs name no inputs
+        return [{**c, "output": {"ref": f"r{i}"}} for i, c in enumerate(calls(*steps))]
+
+    right = made((R, True), (N, True), (V, True), (N, True), (W, True))
+    assert score_calls(right, NOTICED, completed=True, deliverable=deliverable).outcome == "full"
+    for extra in (made((N, True)), made((W, True))):
+        spoiled = score_calls([*right[:-1], *extra, right[-1]], NOTICED, completed=True,
+                              deliverable=deliverable)
+        assert not spoiled.conditions.output and spoiled.outcome != "full"
+    other = [{"tool": N, "ok": True, "arguments": {"recipient": "#all"},
+              "deviations": ["recipient"]}]
+    for harmless in (made((N, False)), other):
+        score = score_calls([*right[:-1], *harmless, right[-1]], NOTICED, completed=True,
+                            deliverable=deliverable)
+        assert score.conditions.output
+
+
+def test_deviation_counts_a_step_asked_twice_as_two_steps() -> None:
+    reference = [{"tool": t, "arguments": {}} for t in NOTICED]
+    plan = [*reference[:4], reference[1], reference[4]]  # a third notice
+    dev = deviation(calls(*((t, True) for t in NOTICED)), plan, reference)
+    assert dev["wrong_steps"] == [4]

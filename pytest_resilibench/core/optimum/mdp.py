@@ -6,7 +6,10 @@ the required order, the output step (the last required tool) succeeded and the a
 completion, within the turn budget (one tool call per turn; finishing costs no turn). So the
 MDP's reward is 1 on reaching "all required tools succeeded in order" (the policy then finishes
 at once) and 0 on running out of turns or on a required tool first succeeding out of order
-(a dead end: the order condition can no longer hold).
+(a dead end: the order condition can no longer hold), or on a step that acts outside the data
+succeeding once more than the task asks (a second post or notification: the output condition
+can no longer hold). A step the text asks again is listed twice: its tool's second success in
+order does it (docs/BENCHMARK.md: Repeated steps).
 
 The state holds exactly the parts of the history that `success_probability` reads:
 - progress `k`: required tools 0..k-1 have succeeded, in order; none of k..n-1 has;
@@ -71,10 +74,20 @@ class Transitions:
 @dataclass(frozen=True)
 class _Tool:
     name: str
-    required_index: int  # position in the required list, -1 for a prerequisite
+    # Its positions in the required list (two where the text asks the step again), none for
+    # a prerequisite.
+    required_indices: tuple[int, ...]
     fail_bit: int  # flag bit of "latest run failed", -1 if nobody depends on it
     ok_bit: int  # flag bit of "ever succeeded" (prerequisites only), else -1
     deps: tuple[int, ...]  # indices (into TaskMDP.tools) of the tools it depends on
+    # Whether a success acts outside the data (`ToolSpec.acts_outside`): one beyond those the
+    # task asks spoils the deliverable (scoring.py), a dead end like a broken order.
+    acting: bool = False
+
+    @property
+    def required_index(self) -> int:
+        """Its first position in the required list, -1 for a prerequisite."""
+        return self.required_indices[0] if self.required_indices else -1
 
 
 class TaskMDP:
@@ -97,8 +110,8 @@ class TaskMDP:
         unknown = [t for t in required_tools if t not in self.registry]
         if unknown:
             raise ValueError(f"unknown tools {unknown}")
-        # A tool listed twice has one first success: the first occurrence is what counts.
-        self.required: tuple[str, ...] = tuple(dict.fromkeys(required_tools))
+        # A tool listed twice is a step the text asks again: its second success does it.
+        self.required: tuple[str, ...] = tuple(required_tools)
         self.task_tools = tuple(required_tools)  # what the simulator computes dependencies on
         self.base_success = base_success
         self.max_turns = max_turns
@@ -110,13 +123,14 @@ class TaskMDP:
         tools = []
         for name in names:
             fail_bit = ok_bit = -1
-            required_index = self.required.index(name) if name in self.required else -1
+            indices = tuple(i for i, t in enumerate(self.required) if t == name)
             if name in watched:
                 fail_bit, bits = bits, bits + 1
-                if required_index < 0:
+                if not indices:
                     ok_bit, bits = bits, bits + 1
-            tools.append(_Tool(name, required_index, fail_bit, ok_bit,
-                               tuple(index[d] for d in deps_by_name[name])))
+            tools.append(_Tool(name, indices, fail_bit, ok_bit,
+                               tuple(index[d] for d in deps_by_name[name]),
+                               acting=self.registry[name].acts_outside))
         self.tools: tuple[_Tool, ...] = tuple(tools)
         # `with_outside` adds one action standing for any tool outside the closure (it only
         # moves the window), to measure that restricting the actions to the closure costs
@@ -201,10 +215,15 @@ class TaskMDP:
                 ok_flags = ok_flags | (1 << tool.ok_bit)
             shifted = (window << 1) & _WINDOW_MASK
             on_success = self._pack_many(k, ok_flags, shifted)
-            if tool.required_index >= 0:
-                j = tool.required_index
-                ok_k = np.where(k == j, k + 1, k)
-                on_success = np.where(k < j, self.dead, self._pack_many(ok_k, ok_flags, shifted))
+            if tool.required_indices:
+                # Its step next: progress. Before its first step: the order is broken. Past
+                # it, between or after its steps: nothing, or for a tool that acts outside
+                # the data, a step done once too often (spoiled).
+                is_next = np.isin(k, tool.required_indices)
+                ok_k = np.where(is_next, k + 1, k)
+                broken = (k < tool.required_indices[0]) | (~is_next & tool.acting)
+                on_success = np.where(broken, self.dead,
+                                      self._pack_many(ok_k, ok_flags, shifted))
             out.append(Transitions(
                 p_early=table[0, unmet, failed, recent],
                 p_late=table[1, unmet, failed, recent],
