@@ -101,7 +101,7 @@ def first_success_order(calls: Sequence[Call], required: Sequence[str]) -> list[
     left = Counter(required)
     done: list[str] = []
     for call in calls:
-        tool = call.get("tool")
+        tool = str(call.get("tool"))
         if call.get("ok") and left.get(tool, 0) > 0 and not call.get("deviations"):
             left[tool] -= 1
             done.append(tool)
@@ -394,9 +394,10 @@ def deviation(
     `plan` and `reference` are plan steps (`{"tool", "arguments"}`, as `PlanStep.to_json()`);
     the reference is the correct (optimal) workflow the shown plan was derived from. A plan
     step is *wrong* when its tool is not in the reference, it repeats an earlier step's tool
-    more often than the reference does, or its arguments contradict the reference step's. A step is *followed* when some call
-    made it (tool and every argument the step names). Deviations are right where a wrong step
-    was not followed, wrong where a correct step was not. `restored` lists reference tools
+    more often than the reference does, or its arguments contradict the reference step's. A
+    step is *followed* when some call made it (tool and every argument the step names).
+    Deviations are right where a wrong step was not followed, wrong where a correct step was
+    not. `restored` lists reference tools
     the plan left out that the agent ran successfully anyway; `reordered` says whether the
     plan's order contradicted the reference's and the agent's first successes followed the
     reference instead.
