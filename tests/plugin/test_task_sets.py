@@ -60,3 +60,29 @@ def test_a_folder_without_tasks_or_an_unknown_set_stops_at_start(suite: pytest.P
     result = suite.runpytest(*SMALL, "--resili-task-set=private")
     assert result.ret == 4
     result.stderr.fnmatch_lines(["*private*default, paper*"])
+
+
+def test_a_set_whose_task_asks_a_step_twice_runs_and_realistic_refuses_it_clearly(
+        suite: pytest.Pytester, tmp_path: Path) -> None:
+    """docs/BENCHMARK.md, Repeated steps: a task set of one's own may ask a step twice; the
+    paper profile runs it (the oracle does both notices), the realistic profile says at
+    start that it does not take such tasks yet (docs/FAULTS.md)."""
+    from pytest_resilibench.solver.generate import GeneratorConfig, write_fixtures
+    from pytest_resilibench.solver.solve import solve_all
+    from tests.solver.sample_tasks import NOTICING
+
+    own = tmp_path / "repeats"
+    write_fixtures([NOTICING], own, GeneratorConfig(per_cell=1))
+    solve_all([NOTICING], own, progress=False, log=lambda _: None)
+    report = suite.path / "run.json"
+    result = suite.runpytest(*SMALL, f"--resili-tasks={own}", f"--resili-report={report}",
+                             "--resili-base-success=1.0")  # failures only from the history
+    assert result.ret == 0
+    episode, = load(report)["episodes"]
+    # Full: both notices done, in place, and no third (Scoring: Repeated steps).
+    assert episode["task_id"] == NOTICING.id and episode["outcome"] == "full"
+    assert episode["coverage"] == 1.0 and episode["tool_calls"] >= 6
+    result = suite.runpytest(*SMALL, f"--resili-tasks={own}", "--resili-faults=realistic")
+    assert result.ret == 4
+    result.stderr.fnmatch_lines(["*realistic does not take a task that asks a step twice yet "
+                                 f"(task {NOTICING.id})*paper profile*"])

@@ -1,7 +1,7 @@
 """Two small hand-made tasks the solver tests share: one with a prerequisite outside its
 required tools (the poster needs an authenticator), one with a chain of them (the queue needs a
-connector, which needs an authenticator), and one that asks a step twice (a notice when the data
-are in and again once they are validated)."""
+connector, which needs an authenticator), and one that asks a step twice (a notice once the data
+are validated, and again once the run is logged)."""
 
 from __future__ import annotations
 
@@ -33,14 +33,15 @@ QUEUEING = Task(
 
 NOTICING = Task(
     id="t9003", type="basic_task", difficulty="medium",
-    description="read, notify, validate, notify again, write",
-    inputs={"path": "/data/a.csv", "format": "csv", "recipient": "#ops",
+    description="read, validate, notify, log, notify again, write",
+    inputs={"path": "/data/a.csv", "format": "csv", "recipient": "#ops", "message": "run",
             "destination": "/reports/a.csv"},
-    expected_outputs={}, required_tools=("file_operations_reader", "utility_notifier",
-                                         "data_processing_validator", "utility_notifier",
-                                         "file_operations_writer"),
+    expected_outputs={}, required_tools=("file_operations_reader", "data_processing_validator",
+                                         "utility_notifier", "utility_logger",
+                                         "utility_notifier", "file_operations_writer"),
     step_arguments={"file_operations_reader": {"path": "/data/a.csv"},
-                    "utility_notifier": {"recipient": "#ops"},
                     "data_processing_validator": {},
+                    "utility_notifier": {"recipient": "#ops"},
+                    "utility_logger": {"message": "run"},
                     "file_operations_writer": {"destination": "/reports/a.csv"}},
 )

@@ -89,26 +89,26 @@ def test_probability_and_progress_match_the_simulator(
 
 def test_a_step_asked_twice_is_done_by_its_second_success_in_order() -> None:
     """A notice the text asks again (docs/BENCHMARK.md: Repeated steps): the notifier's
-    second success after the validator does the fourth step; a second notice before the
-    validator, or a third at all, sends one too many (a dead end, like a broken order)."""
+    second success after the logger does the fifth step; a second notice before the logger,
+    or a third at all, sends one too many (a dead end, like a broken order)."""
     mdp = TaskMDP(NOTICING.required_tools)
-    reader, notifier, validator, _, writer = NOTICING.required_tools
-    assert mdp.n == 5 and mdp.tools[mdp.action_index[notifier]].required_indices == (1, 3)
+    reader, validator, notifier, logger, _, writer = NOTICING.required_tools
+    assert mdp.n == 6 and mdp.tools[mdp.action_index[notifier]].required_indices == (2, 4)
     state = mdp.initial_state()
-    for tool in (reader, notifier, validator, notifier, writer):
+    for tool in NOTICING.required_tools:
         assert mdp.progress(state) >= 0
         state = mdp.step(state, tool, ok=True)
     assert mdp.is_success(state)
-    early = mdp.step(mdp.step(mdp.step(mdp.initial_state(), reader, True), notifier, True),
-                     notifier, True)
-    assert early.code == mdp.dead
-    # The validator's success between the notices changes nothing for the deliverable; a
-    # failed notice is no notice.
-    state = mdp.initial_state()
-    for tool, ok in ((reader, True), (notifier, True), (validator, True), (validator, True),
-                     (notifier, False), (notifier, True)):
+    start = mdp.initial_state()
+    for tool in (reader, validator, notifier):
+        start = mdp.step(start, tool, ok=True)
+    assert mdp.step(start, notifier, ok=True).code == mdp.dead
+    # The validator's success again changes nothing for the deliverable; a failed notice is
+    # no notice.
+    state = start
+    for tool, ok in ((logger, True), (validator, True), (notifier, False), (notifier, True)):
         state = mdp.step(state, tool, ok)
-    assert mdp.progress(state) == 4
+    assert mdp.progress(state) == 5
     assert mdp.step(state, notifier, ok=True).code == mdp.dead
 
 
