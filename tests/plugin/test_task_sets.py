@@ -69,6 +69,7 @@ def test_a_set_whose_task_asks_a_step_twice_runs_and_realistic_refuses_it_clearl
     start that it does not take such tasks yet (docs/FAULTS.md)."""
     from pytest_resilibench.solver.generate import GeneratorConfig, write_fixtures
     from pytest_resilibench.solver.solve import solve_all
+
     from tests.solver.sample_tasks import NOTICING
 
     own = tmp_path / "repeats"
