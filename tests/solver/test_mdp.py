@@ -92,7 +92,7 @@ def test_a_step_asked_twice_is_done_by_its_second_success_in_order() -> None:
     second success after the logger does the fifth step; a second notice before the logger,
     or a third at all, sends one too many (a dead end, like a broken order)."""
     mdp = TaskMDP(NOTICING.required_tools)
-    reader, validator, notifier, logger, _, writer = NOTICING.required_tools
+    reader, validator, notifier, logger, _, _ = NOTICING.required_tools
     assert mdp.n == 6 and mdp.tools[mdp.action_index[notifier]].required_indices == (2, 4)
     state = mdp.initial_state()
     for tool in NOTICING.required_tools:
