@@ -93,8 +93,8 @@ _FILLERS: Mapping[str, Any] = {
 
 
 def realistic_turns(closure_size: int) -> int:
-    """The turn budget of a task under `realistic`: one turn per tool of its closure, half as
-    many again for recoveries, plus two. Waste costs: a retrier that hammers a dead tool runs
+    """The turn budget of a task under `realistic`: one turn per tool of its closure (and per
+    step the text asks again), half as many again for recoveries, plus two. Waste costs: a retrier that hammers a dead tool runs
     out long before a paper budget of 10 would."""
     return closure_size + math.ceil(closure_size / 2) + 2
 
@@ -114,7 +114,7 @@ def stand_ins(registry: ToolRegistry, tool: str) -> tuple[str, ...]:
 class TaskFaults:
     """What the realistic profile knows about one task (static: no draw here)."""
 
-    steps: tuple[str, ...]  # the required tools, in order
+    steps: tuple[str, ...]  # the required tools, in order (a repeated step twice)
     closure: tuple[str, ...]  # registry.closure(steps)
     alternatives: Mapping[str, str]  # step tool -> its listed stand-in
     arguments: Mapping[str, Mapping[str, Any]]  # correct arguments of every tool here
@@ -175,10 +175,12 @@ def task_faults(task: Any, registry: ToolRegistry) -> TaskFaults:
     found = _TASK_FAULTS.get(key)
     if found is not None:
         return found
-    steps = tuple(dict.fromkeys(task.required_tools))
+    steps = tuple(task.required_tools)  # a step the text asks again is listed twice
     closure = registry.closure(steps)
     alternatives: dict[str, str] = {}
-    for step in steps[:-1] if len(steps) > 1 else ():  # the deliverable has no stand-in
+    for step in dict.fromkeys(steps[:-1]):  # the deliverable has no stand-in
+        if step == steps[-1]:
+            continue
         alt = _alternative(registry, step, closure, set(alternatives.values()))
         if alt is not None:
             alternatives[step] = alt
@@ -200,7 +202,8 @@ def task_faults(task: Any, registry: ToolRegistry) -> TaskFaults:
     faults = TaskFaults(steps=steps, closure=closure, alternatives=alternatives,
                         arguments=arguments, remote=remote, rate_limited=rate_limited,
                         silent=silent, wait_tool=wait_tool,
-                        max_turns=realistic_turns(len(closure)))
+                        max_turns=realistic_turns(len(closure) + len(steps)
+                                                  - len(set(steps))))
     if len(_TASK_FAULTS) >= 8192:
         _TASK_FAULTS.clear()
     _TASK_FAULTS[key] = faults

@@ -177,7 +177,7 @@ def _realistic(task: Task, registry: ToolRegistry) -> _Derived:
         header += "\nStand-ins (use one only when its step's tool is unavailable):\n" + \
             "\n".join(f"- {step}: {alt} with arguments {_json(dict(faults.arguments[alt]))}"
                       for step, alt in faults.alternatives.items())
-    steps = list(dict.fromkeys(task.required_tools))
+    steps = list(task.required_tools)  # a step the text asks again twice
 
     def fits(plan: Workflow) -> bool:  # the plan of this task, not of another of its id
         return [t for t in plan.tools if t in steps] == steps and all(

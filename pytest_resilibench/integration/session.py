@@ -151,17 +151,8 @@ class ResiliSession:
         from pytest_resilibench.core.tasks import load_tasks, task_set_dir
 
         config = self._config
-        tasks = load_tasks(config.tasks if config.tasks is not None
-                           else task_set_dir(config.task_set))
-        if config.faults != "paper":
-            # The realistic profile's solver and stand-ins key a step by its tool (docs/FAULTS.md).
-            repeated = next((t for t in tasks if len(set(t.required_tools))
-                             != len(t.required_tools)), None)
-            if repeated is not None:
-                raise ValueError(
-                    f"--resili-faults={config.faults} does not take a task that asks a step "
-                    f"twice yet (task {repeated.id}); run this task set under the paper profile")
-        return tasks
+        return load_tasks(config.tasks if config.tasks is not None
+                          else task_set_dir(config.task_set))
 
     def task_set_identity(self) -> dict[str, Any]:
         """Which task set ran (name, sha256 of its tasks file, size): the report's

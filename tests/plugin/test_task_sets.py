@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from pytest_resilibench.cli import main
+from pytest_resilibench.core.registry import default_registry
 from pytest_resilibench.core.tasks import load_tasks, task_set_dir
 from tests.plugin.conftest import load
 
@@ -62,14 +63,15 @@ def test_a_folder_without_tasks_or_an_unknown_set_stops_at_start(suite: pytest.P
     result.stderr.fnmatch_lines(["*private*default, paper*"])
 
 
-def test_a_set_whose_task_asks_a_step_twice_runs_and_realistic_refuses_it_clearly(
+def test_a_set_whose_task_asks_a_step_twice_runs_under_both_profiles(
         suite: pytest.Pytester, tmp_path: Path) -> None:
     """docs/BENCHMARK.md, Repeated steps: a task set of one's own may ask a step twice; the
-    paper profile runs it (the oracle does both notices), the realistic profile says at
-    start that it does not take such tasks yet (docs/FAULTS.md)."""
+    paper profile runs it (the oracle does both notices), and so does the realistic one,
+    with a turn more for the repeat (docs/FAULTS.md)."""
     from pytest_resilibench.solver.generate import GeneratorConfig, write_fixtures
     from pytest_resilibench.solver.solve import solve_all
 
+    from pytest_resilibench.core.faults import realistic_turns
     from tests.solver.sample_tasks import NOTICING
 
     own = tmp_path / "repeats"
@@ -83,7 +85,9 @@ def test_a_set_whose_task_asks_a_step_twice_runs_and_realistic_refuses_it_clearl
     # Full: both notices done, in place, and no third (Scoring: Repeated steps).
     assert episode["task_id"] == NOTICING.id and episode["outcome"] == "full"
     assert episode["coverage"] == 1.0 and episode["tool_calls"] >= 6
-    result = suite.runpytest(*SMALL, f"--resili-tasks={own}", "--resili-faults=realistic")
-    assert result.ret == 4
-    result.stderr.fnmatch_lines(["*realistic does not take a task that asks a step twice yet "
-                                 f"(task {NOTICING.id})*paper profile*"])
+    result = suite.runpytest(*SMALL, f"--resili-tasks={own}", "--resili-faults=realistic",
+                             f"--resili-report={report}")
+    assert result.ret in (0, 1)  # the episode ran (its outcome is the draw's)
+    episode, = load(report)["episodes"]
+    closure = len(default_registry().closure(NOTICING.required_tools))
+    assert episode["max_turns"] == realistic_turns(closure + 1) and episode["outcome"] != "error"

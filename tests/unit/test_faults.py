@@ -335,6 +335,36 @@ def test_oracle_tracks_the_mdp_on_every_observed_call() -> None:
         assert mdp.is_success(state) == (record.outcome == "full")
 
 
+def test_a_step_asked_twice_is_two_steps_of_the_realistic_mdp() -> None:
+    """docs/FAULTS.md: a repeated step is listed twice (its tool an action at either place,
+    a turn more in the budget); the plan runs both notices; every observed call of the
+    oracle is one of the MDP's outcomes, and a full episode is the MDP's success."""
+    from pytest_resilibench.core.optimum.realistic import realistic_solution
+    from tests.solver.sample_tasks import NOTICING
+
+    faults = faults_of(NOTICING)
+    closure = REGISTRY.closure(NOTICING.required_tools)
+    assert faults.steps == NOTICING.required_tools
+    assert faults.max_turns == realistic_turns(len(closure) + 1)
+    assert "utility_notifier" not in faults.alternatives.values()
+    solution = realistic_solution(NOTICING)
+    mdp = solution.mdp
+    assert solution.workflow.tools == NOTICING.required_tools
+    assert 0 < solution.naive_value <= solution.value
+    assert mdp.plan_retry_value > 0
+    for seed in range(20):
+        record = _play(NOTICING, "oracle", seed)
+        state = mdp.initial_state()
+        for c in record.calls:
+            event = observed_event(faults, REGISTRY, c["tool"], c["ok"], c["error_code"],
+                                   c["output"])
+            branches = [(ok, ev) for _, _, ok, ev in mdp.branches(state, mdp.index[c["tool"]])]
+            assert (c["ok"], event) in branches
+            state = mdp.step(state, c["tool"], c["ok"], event)
+        if record.outcome == "full":
+            assert mdp.is_success(state)
+
+
 def test_oracle_beats_the_literal_follower_paired() -> None:
     wins = losses = 0
     for task in (SMALL_TASK, REMOTE_TASK, TASKS.by_id["t0006"]):

@@ -83,6 +83,9 @@ class RState(NamedTuple):
 class _Tool:
     name: str
     step: int  # the step it runs (its own or the one it stands in for), -1 otherwise
+    # Every position of that step in the required list (two where the text asks it again);
+    # `step` is the first, which keys the step's flags (failed, outage, empty).
+    positions: tuple[int, ...]
     alt: bool  # a stand-in
     prereq: int  # index among the prerequisites, -1 otherwise
     remote: bool
@@ -117,11 +120,12 @@ class RealisticMDP:
         tools = []
         for name in names:
             step_name = step_of.get(name, name)
-            step = self.steps.index(step_name) if step_name in self.steps else -1
+            positions = tuple(i for i, s in enumerate(self.steps) if s == step_name)
+            step = positions[0] if positions else -1
             deps = self.registry.dependencies(step_name, task_tools) \
                 if step_name in faults.closure else ()
             tools.append(_Tool(
-                name=name, step=step, alt=name in step_of,
+                name=name, step=step, positions=positions, alt=name in step_of,
                 prereq=prereqs.index(name) if name in prereqs else -1,
                 remote=name in faults.remote, rate_limited=name in faults.rate_limited,
                 silent=step >= 0 and step_name in faults.silent,
@@ -146,7 +150,7 @@ class RealisticMDP:
         current = min(state.k, self.n - 1)  # k == n: the deliverable must be made again
         out = []
         for i, tool in enumerate(self.tools):
-            if tool.step == current:
+            if current in tool.positions:
                 out.append(i)
             elif tool.step >= 0:
                 if tool.silent and tool.step < state.k and (state.empty >> tool.step) & 1:
@@ -234,13 +238,13 @@ class RealisticMDP:
             s_bit = 1 << tool.step
             for w, empty, event in ((SILENT_RATE, done.empty | s_bit, "silent"),
                                     (1 - SILENT_RATE, done.empty & ~s_bit, None)):
-                k = done.k + 1 if tool.step == done.k else done.k
+                k = done.k + 1 if done.k in tool.positions else done.k
                 out.append((weight * w, done._replace(k=k, empty=empty), True, event))
             return out
         k = done.k
         event = None
-        if tool.step >= 0 and tool.step == min(k, self.n - 1):
-            if tool.step == self.n - 1:  # the deliverable: sound only on sound data
+        if min(k, self.n - 1) in tool.positions:
+            if min(k, self.n - 1) == self.n - 1:  # the deliverable: sound only on sound data
                 k = self.n if done.empty else self.success_k
                 event = "tainted" if done.empty else None
             else:
@@ -323,10 +327,12 @@ class RealisticMDP:
         """"The plan's tools in order, each retried until it succeeds" (a literal plan
         follower): the first plan tool not done yet; None once every step is done, even on
         empty data (a literal follower does not read outputs)."""
+        seen: dict[str, int] = {}
         for tool in self.plan_tools:
             t = self.tools[self.index[tool]]
-            if t.step >= 0:
-                if t.step >= state.k:
+            if t.step >= 0:  # its n-th step in the plan is its n-th position
+                nth = seen[tool] = seen.get(tool, -1) + 1
+                if t.positions[min(nth, len(t.positions) - 1)] >= state.k:
                     return tool
             elif t.prereq >= 0:
                 if not (state.ok >> t.prereq) & 1:
