@@ -94,8 +94,8 @@ _FILLERS: Mapping[str, Any] = {
 
 def realistic_turns(closure_size: int) -> int:
     """The turn budget of a task under `realistic`: one turn per tool of its closure (and per
-    step the text asks again), half as many again for recoveries, plus two. Waste costs: a retrier that hammers a dead tool runs
-    out long before a paper budget of 10 would."""
+    step the text asks again), half as many again for recoveries, plus two. Waste costs: a
+    retrier that hammers a dead tool runs out long before a paper budget of 10 would."""
     return closure_size + math.ceil(closure_size / 2) + 2
 
 
