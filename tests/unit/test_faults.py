@@ -319,11 +319,17 @@ def test_oracle_tracks_the_mdp_on_every_observed_call() -> None:
     and the simulator agree on what can happen, event by event)."""
     from pytest_resilibench.core.optimum.realistic import realistic_solution
 
-    solution = realistic_solution(REMOTE_TASK)
-    mdp = solution.mdp
-    faults = faults_of(REMOTE_TASK)
-    for seed in range(40):
-        record = _play(REMOTE_TASK, "oracle", seed)
+    mdp = realistic_solution(REMOTE_TASK).mdp
+    for outcome, state in _oracle_through_the_mdp(REMOTE_TASK, mdp, seeds=40):
+        assert mdp.is_success(state) == (outcome == "full")
+
+
+def _oracle_through_the_mdp(task: Task, mdp: Any, *, seeds: int) -> Iterator[tuple[str, Any]]:
+    """Per seed, the oracle's episode outcome and the MDP state its calls lead to, each call
+    checked to be one of the MDP's outcomes (the event the simulator recorded included)."""
+    faults = faults_of(task)
+    for seed in range(seeds):
+        record = _play(task, "oracle", seed)
         state = mdp.initial_state()
         for c in record.calls:
             event = observed_event(faults, REGISTRY, c["tool"], c["ok"], c["error_code"],
@@ -332,7 +338,7 @@ def test_oracle_tracks_the_mdp_on_every_observed_call() -> None:
             branches = [(ok, ev) for _, _, ok, ev in mdp.branches(state, mdp.index[c["tool"]])]
             assert (c["ok"], event) in branches
             state = mdp.step(state, c["tool"], c["ok"], event)
-        assert mdp.is_success(state) == (record.outcome == "full")
+        yield record.outcome, state
 
 
 def test_a_step_asked_twice_is_two_steps_of_the_realistic_mdp() -> None:
@@ -352,17 +358,10 @@ def test_a_step_asked_twice_is_two_steps_of_the_realistic_mdp() -> None:
     assert solution.workflow.tools == NOTICING.required_tools
     assert 0 < solution.naive_value <= solution.value
     assert mdp.plan_retry_value > 0
-    for seed in range(20):
-        record = _play(NOTICING, "oracle", seed)
-        state = mdp.initial_state()
-        for c in record.calls:
-            event = observed_event(faults, REGISTRY, c["tool"], c["ok"], c["error_code"],
-                                   c["output"])
-            branches = [(ok, ev) for _, _, ok, ev in mdp.branches(state, mdp.index[c["tool"]])]
-            assert (c["ok"], event) in branches
-            state = mdp.step(state, c["tool"], c["ok"], event)
-        if record.outcome == "full":
-            assert mdp.is_success(state)
+    # (Not the converse: a stand-in's output is not the data its step's dependents read by
+    # default, so a step between them can leave the deliverable unsound; docs/FAULTS.md.)
+    for outcome, state in _oracle_through_the_mdp(NOTICING, mdp, seeds=20):
+        assert outcome != "full" or mdp.is_success(state)
 
 
 def test_oracle_beats_the_literal_follower_paired() -> None:
