@@ -453,3 +453,18 @@ def test_semantic_drift_finds_another_start_where_the_neighbours_run_out(
     counts = [len(inject("semantic_drift", severity, task)[1]["changes"])
               for severity in SEVERITIES]
     assert counts == sorted(counts) and counts[0] >= 1, counts
+
+
+def test_every_flaw_changes_a_plan_that_asks_a_step_twice() -> None:
+    """docs/BENCHMARK.md, Repeated steps: the injectors take a genuine plan with a repeated
+    step (a notice, then again after the log) and each flaw at each severity still changes
+    the rendered prompt."""
+    from pytest_resilibench.base.names import FLAWS, SEVERITIES
+    from pytest_resilibench.core.prompts import Variant, render_prompt
+    from tests.solver.sample_tasks import NOTICING
+
+    optimal = str(render_prompt(NOTICING, Variant("optimal"), registry=REGISTRY))
+    for flaw in FLAWS:
+        for severity in SEVERITIES:
+            flawed = render_prompt(NOTICING, Variant("flawed", flaw, severity), registry=REGISTRY)
+            assert str(flawed) != optimal, (flaw, severity)
