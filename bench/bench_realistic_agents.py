@@ -3,8 +3,9 @@
 and `builtin:adaptive`, paired on the same episodes (seed, task, repeat), by difficulty; and
 the oracle's full-success count against the DP's expected count.
 
-Tasks: a stratified sample (the first N ids cover every type x difficulty cell evenly). Run:
-    python bench/bench_realistic_agents.py [--tasks 150] [--seeds 4]
+Tasks: a stratified sample (the first N ids cover every type x difficulty cell evenly) of the
+paper set (docs/FAULTS.md's figures) or the default set. Run:
+    python bench/bench_realistic_agents.py [--tasks 150] [--seeds 4] [--task-set paper|default]
 """
 
 from __future__ import annotations
@@ -17,15 +18,15 @@ from collections import defaultdict
 
 from pytest_resilibench.core.optimum.realistic import realistic_solution
 from pytest_resilibench.core.prompts import Variant
-from pytest_resilibench.core.tasks import DIFFICULTIES, load_tasks
+from pytest_resilibench.core.tasks import DIFFICULTIES, TASK_SETS, load_tasks, task_set_dir
 from pytest_resilibench.runtime.agents import make_agent
 from pytest_resilibench.runtime.episode import run_episode
 
 AGENTS = ("oracle", "follower", "adaptive")
 
 
-async def main(n_tasks: int, seeds: int) -> None:
-    tasks = list(load_tasks().tasks[:n_tasks])
+async def main(n_tasks: int, seeds: int, task_set: str) -> None:
+    tasks = list(load_tasks(task_set_dir(task_set)).tasks[:n_tasks])
     agents = {name: make_agent(f"builtin:{name}") for name in AGENTS}
     full: dict[str, dict[str, list[bool]]] = {a: defaultdict(list) for a in AGENTS}
     expected = variance = 0.0
@@ -66,5 +67,6 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--tasks", type=int, default=150)
     parser.add_argument("--seeds", type=int, default=4)
+    parser.add_argument("--task-set", choices=sorted(TASK_SETS), default="paper")
     args = parser.parse_args()
-    asyncio.run(main(args.tasks, args.seeds))
+    asyncio.run(main(args.tasks, args.seeds, args.task_set))

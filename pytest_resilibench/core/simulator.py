@@ -409,6 +409,9 @@ class Simulator:
         data = _Data(output["ref"], spec.name, output["format"], output["records"], len(self._data))
         self._data[data.ref] = data
         self._latest_by_tool[spec.name] = data
+        step = self._step_of.get(spec.name)
+        if step is not None:  # a stand-in's output is its step's: what the step's readers read
+            self._latest_by_tool[step] = data
         return CallResult(
             tool=spec.name, arguments=arguments, call_index=n, ok=True, output=output,
             error_code=None, message="ok", latency_s=latency, clock_s=self.clock_s,
