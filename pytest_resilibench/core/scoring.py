@@ -206,14 +206,9 @@ def _done_too_often(steps: Sequence[Call], deliverable: Deliverable) -> bool:
     """Whether a step that acts outside the data succeeded with the task's values more often
     than the task asks (a call with `deviations` did another step; a success built on
     silently empty data, `tainted`, is redone under the realistic profile: no repeat)."""
-    for tool, asked in deliverable.acting:
-        done = 0
-        for call in steps:
-            done += bool(call.get("ok") and call.get("tool") == tool
-                         and not call.get("deviations") and call.get("event") != "tainted")
-        if done > asked:
-            return True
-    return False
+    done = Counter(c.get("tool") for c in steps if c.get("ok") and not c.get("deviations")
+                   and c.get("event") != "tainted")
+    return any(done[tool] > asked for tool, asked in deliverable.acting)
 
 
 def _delivered_as_asked(steps: Sequence[Call], deliverable: Deliverable) -> bool:
@@ -397,8 +392,8 @@ def deviation(
     more often than the reference does, or its arguments contradict the reference step's. A
     step is *followed* when some call made it (tool and every argument the step names).
     Deviations are right where a wrong step was not followed, wrong where a correct step was
-    not. `restored` lists reference tools
-    the plan left out that the agent ran successfully anyway; `reordered` says whether the
+    not. `restored` lists reference tools the plan left out that the agent ran successfully
+    anyway; `reordered` says whether the
     plan's order contradicted the reference's and the agent's first successes followed the
     reference instead.
     """
