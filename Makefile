@@ -1,6 +1,7 @@
 # Two commands do everything on a fresh machine (see README):
 #   make run    - the benchmark suite against the built-in default agent, printing the table
-#   make test   - the project's tests (tests sharing an expensive fixture are one xdist_group)
+#   make test   - the project's tests (tests sharing an expensive fixture are one xdist_group;
+#                 a test still running after 15 minutes fails with every thread's stack)
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
@@ -40,7 +41,7 @@ chromium:
 	fi
 
 test: $(DEV_STAMP) chromium
-	$(BIN)/pytest tests -n 2 --dist loadgroup -q $(PYTEST_ARGS)
+	$(BIN)/pytest tests -n 2 --dist loadgroup -q --timeout=900 $(PYTEST_ARGS)
 
 lint: $(DEV_STAMP)
 	$(BIN)/ruff check .

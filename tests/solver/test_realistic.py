@@ -7,13 +7,20 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pytest_resilibench.solver.realistic_report import realistic_section
 
-from pytest_resilibench.core.optimum.realistic import RState, realistic_mdp, realistic_solution
-from pytest_resilibench.core.tasks import load_tasks, task_set_dir
+from pytest_resilibench.core.optimum.realistic import (
+    RealisticMDP,
+    RState,
+    realistic_mdp,
+    realistic_solution,
+)
+from pytest_resilibench.core.tasks import Task, load_tasks, task_set_dir
+from tests.solver.sample_tasks import NOTICING
 
 # The paper set: its realistic plans are stored, and its structures are the small ones.
 TASKS = load_tasks(task_set_dir("paper")).by_id
 SMALL = TASKS["t0015"]  # file_operations_reader -> file_operations_writer
 REMOTE = TASKS["t0009"]  # network_fetcher -> data_processing_validator -> file_operations_writer
+DEFAULT = load_tasks().by_id
 
 
 def test_branches_are_distributions_in_every_reachable_state() -> None:
@@ -39,6 +46,32 @@ def test_no_deterministic_policy_beats_the_dp(salt: int) -> None:
         return mdp.tools[actions[hash((salt, state)) % len(actions)]].name
 
     assert mdp.evaluate(arbitrary) <= mdp.value(mdp.initial_state()) + 1e-12
+
+
+def _memoised_on_full_states(mdp: RealisticMDP) -> RealisticMDP:
+    """The same MDP solved with every state its own memo entry (no canonical key)."""
+
+    class Plain(RealisticMDP):
+        def _canonical(self, state: RState) -> RState:
+            return state
+
+    return Plain(mdp.faults, mdp.steps, registry=mdp.registry,
+                 base_success=mdp.base_success)
+
+
+@pytest.mark.parametrize("task", [REMOTE, DEFAULT["t0005"], NOTICING],
+                         ids=["remote", "prerequisite", "asked-twice"])
+def test_the_canonical_memo_changes_no_value_and_no_action(task: Task) -> None:
+    """States that differ only in flags no later call reads share a memo entry
+    (`RealisticMDP._canonical`): every state the full solve visits gets the same value and
+    the same best action from the shared entry, bit for bit."""
+    mdp = realistic_mdp(task)
+    plain = _memoised_on_full_states(mdp)
+    assert plain.value(plain.initial_state()) == mdp.value(mdp.initial_state())
+    assert mdp.states_solved() < plain.states_solved()
+    for state, (value, action) in plain._values.items():
+        assert (mdp.value(state), mdp.best_action(state)) == (
+            value, None if action < 0 else plain.tools[action].name)
 
 
 def test_dp_beats_retrying_and_the_plan_lists_contingencies() -> None:

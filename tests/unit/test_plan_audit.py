@@ -37,6 +37,7 @@ REGISTRY = default_registry()
 TASKS = load_tasks().tasks
 SWEEP = settings(max_examples=150, deadline=None)
 task_index = st.integers(min_value=0, max_value=len(TASKS) - 1)
+REALISTIC_TASKS = 8
 
 
 @SWEEP
@@ -65,7 +66,9 @@ def test_a_flawed_plan_is_its_parent_with_the_recorded_changes(
 def test_baseline_and_optimal_prompts_differ_by_the_plan_block_only(
     index: int, tool_mode: str, faults: str
 ) -> None:
-    task = TASKS[index]
+    # Under `realistic` a default task's plan is solved when first shown (seconds for some
+    # structures): a few tasks, each solved once, show the same prompt structure.
+    task = TASKS[index if faults == "paper" else index % REALISTIC_TASKS]
     prompts = {v.label: render_prompt(task, v, tool_mode=tool_mode, faults=faults)
                for v in all_variants()}
     baseline = prompts["baseline"]
