@@ -311,14 +311,18 @@ def _add_tasks(sub: _Subparsers) -> None:
 
 def _cmd_prompt(args: argparse.Namespace) -> int:
     from pytest_resilibench.core.prompts import Variant, render_prompt
-    from pytest_resilibench.core.tasks import load_tasks
+    from pytest_resilibench.core.tasks import TASK_SETS, load_tasks
 
     severity = args.severity if args.variant == "flawed" else None
     variant = Variant(args.variant, args.flaw, severity)
-    task = load_tasks(args.dir).by_id.get(args.task_id)
+    folder = args.dir if args.dir is not None else TASK_SETS[args.task_set]
+    task = load_tasks(folder).by_id.get(args.task_id)
     if task is None:
-        raise ValueError(f"no task {args.task_id!r} in {args.dir} (ids look like t0421)")
-    prompt = render_prompt(task, variant, tool_mode=args.tool_mode)
+        raise ValueError(f"no task {args.task_id!r} in {folder} (ids look like t0421)")
+    # What a run with the same --resili-faults and --resili-max-turns shows (under
+    # `realistic` the profile's own budget, whatever --max-turns says).
+    prompt = render_prompt(task, variant, tool_mode=args.tool_mode, faults=args.faults,
+                           max_turns=args.max_turns)
     if args.json:
         json.dump({"messages": prompt.messages, "tools": prompt.tools,
                    "plan": prompt.plan.to_json() if prompt.plan else None,
@@ -333,8 +337,6 @@ def _cmd_prompt(args: argparse.Namespace) -> int:
 
 
 def _add_prompt(sub: _Subparsers) -> None:
-    from pytest_resilibench.core.tasks import FIXTURES_DIR
-
     p = sub.add_parser("prompt", help="print the messages a model sees for a task and variant")
     p.add_argument("task_id", metavar="TASK_ID", help="task id, e.g. t0421")
     p.add_argument("--variant", choices=VARIANT_KINDS,
@@ -345,9 +347,18 @@ def _add_prompt(sub: _Subparsers) -> None:
                    help="flaw severity (default medium)")
     p.add_argument("--tool-mode", choices=TOOL_MODES, default="text",
                    help="tools described in the prompt, or passed as OpenAI `tools`")
+    p.add_argument("--faults", choices=FAULT_PROFILES, default="paper",
+                   help="fault profile, as --resili-faults (realistic: its turn budget, "
+                        "stand-ins and contingencies; docs/FAULTS.md)")
+    p.add_argument("--max-turns", type=_int_in(1), default=10,
+                   help="turn budget the task states, as --resili-max-turns (default 10)")
+    p.add_argument("--task-set", choices=("default", "paper"), default="default",
+                   help="shipped task set, as --resili-task-set (default: default)")
     p.add_argument("--json", action="store_true",
                    help="print messages, tools, plan and flaw record as JSON")
-    p.add_argument("--dir", type=Path, default=FIXTURES_DIR, help="fixtures directory")
+    p.add_argument("--dir", type=Path, default=None,
+                   help="a task set's folder (`resilibench generate --out`), as --resili-tasks; "
+                        "overrides --task-set")
     p.set_defaults(handler=_cmd_prompt)
 
 

@@ -286,6 +286,32 @@ def test_the_prompt_command_prints_the_messages(capsys: pytest.CaptureFixture[st
                      "flaw_record": None}
 
 
+def test_the_prompt_command_shows_what_a_run_with_those_options_shows(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """--faults, --max-turns and --task-set mean what --resili-faults, --resili-max-turns
+    and --resili-task-set mean in a run."""
+    from pytest_resilibench.cli import main
+    from pytest_resilibench.core.tasks import load_tasks, task_set_dir
+
+    task = _fixture_tasks()[7]
+    paper_task = load_tasks(task_set_dir("paper")).by_id[task.id]
+    cases = [
+        (["--faults", "realistic"], render_prompt(task, Variant("optimal"), faults="realistic")),
+        (["--max-turns", "6"], render_prompt(task, Variant("optimal"), max_turns=6)),
+        (["--task-set", "paper"], render_prompt(paper_task, Variant("optimal"))),
+    ]
+    for argv, expected in cases:
+        assert main(["prompt", task.id, "--json", *argv]) == 0
+        shown = json.loads(capsys.readouterr().out)
+        assert shown["messages"] == expected.messages, argv
+    assert "6 turns" in render_prompt(task, Variant("optimal"), max_turns=6).messages[1][
+        "content"]
+    with pytest.raises(SystemExit) as exited:  # argparse's one-line usage error
+        main(["prompt", task.id, "--max-turns", "0"])
+    assert exited.value.code == 2
+    assert "--max-turns: 0 is not at least 1" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize(("argv", "message"), [
     (["--variant", "flawed"], "needs a flaw"),
     (["--flaw", "missing_step"], "takes no flaw"),
