@@ -92,10 +92,14 @@ class RunConfig:
     fail_under: float | None = None
     env: Env = "sim"
     faults: FaultProfile = "paper"
+    # Every service the user's URLs reach (`--resili-live-server` filled in per service, then
+    # `--resili-live-base-url`); the others run on the run's own loopback services.
     live_base_urls: dict[str, str] = field(default_factory=dict)
     # Sent to the live services as `Authorization: Bearer KEY` (`serve-live --api-key`); a
-    # secret, so in no report, config dump or repr.
+    # secret, so in no report, config dump or repr. Only requests to `live_key_origin` (the
+    # serve-live's origin, servers/live/key_scope.py) carry it.
     live_api_key: str | None = field(default=None, repr=False)
+    live_key_origin: str | None = None
     trajectories: bool = False
     skip_bad_agents: bool = False
     summary: str = "headline"  # the terminal's: the headline, or the full tables too
@@ -423,6 +427,10 @@ _OPTIONS: list[tuple[str, Callable[[str], Any] | None, str | None, str]] = [
     ("env", _one_of(ENVIRONMENTS), "sim",
      "sim (the simulator in process), mcp (the same simulator behind our MCP server, one "
      "stdio server per process for all its episodes) or live (the HTTP services)"),
+    ("live-server", _url, None,
+     "with --resili-env=live: a `resilibench serve-live` at this URL serves every service (at "
+     "URL/SERVICE; --resili-live-base-url overrides one); --resili-live-api-key goes to this "
+     "origin only"),
     ("task-set", _one_of(TASK_SET_NAMES), "default",
      "the shipped task set: default (a grammar of data flows, thousands of structures) or "
      "paper (the paper's 5040 tasks, frozen, for reproducing its tables)"),
@@ -515,8 +523,21 @@ def read_config(config: pytest.Config) -> RunConfig:
         register_secrets_in(values["model-args"])  # a key sent in a header reaches no report
     live_key = config.getoption("resili_live_api_key") or os.environ.get(LIVE_KEY_ENV) or None
     register_secret(live_key)
-    for url in (values["base-url"], *live.values()):
+    server = values["live-server"]
+    for url in (values["base-url"], server, *live.values()):
         register_url_credentials(url)  # user info, and the Basic header httpx makes of it
+    key_origin = None
+    if live_key is not None:
+        from pytest_resilibench.servers.live.key_scope import key_origin as scoped_origin
+
+        try:
+            key_origin = scoped_origin(server, live.values())
+        except ValueError as exc:
+            raise pytest.UsageError(f"--resili-live-api-key: {exc}") from None
+    if server is not None:
+        from pytest_resilibench.servers.live.services import SERVICES
+
+        live = {**{s.name: f"{server}/{s.name}" for s in SERVICES}, **live}
     if values["faults"] != "paper" and values["env"] == "live":
         raise pytest.UsageError("--resili-faults=realistic needs --resili-env=sim or mcp (the "
                                 "realistic events live in the simulator)")
@@ -559,6 +580,7 @@ def read_config(config: pytest.Config) -> RunConfig:
         faults=values["faults"],
         live_base_urls=live,
         live_api_key=live_key,
+        live_key_origin=key_origin,
         trajectories=bool(values["trajectories"]),
         skip_bad_agents=bool(values["skip-bad-agents"]),
         summary=values["summary"],

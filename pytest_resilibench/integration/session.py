@@ -520,7 +520,8 @@ class ResiliSession:
             urls = {**self._live.base_urls, **urls}
         return LiveEnvironment.for_episode(case.task, urls, seed=self._config.seed,
                                            repeat=case.repeat, registry=self.registry,
-                                           api_key=self._config.live_api_key)
+                                           api_key=self._config.live_api_key,
+                                           key_origin=self._config.live_key_origin)
 
     def _add_provider_stats(self, stats: Mapping[str, dict[str, Any]]) -> None:
         from pytest_resilibench.runtime.agents.probe import merge_stats

@@ -371,6 +371,35 @@ def test_live_env_reaches_a_serve_live_started_with_a_key(
     assert calls(from_env) and not any("Authorization" in str(c) for c in calls(from_env))
 
 
+def test_the_live_key_reaches_the_serve_live_named_and_no_public_api_beside_it(
+        suite: pytest.Pytester, keyed_serve_live: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`--resili-live-server` serves every service from one serve-live, which alone gets the
+    key; a `--resili-live-base-url` elsewhere (a public API: here a recorder on loopback)
+    gets the calls and never the key; URLs on two origins with a key and no server named are
+    a usage error that names both."""
+    from pytest_resilibench.integration.options import LIVE_KEY_ENV
+    from tests.unit.live.recorder import header_recorder
+
+    monkeypatch.delenv(LIVE_KEY_ENV, raising=False)
+    run = [*SMALL, "--resili-env=live", "--resili-variants=optimal",
+           "--resili-model=builtin:adaptive", f"--resili-live-api-key={LIVE_KEY}"]
+    report = suite.path / "server.json"
+    with header_recorder() as (public, seen):
+        result = suite.runpytest(*run, f"--resili-live-server={keyed_serve_live}",
+                                 f"--resili-live-base-url=weather_forecast={public}/w",
+                                 f"--resili-report={report}")
+    assert result.ret == 0
+    episodes = load(report)["episodes"]
+    assert sum(ep["outcome"] == "full" for ep in episodes) >= 6  # the key was taken
+    assert seen and not any("authorization" in h or LIVE_KEY in str(h) for h in seen)
+
+    result = suite.runpytest(*run, f"--resili-live-base-url=weather_forecast={public}/w",
+                             f"--resili-live-base-url=number_fact={keyed_serve_live}/number_fact")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--resili-live-api-key: the live service URLs are on 2 "
+                                 "origins*--resili-live-server*"])
+
+
 def test_sample_all_takes_every_task_of_the_cell(suite: pytest.Pytester) -> None:
     result = suite.runpytest("--collect-only", "-q", "--resili-sample=all",
                              "--resili-variants=cot", "--resili-task-types=simple_task",

@@ -17,8 +17,10 @@ requests there: GET services get their arguments as query parameters, POST servi
 body, and a JSON object answer becomes the call's output (any other JSON value is wrapped as
 `{"data": value}`). Services without a base URL are not offered to the agent.
 
-`api_key` goes with every request as `Authorization: Bearer KEY`, what `resilibench serve-live
---api-key KEY` asks of its callers (`--resili-live-api-key`, or `RESILIBENCH_LIVE_API_KEY`).
+`api_key` goes as `Authorization: Bearer KEY`, what `resilibench serve-live --api-key KEY` asks
+of its callers (`--resili-live-api-key`, or `RESILIBENCH_LIVE_API_KEY`), with the requests to
+one origin only, `key_origin` (the serve-live's; by default the one origin the base URLs share,
+key_scope.py): a public API named beside it never sees the key.
 """
 
 from __future__ import annotations
@@ -35,6 +37,8 @@ from pytest_resilibench.base.redact import register_secret
 from pytest_resilibench.core.registry import ToolRegistry
 from pytest_resilibench.core.simulator import CallResult, EpisodeKey
 from pytest_resilibench.core.tasks import Task
+from pytest_resilibench.servers.live.key_scope import key_origin as scoped_origin
+from pytest_resilibench.servers.live.key_scope import origin
 from pytest_resilibench.servers.live.registry import DEFAULT_TIMEOUT_S, live_registry
 from pytest_resilibench.servers.live.server import REQUEST_KEY_HEADER
 from pytest_resilibench.servers.live.services import SERVICES
@@ -62,12 +66,18 @@ class LiveEnvironment:
         timeout_s: float = DEFAULT_TIMEOUT_S,
         client: httpx.AsyncClient | None = None,
         api_key: str | None = None,
+        key_origin: str | None = None,
     ) -> None:
         if api_key is not None:
             register_secret(api_key)  # a service that echoes it gets it masked in the record
         self._auth = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self.registry = registry if registry is not None else live_registry()
         self.base_urls = {k: v.rstrip("/") for k, v in base_urls.items()}
+        # The services whose requests carry the key: those on its origin (ValueError: base
+        # URLs on several origins and none named).
+        keyed = scoped_origin(key_origin, self.base_urls.values()) if api_key else None
+        self._keyed = frozenset(name for name, url in self.base_urls.items()
+                                if keyed is not None and origin(url) == keyed)
         self.inputs = dict(inputs or {})
         self.episode = episode
         self.timeout_s = timeout_s
@@ -120,7 +130,7 @@ class LiveEnvironment:
 
     async def _request(self, name: str, arguments: dict[str, Any], n: int) -> CallResult:
         url = self.base_urls[name]
-        headers = dict(self._auth)
+        headers = dict(self._auth) if name in self._keyed else {}
         if self.episode is not None:
             headers[REQUEST_KEY_HEADER] = request_key(self.episode, name, n)
         start = time.perf_counter()

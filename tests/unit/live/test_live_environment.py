@@ -23,6 +23,7 @@ from pytest_resilibench.servers.live.server import (
     planned_fault,
 )
 from pytest_resilibench.servers.live.services import SERVICES
+from tests.unit.live.recorder import header_recorder
 
 SEED = 0  # the live_server fixture's seed (conftest)
 HANG_S = 1.0  # as the fixture's
@@ -136,6 +137,32 @@ def test_a_keyed_server_answers_the_key_and_refuses_a_call_without_it() -> None:
     assert "Authorization: Bearer" in refused.message and key not in wrong.message
     assert answered.ok, answered.message
     assert posted.ok, posted.message  # POST services too
+
+
+def test_the_key_goes_to_its_origin_and_never_to_a_public_api_beside_it() -> None:
+    """A run that mixes a keyed serve-live with a public API sends the key to the former
+    only (key_scope.py); with URLs on two origins and none named, it refuses to start."""
+    key = "live-key-DO-NOT-LEAK-0456"
+    episode = find_episode("weather_forecast", None)
+    with live_services(SEED, hang_s=HANG_S, api_key=key) as server, \
+            header_recorder() as (public, seen):
+        urls = {"weather_forecast": f"{public}/weather_forecast",
+                "number_fact": server.base_urls["number_fact"]}
+
+        async def run() -> tuple[Any, Any]:
+            env = LiveEnvironment(urls, episode=episode, api_key=key, key_origin=server.url)
+            try:
+                return (await env.call("weather_forecast", ARGS["weather_forecast"]),
+                        await env.call("number_fact", ARGS["number_fact"]))
+            finally:
+                await env.aclose()
+
+        public_call, keyed_call = asyncio.run(run())
+        with pytest.raises(ValueError, match="2 origins"):
+            LiveEnvironment(urls, api_key=key)
+    assert public_call.ok and len(seen) == 1
+    assert "authorization" not in seen[0] and key not in str(seen[0])
+    assert keyed_call.error_code != "INVALID_INPUT", keyed_call.message  # the key was taken
 
 
 def test_connection_refused_is_a_network_error() -> None:
