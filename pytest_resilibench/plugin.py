@@ -127,6 +127,8 @@ def _activate(config: pytest.Config) -> ResiliSession:
             if not (running and _is_distributed(config)):  # else once the workers start
                 session.task_set  # noqa: B018  # the fixtures, verified: a damaged file stops
             session.check_models(probe=running)
+            if running:
+                session.check_live_services()
             session.prepare_gate()
             if running:
                 session.prepare_resume()

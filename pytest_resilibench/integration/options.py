@@ -100,6 +100,7 @@ class RunConfig:
     # serve-live's origin, servers/live/key_scope.py) carry it.
     live_api_key: str | None = field(default=None, repr=False)
     live_key_origin: str | None = None
+    live_server: str | None = None  # `--resili-live-server` (its services are in the URLs)
     trajectories: bool = False
     skip_bad_agents: bool = False
     summary: str = "headline"  # the terminal's: the headline, or the full tables too
@@ -581,6 +582,7 @@ def read_config(config: pytest.Config) -> RunConfig:
         live_base_urls=live,
         live_api_key=live_key,
         live_key_origin=key_origin,
+        live_server=server,
         trajectories=bool(values["trajectories"]),
         skip_bad_agents=bool(values["skip-bad-agents"]),
         summary=values["summary"],

@@ -317,6 +317,22 @@ class ResiliSession:
                 continue  # its cases run again: the same result
             self._resumed.update(source.episodes)
 
+    def check_live_services(self) -> None:
+        """Under `--resili-env=live`, ask each serve-live the run names (its
+        `--resili-live-server`, the origin its key goes to) for its index with that key, so a
+        missing or refused key, or a server that is not there, stops the run at start-up
+        instead of failing every call (`live.environment.check_serve_live`)."""
+        config = self._config
+        if config.env != "live":
+            return
+        from pytest_resilibench.servers.live.environment import check_serve_live
+        from pytest_resilibench.servers.live.key_scope import origin
+
+        named = {origin(url) for url in (config.live_server, config.live_key_origin) if url}
+        for where in sorted(named):
+            key = config.live_api_key if where == config.live_key_origin else None
+            check_serve_live(where, api_key=key)
+
     def check_models(self, *, probe: bool = True) -> None:
         """Build each model's agent once, so a bad spec (an unknown built-in, a missing API
         key, an option its family refuses) stops the run at start-up with its message instead

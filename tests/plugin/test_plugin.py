@@ -400,6 +400,30 @@ def test_the_live_key_reaches_the_serve_live_named_and_no_public_api_beside_it(
                                  "origins*--resili-live-server*"])
 
 
+@pytest.mark.parametrize(("key", "said"), [
+    (None, "asks for a key and none was set"),
+    ("not-the-key-at-all", "refused the key it was sent"),
+    (LIVE_KEY, "could not reach the live services at http://127.0.0.1:9/"),
+], ids=["no-key", "wrong-key", "no-server"])
+def test_a_serve_live_that_would_refuse_every_call_stops_the_run_at_start_up(
+        suite: pytest.Pytester, keyed_serve_live: str, monkeypatch: pytest.MonkeyPatch,
+        key: str | None, said: str) -> None:
+    from pytest_resilibench.integration.options import LIVE_KEY_ENV
+
+    monkeypatch.delenv(LIVE_KEY_ENV, raising=False)
+    server = "http://127.0.0.1:9" if said.startswith("could not") else keyed_serve_live
+    report = suite.path / "r.json"
+    result = suite.runpytest(*SMALL, "--resili-env=live", "--resili-variants=optimal",
+                             "--resili-model=builtin:adaptive", f"--resili-live-server={server}",
+                             *([f"--resili-live-api-key={key}"] if key else []),
+                             f"--resili-report={report}")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"*{said}*"])
+    assert not report.exists()
+    if key:
+        assert key not in result.stderr.str()  # the key never shows
+
+
 def test_sample_all_takes_every_task_of_the_cell(suite: pytest.Pytester) -> None:
     result = suite.runpytest("--collect-only", "-q", "--resili-sample=all",
                              "--resili-variants=cot", "--resili-task-types=simple_task",

@@ -43,7 +43,7 @@ from pytest_resilibench.servers.live.registry import DEFAULT_TIMEOUT_S, live_reg
 from pytest_resilibench.servers.live.server import REQUEST_KEY_HEADER
 from pytest_resilibench.servers.live.services import SERVICES
 
-__all__ = ["LiveEnvironment", "request_key"]
+__all__ = ["LiveEnvironment", "check_serve_live", "request_key"]
 
 _METHODS = {s.name: s.method for s in SERVICES}
 # Values the simulator also leaves to data flow rather than to the task.
@@ -226,6 +226,26 @@ def _query(arguments: Mapping[str, Any]) -> list[tuple[str, str | int | float | 
         for v in values:
             out.append((key, v if isinstance(v, str) else json.dumps(v)))
     return out
+
+
+def check_serve_live(url: str, *, api_key: str | None,
+                     timeout_s: float = DEFAULT_TIMEOUT_S) -> None:
+    """One `GET /` to a `resilibench serve-live` a run names, with the key it will send there
+    (None: none): ValueError when the server refuses it (401/403) or cannot be reached, so a
+    run stops at start-up instead of failing every call. Any other answer passes (the
+    index, `GET /`, has no seeded faults; what the services do is the episodes' business)."""
+    root = origin(url) + "/"
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    option = "--resili-live-api-key (or $RESILIBENCH_LIVE_API_KEY)"
+    try:
+        response = httpx.get(root, headers=headers, timeout=timeout_s)
+    except (httpx.HTTPError, OSError) as exc:
+        raise ValueError(f"could not reach the live services at {root}: {_describe(exc)}; "
+                         "check --resili-live-server / --resili-live-base-url") from None
+    if response.status_code in (401, 403):
+        detail = _error_detail(response.content) or f"HTTP {response.status_code}"
+        said = "refused the key it was sent" if api_key else "asks for a key and none was set"
+        raise ValueError(f"the live services at {root} {said} ({detail}); check {option}")
 
 
 def _error_detail(body: bytes) -> str | None:
