@@ -139,7 +139,10 @@ class RealisticMDP:
         # Memoised by `_canonical(state)`: states that differ only in what no call can read
         # any more share one value and one best action.
         self._values: dict[RState, tuple[float, int]] = {}
-        self._relevant: dict[tuple[int, int], tuple[int, int, tuple[bool, ...]]] = {}
+        self._relevant: dict[tuple[int, int], tuple[int, int, tuple[int, ...]]] = {}
+        # The steps whose outage status can be known (their tool has a stand-in).
+        self._outage_steps = tuple(sorted({t.step for t in self.tools if t.step >= 0
+                                           and self.steps[t.step] in faults.alternatives}))
 
     # --- states -----------------------------------------------------------------------------
     def initial_state(self) -> RState:
@@ -292,15 +295,19 @@ class RealisticMDP:
                     mask |= 1 << (j if kind == "step" else self.n + j)
                     ok_mask |= (kind == "prereq") << j
             read = {t.step for t in live if t.step >= 0 and not t.alt}
-            relevant = self._relevant[key] = (
-                mask, ok_mask, tuple(j in read for j in range(self.n)))
-        mask, ok_mask, read_status = relevant
-        status = tuple(s if r else UNKNOWN for s, r in zip(state.status, read_status,
-                                                           strict=True))
-        if state.failed & ~mask == 0 and state.ok & ~ok_mask == 0 and status == state.status:
+            unread = tuple(j for j in self._outage_steps if j not in read)
+            relevant = self._relevant[key] = (mask, ok_mask, unread)
+        mask, ok_mask, unread = relevant
+        status = state.status
+        if any(status[j] for j in unread):
+            cleared = list(status)
+            for j in unread:
+                cleared[j] = UNKNOWN
+            status = tuple(cleared)
+        if state.failed & ~mask == 0 and state.ok & ~ok_mask == 0 and status is state.status:
             return state
-        return state._replace(failed=state.failed & mask, ok=state.ok & ok_mask,
-                              status=status)
+        return RState(state.k, state.turns_left, state.ok & ok_mask, state.failed & mask,
+                      state.window, status, state.auth, state.blocked, state.empty)
 
     def _solve(self, state: RState) -> tuple[float, int]:
         state = self._canonical(state)
