@@ -459,6 +459,8 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
         tr.write_line("(every table: -v or --resili-summary=full)")
     for line in state.resume_lines():
         tr.write_line(line)
+    for line in state.close_lines():
+        tr.write_line(line, yellow=True)
     if state.config.report is not None:
         tr.write_line(f"JSON report: {state.config.report} (browse its episodes: resilibench "
                       f"report {state.config.report} --html)")

@@ -39,6 +39,7 @@ from pytest_resilibench.integration.cases import Case
 from pytest_resilibench.integration.options import RunConfig
 from pytest_resilibench.integration.preload import import_before_threads
 from pytest_resilibench.integration.start_order import longest_first
+from pytest_resilibench.runtime.agent_error import raised_where
 from pytest_resilibench.runtime.agents.limiter import AdaptiveLimiter
 from pytest_resilibench.runtime.environment import Environment
 from pytest_resilibench.runtime.protocol import AnyAgent, close_agent
@@ -56,6 +57,10 @@ EPISODES_PER_REQUEST_SLOT = 4
 AgentFactory = Callable[[str], AnyAgent]
 # May be async: opening an MCP connection is.
 EnvironmentFactory = Callable[[Case], Environment | Awaitable[Environment] | None]
+
+
+# How long an agent's `aclose()` may take at the end of a run.
+CLOSE_TIMEOUT_S = 10.0
 
 
 class EpisodeRunner:
@@ -87,6 +92,8 @@ class EpisodeRunner:
         self._episodes_per_slot = max(1, episodes_per_slot)
         self._window = window or max(64, 2 * self._episodes_per_slot * config.concurrency)
         self._agents: dict[str, AnyAgent] = {}
+        # One line per agent whose `aclose` raised or hung (the run goes on; the summary says).
+        self.close_problems: list[str] = []
         self._futures: dict[str, concurrent.futures.Future[EpisodeRecord]] = {}
         # Who started each case: the feeder (holds a window slot) or an item on demand.
         self._started_by: dict[str, str] = {}
@@ -171,7 +178,8 @@ class EpisodeRunner:
             self._feeder.cancel()
         if self._background is not None:
             loop = self._background
-            asyncio.run_coroutine_threadsafe(self._aclose(), loop).result(timeout=30)
+            asyncio.run_coroutine_threadsafe(self._aclose(), loop).result(
+                timeout=CLOSE_TIMEOUT_S * (len(self._agents) + 1))
             loop.call_soon_threadsafe(loop.stop)
             if self._thread is not None:
                 self._thread.join(timeout=30)
@@ -343,12 +351,18 @@ class EpisodeRunner:
                 and hasattr(stats, "to_json")}
 
     async def _aclose(self) -> None:
-        errors: list[Any] = []
-        for agent in self._agents.values():
+        for model, agent in self._agents.items():
+            # A user's `aclose` that raises or never returns must neither crash nor hang the
+            # end of the run, nor keep the other agents open: it is noted and passed.
             try:
-                await close_agent(agent)
-            except Exception as exc:  # closing one agent must not leak the others
-                errors.append(exc)
+                await asyncio.wait_for(close_agent(agent), CLOSE_TIMEOUT_S)
+            except asyncio.TimeoutError:  # (TimeoutError itself from Python 3.11)
+                self.close_problems.append(
+                    f"resilibench: the agent of {model} did not close within "
+                    f"{CLOSE_TIMEOUT_S:g} s (its aclose() was left running)")
+            except Exception as exc:
+                self.close_problems.append(f"resilibench: closing the agent of {model} failed: "
+                                           f"{raised_where(exc)}")
         self._agents.clear()
 
 

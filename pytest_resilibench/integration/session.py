@@ -101,6 +101,7 @@ class ResiliSession:
         self._store = EpisodeStore(records=config.report is not None)
         self._received_by_worker: Counter[str] = Counter()
         self._lost: list[str] = []
+        self._close_problems: list[str] = []  # agents whose aclose() raised or hung
         self._gate_results: list[GateResult] = []
         self._summary: Summary | None = None
         # When the run began (the report's `environment.started`: a comparison names its runs).
@@ -231,6 +232,7 @@ class ResiliSession:
         if self._runner is not None:
             self._add_provider_stats(self._runner.agent_stats())
             self._runner.close()
+            self._close_problems += self._runner.close_problems
             self._runner = None
         if self._live is not None:
             self._live.stop()
@@ -567,12 +569,14 @@ class ResiliSession:
 
     def worker_output(self) -> dict[str, Any]:
         """An xdist worker's account for the controller (`worker_finished`)."""
-        return {"resili_episodes": self._attached, "resili_providers": self._provider_stats}
+        return {"resili_episodes": self._attached, "resili_providers": self._provider_stats,
+                "resili_close_problems": self._close_problems}
 
     def worker_finished(self, worker: str, output: Mapping[str, Any]) -> None:
         """The controller, when a worker is down: add its providers' counts, and note in
         `lost` when fewer of its episodes arrived than it sent."""
         self._add_provider_stats(output.get("resili_providers") or {})
+        self._close_problems += [str(line) for line in output.get("resili_close_problems") or ()]
         sent = output.get("resili_episodes")
         got = self._received_by_worker.get(worker, 0)
         if sent is not None and sent != got:
@@ -818,6 +822,10 @@ class ResiliSession:
             return f"{said}; the report {report} holds all {received} episodes"
         return f"{said}; the report {report} holds {received} of the " \
                f"{len(self._planned) - len(self._left_out)} planned episodes"
+
+    def close_lines(self) -> list[str]:
+        """Agents that did not close cleanly (each line once, however many workers said it)."""
+        return list(dict.fromkeys(self._close_problems))
 
     def resume_lines(self) -> list[str]:
         """What resuming did, for the terminal: where the replays came from, how many."""

@@ -250,3 +250,70 @@ def test_an_agent_that_raises_fails_its_items_as_agent_errors_apart_from_infra_e
     assert "Agent errors (failed episodes in every rate)" in out
     assert re.search(r"30 agent errors in [\d.]+s", result.outlines[-1]), result.outlines[-1]
     assert "infra error" not in result.outlines[-1]
+
+
+CLOSING = '''
+import asyncio
+
+from pytest_resilibench import ModelReply
+
+
+class Closing:
+    """Completes at once; its aclose() fails as `how` says once it has answered a turn
+    (the start-up check closes a fresh one, which has not)."""
+
+    def __init__(self, how):
+        self.name, self.how, self.turns = f"closing-{how}", how, 0
+
+    async def complete(self, request):
+        self.turns += 1
+        return ModelReply(content="TASK_COMPLETED")
+
+    async def aclose(self):
+        if self.how == "at-once" or self.turns:
+            if self.how == "hangs":
+                await asyncio.sleep(3600)
+            raise RuntimeError("socket already closed")
+
+
+def raises():
+    return Closing("raises")
+
+
+def hangs():
+    return Closing("hangs")
+
+
+def at_once():
+    return Closing("at-once")
+'''
+
+
+def test_an_agent_whose_aclose_raises_or_hangs_never_crashes_nor_holds_the_run(
+        suite: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    """At the end of a run, an `aclose()` that raises or hangs (past `CLOSE_TIMEOUT_S`) is one
+    yellow line of the summary, the report is written and the other agents close; at
+    start-up (the check that builds and closes each agent) it is one usage error."""
+    from pytest_resilibench.integration import runner
+
+    monkeypatch.setattr(runner, "CLOSE_TIMEOUT_S", 0.5)
+    outside = suite.mkdir("outside")
+    (outside / "closing_agents.py").write_text(CLOSING)
+    suite.syspathinsert(outside)
+    report = suite.path / "run.json"
+    result = suite.runpytest(*SMALL, "-k", "simple_task and easy", f"--resili-report={report}",
+                             "--resili-model=py:closing_agents:raises,py:closing_agents:hangs")
+    out = result.stdout.str()
+    assert result.ret == pytest.ExitCode.OK, out[-3000:]
+    assert len(load(report)["episodes"]) == 2
+    assert "INTERNALERROR" not in out
+    result.stdout.fnmatch_lines([
+        "resilibench: closing the agent of py:closing_agents:raises failed: RuntimeError: "
+        "socket already closed at outside/closing_agents.py:*",
+        "resilibench: the agent of py:closing_agents:hangs did not close within 0.5 s*"])
+
+    result = suite.runpytest(*SMALL, "--resili-model=py:closing_agents:at_once")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--resili-model py:closing_agents:at_once: closing the agent "
+                                 "failed: RuntimeError: socket already closed at *"])
+    assert "INTERNALERROR" not in result.stdout.str() + result.stderr.str()

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from pytest_resilibench.runtime.agent_error import raised_where
 from pytest_resilibench.runtime.protocol import AnyAgent, InfrastructureError, close_agent
 
 __all__ = ["hint_for", "merge_stats", "probe_agent", "throughput"]
@@ -42,10 +43,24 @@ async def probe_agent(agent: AnyAgent, spec: str, *, probe: bool = True) -> None
         if probe and ask is not None:
             await ask()
     except InfrastructureError as exc:
+        await _close(agent, spec, quiet=True)
         raise ValueError(f"--resili-model {spec}: the start-up request failed: {exc}; "
                          f"{hint_for(exc)}") from None
-    finally:
+    except BaseException:
+        await _close(agent, spec, quiet=True)
+        raise
+    await _close(agent, spec)
+
+
+async def _close(agent: AnyAgent, spec: str, *, quiet: bool = False) -> None:
+    """Close the probed agent. A user's `aclose()` that raises is a usage error that says so
+    (`quiet`: not while the probe's own failure is the news)."""
+    try:
         await close_agent(agent)
+    except Exception as exc:
+        if not quiet:
+            raise ValueError(f"--resili-model {spec}: closing the agent failed: "
+                             f"{raised_where(exc)}") from None
 
 
 def merge_stats(total: Mapping[str, Any] | None, more: Mapping[str, Any]) -> dict[str, Any]:
