@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import functools
 import inspect
 import threading
@@ -138,7 +139,11 @@ class EpisodeRunner:
                     fresh.append(case)
         if fresh:
             for model in dict.fromkeys(case.model for case in fresh):
-                self._agent(model)  # made on pytest's thread: its imports too (preload.py)
+                # Made on pytest's thread: its imports too (preload.py). A factory that fails
+                # here (in an xdist worker, after the controller's check passed) fails each of
+                # its items with its own message, as it will again there, not the run.
+                with contextlib.suppress(Exception):
+                    self._agent(model)
             self._feeder = asyncio.run_coroutine_threadsafe(self._feed(fresh), self._loop)
 
     def result(self, case: Case) -> EpisodeRecord:

@@ -280,6 +280,14 @@ def raises():
     return Closing("raises")
 
 
+def not_in_workers():
+    import os
+
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        raise RuntimeError("no credentials in this process")
+    return Closing("raises")
+
+
 def hangs():
     return Closing("hangs")
 
@@ -300,6 +308,7 @@ def test_an_agent_whose_aclose_raises_or_hangs_never_crashes_nor_holds_the_run(
     outside = suite.mkdir("outside")
     (outside / "closing_agents.py").write_text(CLOSING)
     suite.syspathinsert(outside)
+    monkeypatch.setenv("PYTHONPATH", str(outside))  # and in xdist's workers
     report = suite.path / "run.json"
     result = suite.runpytest(*SMALL, "-k", "simple_task and easy", f"--resili-report={report}",
                              "--resili-model=py:closing_agents:raises,py:closing_agents:hangs")
@@ -311,6 +320,21 @@ def test_an_agent_whose_aclose_raises_or_hangs_never_crashes_nor_holds_the_run(
         "resilibench: closing the agent of py:closing_agents:raises failed: RuntimeError: "
         "socket already closed at outside/closing_agents.py:*",
         "resilibench: the agent of py:closing_agents:hangs did not close within 0.5 s*"])
+
+    # Closed in an xdist worker: the worker's line reaches the controller's summary.
+    result = suite.runpytest_subprocess(*SMALL, "-n", "2", "-k", "simple_task",
+                                        "--resili-model=py:closing_agents:raises")
+    assert result.ret == pytest.ExitCode.OK
+    result.stdout.fnmatch_lines(["resilibench: closing the agent of py:closing_agents:raises "
+                                 "failed: RuntimeError: socket already closed at *"])
+
+    # A factory that works in the controller's check and fails in the workers: each of its
+    # items fails with the factory's message; the run itself goes on.
+    result = suite.runpytest_subprocess(*SMALL, "-n", "2", "-k", "simple_task and easy",
+                                        "--resili-model=py:closing_agents:not_in_workers")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED, result.stdout.str()[-3000:]
+    assert "INTERNALERROR" not in result.stdout.str() + result.stderr.str()
+    result.stdout.fnmatch_lines(["*RuntimeError: no credentials in this process*"])
 
     result = suite.runpytest(*SMALL, "--resili-model=py:closing_agents:at_once")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
