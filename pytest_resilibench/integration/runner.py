@@ -279,13 +279,22 @@ class EpisodeRunner:
             for task in pending:
                 task.cancel()
             raise
+        except Exception as exc:  # a harness bug: every waiting item shows it, none hangs
+            with self._lock:
+                waiting = [f for f in self._futures.values() if not f.done()]
+            for future in waiting:
+                future.set_exception(exc)
 
     def _slots_of(self, model: str) -> EpisodeSlots:
         """The bound on episodes in flight of `model`'s kind (runtime/episode.py), made on the
         loop it serves: `concurrency`, times `episodes_per_slot` for an agent that keeps its
         own requests to `concurrency` (any other, a user's `py:` agent calling its own API
         say, gets no more episodes than the option says)."""
-        queues = isinstance(getattr(self._agent(model), "limiter", None), AdaptiveLimiter)
+        try:
+            agent: AnyAgent | None = self._agent(model)
+        except Exception:  # its factory failed: each of its episodes raises that, one a slot
+            agent = None
+        queues = isinstance(getattr(agent, "limiter", None), AdaptiveLimiter)
         slots = self._slots.get(queues)
         if slots is None:
             from pytest_resilibench.runtime.episode import EpisodeSlots

@@ -281,9 +281,14 @@ def raises():
 
 
 def not_in_workers():
+    # The first process to build one (the controller's check) is the only one that can.
     import os
+    from pathlib import Path
 
-    if os.environ.get("PYTEST_XDIST_WORKER"):
+    mark = Path(os.environ["CLOSING_FIRST_PID"])
+    if not mark.exists():
+        mark.write_text(str(os.getpid()))
+    if mark.read_text() != str(os.getpid()):
         raise RuntimeError("no credentials in this process")
     return Closing("raises")
 
@@ -330,6 +335,7 @@ def test_an_agent_whose_aclose_raises_or_hangs_never_crashes_nor_holds_the_run(
 
     # A factory that works in the controller's check and fails in the workers: each of its
     # items fails with the factory's message; the run itself goes on.
+    monkeypatch.setenv("CLOSING_FIRST_PID", str(suite.path / "first.pid"))
     result = suite.runpytest_subprocess(*SMALL, "-n", "2", "-k", "simple_task and easy",
                                         "--resili-model=py:closing_agents:not_in_workers")
     assert result.ret == pytest.ExitCode.TESTS_FAILED, result.stdout.str()[-3000:]

@@ -123,6 +123,64 @@ def test_one_broken_case_leaves_the_others_alone() -> None:
     assert all(rec.outcome != "error" for rec in rest)
 
 
+def _results_within(r: EpisodeRunner, todo: list[Case], guard_s: float = 120) -> list[object]:
+    """Each case's record or the exception its result raised; a hang fails the test after
+    `guard_s` (a guard against hanging, not a timing claim: a daemon thread, left behind)."""
+    import threading
+
+    out: list[object] = []
+
+    def collect() -> None:
+        for case in todo:
+            try:
+                out.append(r.result(case))
+            except Exception as exc:
+                out.append(exc)
+
+    thread = threading.Thread(target=collect, daemon=True)
+    thread.start()
+    thread.join(guard_s)
+    assert not thread.is_alive(), f"an item still waits for its record after {guard_s} s"
+    return out
+
+
+def test_an_agent_its_factory_cannot_make_fails_each_case_and_hangs_none() -> None:
+    """(An xdist worker whose `py:` factory fails after the controller's check passed.)"""
+    def factory(model: str) -> CountingAgent:
+        raise RuntimeError("no credentials in this process")
+
+    r = EpisodeRunner(CONFIG, default_registry(), agent_factory=factory)
+    todo = cases()[:6]
+    try:
+        r.start(todo)  # does not raise: the items do, each with the factory's message
+        got = _results_within(r, todo)
+    finally:
+        r.close()
+    assert all(isinstance(g, RuntimeError) and "no credentials" in str(g) for g in got)
+
+
+def test_a_feeder_that_breaks_fails_the_waiting_cases_instead_of_hanging_them(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The feeder fails after it claimed a case (its item then waits for the feeder): that
+    item gets the error; the cases it never reached run on demand."""
+    def broken(self: EpisodeRunner, model: str) -> object:
+        raise RuntimeError("slots broke")
+
+    monkeypatch.setattr(EpisodeRunner, "_slots_of", broken)
+    r = runner(CountingAgent())
+    todo = cases()[:6]
+    try:
+        r.start(todo)
+        got = _results_within(r, todo)
+    finally:
+        r.close()
+    failed = [g for g in got if isinstance(g, Exception)]
+    assert failed and all(isinstance(g, RuntimeError) and "slots broke" in str(g)
+                          for g in failed)
+    assert all(g.id == c.id for g, c in zip(got, todo, strict=True)  # type: ignore[attr-defined]
+               if not isinstance(g, Exception))
+
+
 def test_close_is_idempotent_and_cancels_queued_work() -> None:
     agent = CountingAgent(delay=0.05)
     r = runner(agent)
