@@ -55,10 +55,11 @@ def main() -> None:
     seconds = [r[3] for r in rows]
 
     def spread(values: list[float], unit: str) -> str:
-        ordered = sorted(values)
-        return (f"median {statistics.median(ordered):,.{2 if unit == 's' else 0}f}{unit}, "
-                f"p95 {ordered[int(0.95 * (len(ordered) - 1))]:,.2f}{unit}, "
-                f"max {ordered[-1]:,.2f}{unit}, total {sum(ordered):,.1f}{unit}")
+        ordered, digits = sorted(values), 2 if unit == "s" else 0
+        picks = {"median": statistics.median(ordered),
+                 "p95": ordered[int(0.95 * (len(ordered) - 1))], "max": ordered[-1],
+                 "total": sum(ordered)}
+        return ", ".join(f"{name} {value:,.{digits}f}{unit}" for name, value in picks.items())
 
     print(f"{args.task_set}: {len(structures)} structures, {len(sample)} solved "
           f"(every {args.every}th)")
