@@ -236,8 +236,15 @@ class _Place:
         self._woken.set()
 
     async def wait(self, timeout: float) -> None:
-        with contextlib.suppress(asyncio.TimeoutError):
-            await asyncio.wait_for(self._woken.wait(), max(0.0, timeout))
+        """Until woken or `timeout` s pass. A timer sets the event rather than `wait_for`
+        timing out: on Python 3.11 `wait_for` can turn a cancellation that meets its timeout
+        into the TimeoutError (CPython gh-86296), and a request cancelled while it waits in
+        line (an interrupted run) would then poll on for ever."""
+        handle = asyncio.get_running_loop().call_later(max(0.0, timeout), self._woken.set)
+        try:
+            await self._woken.wait()
+        finally:
+            handle.cancel()
         self._woken.clear()
 
 
@@ -436,8 +443,13 @@ class AdaptiveLimiter:
                     self._tick(now, +1)  # the slot is this request's while it waits its turn
                     self._leave_line(place)  # the next in line may take a slot meanwhile
                     if go > now:
-                        async with self.held():
-                            await asyncio.sleep(go - now)
+                        try:
+                            async with self.held():
+                                await asyncio.sleep(go - now)
+                        except BaseException:  # cancelled in its turn: the slot goes back
+                            self._tick(self._clock(), -1)
+                            self._wake_first()
+                            raise
                     if self.first_at is None:
                         self.first_at = self._clock()
                     return Ticket(epoch=view.epoch)

@@ -375,7 +375,11 @@ class OpenAIAgent:
             except InfrastructureError:
                 limiter.release(ticket, "other")
                 raise
-            result = await self._attempt(request, params)
+            try:
+                result = await self._attempt(request, params)
+            except BaseException:  # cancelled in flight (an interrupted run): free the slot
+                limiter.release(ticket, "other")
+                raise
             if not isinstance(result, _Failure):
                 reply, limits = result
                 limiter.release(ticket, "ok", limits, _tokens(reply))

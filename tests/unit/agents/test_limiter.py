@@ -487,3 +487,53 @@ def test_an_update_that_waited_on_a_removed_file_goes_to_the_new_one(
 
     FileStore(path).update(bump)
     assert json.loads(path.read_text()) == {"n": 10}
+
+
+# --- cancellation (an interrupted run) ------------------------------------------------------------
+def test_a_request_cancelled_while_it_waits_in_line_leaves_it_at_once() -> None:
+    """Cancelling a request that waits for a slot raises in it, whenever the cancel lands
+    (`_Place.wait` never turns a cancellation into a timeout), and it leaves the line."""
+    async def run() -> tuple[list[Ticket | BaseException], int]:
+        lim = AdaptiveLimiter(1)
+        held = await lim.acquire(float("inf"), lambda: "never")
+        waiting = [asyncio.ensure_future(lim.acquire(float("inf"), lambda: "never"))
+                   for _ in range(20)]
+        for i, task in enumerate(waiting):  # cancels landing at every point of the polls
+            await asyncio.sleep(0.0125 * (i % 4))
+            task.cancel()
+        got = await asyncio.wait_for(asyncio.gather(*waiting, return_exceptions=True), 60)
+        lim.release(held, "ok")
+        return got, len(lim._line)
+
+    got, left_in_line = asyncio.run(run())
+    assert all(isinstance(g, asyncio.CancelledError) for g in got)
+    assert left_in_line == 0
+
+
+def test_a_request_cancelled_in_flight_gives_its_slot_back() -> None:
+    """One slot; the request holding it is cancelled while the server holds its answer: the
+    next request gets the slot (before, it waited in line for ever)."""
+    async def hold_first(request: Any) -> ModelReply:
+        if request.messages[-1]["content"] == "first":
+            await asyncio.sleep(30)  # the client gives up long before (cancelled)
+        return ModelReply(content="TASK_COMPLETED")
+
+    with OpenAITestServer(hold_first) as server:
+        async def run() -> tuple[str | None, int]:
+            agent = OpenAIAgent("gpt-test", base_url=server.base_url, api_key="sk-test",
+                                max_concurrency=1, timeout_s=60)
+            try:
+                first = asyncio.ensure_future(agent.complete(
+                    ModelRequest(messages=[{"role": "user", "content": "first"}])))
+                while agent.limiter.in_flight == 0:  # it holds the one slot
+                    await asyncio.sleep(0.01)
+                first.cancel()
+                await asyncio.gather(first, return_exceptions=True)
+                second = await asyncio.wait_for(agent.complete(
+                    ModelRequest(messages=[{"role": "user", "content": "second"}])), 60)
+                return second.content, agent.limiter.in_flight
+            finally:
+                await agent.aclose()
+
+        content, in_flight = asyncio.run(run())
+    assert content == "TASK_COMPLETED" and in_flight == 0
