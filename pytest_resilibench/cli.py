@@ -337,6 +337,8 @@ def _cmd_prompt(args: argparse.Namespace) -> int:
 
 
 def _add_prompt(sub: _Subparsers) -> None:
+    from pytest_resilibench.core.tasks import TASK_SETS
+
     p = sub.add_parser("prompt", help="print the messages a model sees for a task and variant")
     p.add_argument("task_id", metavar="TASK_ID", help="task id, e.g. t0421")
     p.add_argument("--variant", choices=VARIANT_KINDS,
@@ -352,7 +354,7 @@ def _add_prompt(sub: _Subparsers) -> None:
                         "stand-ins and contingencies; docs/FAULTS.md)")
     p.add_argument("--max-turns", type=_int_in(1), default=10,
                    help="turn budget the task states, as --resili-max-turns (default 10)")
-    p.add_argument("--task-set", choices=("default", "paper"), default="default",
+    p.add_argument("--task-set", choices=tuple(TASK_SETS), default="default",
                    help="shipped task set, as --resili-task-set (default: default)")
     p.add_argument("--json", action="store_true",
                    help="print messages, tools, plan and flaw record as JSON")
