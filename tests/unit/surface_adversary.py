@@ -282,6 +282,31 @@ def advantage_at_limit(detection: float, fp: float) -> float:
     return share * (detection - fp)
 
 
+def count_shift_advantage(genuine: Sequence[float], shift: int) -> float:
+    """The best advantage at FP <= FP_LIMIT of any rule that reads one count off a plan, for
+    a flaw that raises that count by `shift` in every plan (redundant_operations: each copy
+    adds a repeated step and leaves the set of distinct tools as it was). `genuine[j]` is the
+    share of genuine plans with count j. The rule is the Neyman-Pearson one: it flags the
+    counts where flawed plans are likeliest against genuine ones, a count that no genuine
+    plan has first, the last one on a random share of its plans (as `advantage_at_limit`)."""
+    p = np.zeros(len(genuine) + shift)
+    p[:len(genuine)] = genuine
+    q = np.roll(p, shift)  # the flawed plans' counts (the rolled-in tail is zero)
+    with np.errstate(over="ignore"):  # a vanishing share: an infinite ratio, flagged first
+        ratio = np.divide(q, p, out=np.full_like(p, np.inf), where=p > 0)
+    fp = detection = best = 0.0
+    for count in np.argsort(-ratio, kind="stable"):
+        if q[count] <= 0:
+            continue
+        share = 1.0 if fp + p[count] <= FP_LIMIT else (FP_LIMIT - fp) / p[count]
+        if share <= 0:
+            break
+        fp += share * p[count]
+        detection += share * q[count]
+        best = max(best, detection - fp)
+    return best
+
+
 def rule_table(bits: Bits) -> dict[str, dict[str, float]]:
     """Rule -> {"FP": rate on genuine plans, "<flaw>/<severity>": detection rate}, with the
     OR of the rules that never fire on a genuine plan."""

@@ -21,6 +21,7 @@ from tests.unit.surface_adversary import (
     RULES,
     _core,
     best_combinations,
+    count_shift_advantage,
     key_outside_inputs,
     rule_bits,
     value_not_in_inputs,
@@ -147,3 +148,28 @@ def test_a_plan_copier_pays_for_repeated_steps(tasks: list[Task]) -> None:
 
     got = asyncio.run(rates())
     assert got["optimal"] - got.get("flawed-redundant_operations-medium", 0.0) >= 0.40, got
+
+
+def test_the_count_rule_sees_every_copy_unless_genuine_plans_repeat_as_widely() -> None:
+    """bench/bench_repeat_bound.py's adversary: where genuine plans never repeat a step, a
+    repeat count catches every copy; where 75% repeat one step and none two, it still
+    catches 75% at light; only a count spread wide (twenty counts, 5% each) hides one copy
+    (a count beyond every genuine plan's still flags 5%)."""
+    assert count_shift_advantage([1.0], 1) == pytest.approx(1.0)
+    assert count_shift_advantage([1.0], 2) == pytest.approx(1.0)
+    assert count_shift_advantage([0.25, 0.75], 1) == pytest.approx(0.75)
+    assert count_shift_advantage([0.05] * 20, 1) == pytest.approx(0.05)
+    # Two copies against the same wide spread: counts 20 and 21 have no genuine plan.
+    assert count_shift_advantage([0.05] * 20, 2) == pytest.approx(0.10)
+    # A count rule may flag a share of a count's plans (as advantage_at_limit does): at
+    # [0.5, 0.5] the flawed plans with one repeat are as many as the genuine ones, so only
+    # the count of two (no genuine plan) tells, on half the flawed plans.
+    assert count_shift_advantage([0.5, 0.5], 1) == pytest.approx(0.5)
+
+
+def test_the_shipped_plans_never_repeat_a_step(tasks: list[Task]) -> None:
+    """Why redundant_operations is the one flaw a surface rule catches (docs/BENCHMARK.md,
+    Flaws): no genuine plan of the sample repeats a tool, so any copy shows."""
+    for task in tasks:
+        tools = [s.tool for s in task.reference_workflow().steps]
+        assert len(tools) == len(set(tools)), task.id
