@@ -31,7 +31,7 @@ from scipy.stats import binom
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "unit"))
 
 from pytest_resilibench.solver.generate import STEP_COUNTS
-from surface_adversary import FP_LIMIT, count_shift_advantage
+from surface_adversary import FP_LIMIT, count_shift_advantage, repeats
 
 from pytest_resilibench.core.optimum.mdp import DEFAULT_MAX_TURNS
 from pytest_resilibench.core.simulator import DEFAULT_BASE_SUCCESS
@@ -44,8 +44,7 @@ def shipped_counts(task_set: str) -> Counter[int]:
     """Repeat counts of the set's optimal plans."""
     counts: Counter[int] = Counter()
     for task in load_tasks(task_set_dir(task_set)):
-        tools = [step.tool for step in task.reference_workflow().steps]
-        counts[len(tools) - len(set(tools))] += 1
+        counts[repeats(task.reference_workflow().tools)] += 1
     return counts
 
 

@@ -120,9 +120,13 @@ def inputs_key_other_value(task: Task, steps: Sequence[Step], registry: ToolRegi
                for k, v in _values(steps))
 
 
+def repeats(tools: Sequence[object]) -> int:
+    """How many steps repeat an earlier step's tool: the count a copy raises by one."""
+    return len(tools) - len(set(tools))
+
+
 def tool_repeated(task: Task, steps: Sequence[Step], registry: ToolRegistry) -> bool:
-    tools = [s.get("tool") for s in steps]
-    return len(tools) != len(set(tools))
+    return repeats([s.get("tool") for s in steps]) > 0
 
 
 def against_dependency_order(task: Task, steps: Sequence[Step], registry: ToolRegistry) -> bool:

@@ -23,6 +23,7 @@ from tests.unit.surface_adversary import (
     best_combinations,
     count_shift_advantage,
     key_outside_inputs,
+    repeats,
     rule_bits,
     value_not_in_inputs,
 )
@@ -171,5 +172,4 @@ def test_the_shipped_plans_never_repeat_a_step(tasks: list[Task]) -> None:
     """Why redundant_operations is the one flaw a surface rule catches (docs/BENCHMARK.md,
     Flaws): no genuine plan of the sample repeats a tool, so any copy shows."""
     for task in tasks:
-        tools = [s.tool for s in task.reference_workflow().steps]
-        assert len(tools) == len(set(tools)), task.id
+        assert repeats(task.reference_workflow().tools) == 0, task.id
