@@ -12,9 +12,13 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TypeAlias, cast
+from typing import TYPE_CHECKING, Any, TypeAlias, cast
 
 from pytest_resilibench.base.names import FAULT_PROFILES, SEVERITIES, TOOL_MODES, VARIANT_KINDS
+from pytest_resilibench.integration.options import GATE_OPTIONS
+
+if TYPE_CHECKING:
+    from pytest_resilibench.integration.gate_policy import GatePolicy
 
 __all__ = ["main"]
 
@@ -55,6 +59,19 @@ def _float_in(lo: float, hi: float | None = None, *, lo_open: bool = False,
 
     parse.__name__ = "number"
     return parse
+
+
+def _argparse_type(parse: Callable[[str], Any]) -> Callable[[str], Any]:
+    """A plugin option's parser as an argparse type: its message, not argparse's "invalid
+    value", on a bad one."""
+    def wrapped(text: str) -> Any:
+        try:
+            return parse(text)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+
+    wrapped.__name__ = getattr(parse, "__name__", "value")
+    return wrapped
 
 
 _Subparsers: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
@@ -431,28 +448,67 @@ def _add_serve_openai(sub: _Subparsers) -> None:
     p.set_defaults(handler=_cmd_serve_openai)
 
 
+def _gate_policy(args: argparse.Namespace, run: dict[str, object]) -> GatePolicy:
+    """The run's recorded thresholds (`config.gate_policy`), each overridden by the option of
+    the same name when given; the defaults where the report records none."""
+    from dataclasses import replace
+
+    from pytest_resilibench.integration.gate_policy import GatePolicy
+
+    config = run.get("config")
+    recorded = config.get("gate_policy") if isinstance(config, dict) else None
+    policy = GatePolicy.from_json(recorded) if isinstance(recorded, dict) else GatePolicy()
+    given = {"max_drop_pp": args.max_drop, "confidence": args.confidence,
+             "fail_under": args.fail_under, "inconclusive": args.inconclusive,
+             "max_infra_errors": args.max_infra_errors}
+    return replace(policy, **{k: v for k, v in given.items() if v is not None})
+
+
 def _cmd_report(args: argparse.Namespace) -> int:
     from pytest_resilibench.base.atomic import atomic_write
     from pytest_resilibench.base.outputs import default_path, prepare
-    from pytest_resilibench.reporting import analysis, headline
+    from pytest_resilibench.integration.gate import (
+        GateResult,
+        compare_with_baseline,
+        exit_status,
+        fail_under,
+        infra_errors,
+    )
+    from pytest_resilibench.reporting import headline, summarize, tables
+    from pytest_resilibench.reporting.comparison import identify
+    from pytest_resilibench.reporting.report import load_report
 
-    run = analysis.load_report(args.run)
-    summary = analysis.summary(run["episodes"])
+    run = load_report(args.run)
+    summary = summarize.summary(run["episodes"])
+    labels = summarize.model_labels(run["config"])  # as the run named its models
     comparison = other = runs = None
+    gate_lines = run["environment"].get("gate") or []  # what the run's own gate said
+    results: list[GateResult] = []
     if args.compare:
-        other = analysis.load_report(args.compare)
-        # RUN is the candidate, OTHER the reference: the drop is OTHER -> RUN.
-        comparison = analysis.compare(other["episodes"], run["episodes"],
-                                      max_drop_pp=args.max_drop, alpha=args.alpha)
-        runs = {"old": analysis.identify(args.compare, other),
-                "new": analysis.identify(args.run, run)}
-    head = headline.build(summary, episodes=run["episodes"],
-                          gate=run["environment"].get("gate") or [], comparison=comparison)
+        other = load_report(args.compare)
+        policy = _gate_policy(args, run)
+        # RUN is the candidate, OTHER the reference: the drop is OTHER -> RUN. The checks and
+        # their order are the run's (session.finish), so the lines match the run's byte for byte.
+        if policy.fail_under is not None:
+            results += fail_under(run["episodes"], policy.fail_under, labels)
+        comparison, judged = compare_with_baseline(other["episodes"], run["episodes"], policy,
+                                                   labels)
+        results += judged
+        if (infra := infra_errors(run["episodes"], policy)) is not None:
+            results.append(infra)
+        gate_lines = [r.line for r in results]
+        runs = {"old": identify(args.compare, other), "new": identify(args.run, run)}
+    # The terminal and the markdown name each model as the run's terminal did; the HTML keeps
+    # the specs its episode filters match (its headline names them too).
+    shown = summarize.relabel_models(summary, labels)
+    shown_comparison = summarize.relabel_models(comparison, labels)
+    head = headline.build(shown, episodes=summarize.relabel_models(run["episodes"], labels),
+                          gate=gate_lines, comparison=shown_comparison)
     # The tables, the comparison, and the headline last: in a terminal the end stays in view.
-    terminal = analysis.render_terminal(summary, head=head)
-    if comparison is not None:
+    terminal = tables.render_terminal(shown, head=head)
+    if shown_comparison is not None:
         body, _, last = terminal.rpartition("\n\nResiliBench: ")
-        terminal = (f"{body}\n\n{analysis.render_compare(comparison, runs=runs)}\n"
+        terminal = (f"{body}\n\n{tables.render_compare(shown_comparison, runs=runs)}\n"
                     f"ResiliBench: {last}")
     sys.stdout.write(terminal)
     stem = Path(args.run).stem
@@ -461,12 +517,12 @@ def _cmd_report(args: argparse.Namespace) -> int:
         from pytest_resilibench.reporting.report_html import write_html
 
         page = write_html(args.html or default_path(f"{stem}.html"), run, summary=summary,
-                          comparison=comparison, other=other, runs=runs)
+                          comparison=comparison, other=other, runs=runs, gate=gate_lines)
     if args.markdown is not None:
         md = prepare(args.markdown or default_path(f"{stem}.md"))
         link = None if page is None else os.path.relpath(page.resolve(), md.resolve().parent)
-        text = analysis.render_markdown(summary, head=head, comparison=comparison, runs=runs,
-                                        html_link=link)
+        text = tables.render_markdown(shown, head=head, comparison=shown_comparison,
+                                      runs=runs, html_link=link)
         atomic_write(md, text.encode("utf-8"))
         print(f"markdown report: {md}")
     if page is not None:
@@ -480,9 +536,14 @@ def _cmd_report(args: argparse.Namespace) -> int:
             print(f"resilibench report: error: {exc}", file=sys.stderr)
             return 2
         print(f"PNG plots: {', '.join(str(p) for p in written) or 'none (no data to plot)'}")
-    if comparison is not None and comparison["overall"]["kind"] == "regression":
-        return 1
-    return 0
+    if not args.compare:
+        return 0
+    # The headline printed the gate's lines as the run does; the rule that sets the exit
+    # status comes last.
+    status, line = exit_status(int(any(r.failed for r in results)), failed_items=0,
+                               infra_items=0, results=results, incomplete=False)
+    print(line)
+    return status
 
 
 def _mib(size: int) -> str:
@@ -507,11 +568,14 @@ def _add_report(sub: _Subparsers) -> None:
                    help="write the plots as PNG files, drawn with matplotlib (the [report] "
                         "extra; default: .resilibench/RUN-plots/)")
     p.add_argument("--compare", metavar="OTHER.json",
-                   help="reference run: pair episodes on the same tool luck and judge the drop")
-    p.add_argument("--max-drop", type=_float_in(0.0, 100.0), default=5.0, metavar="PP",
-                   help="largest acceptable drop in full success, percentage points (default 5)")
-    p.add_argument("--alpha", type=_float_in(0.0, 1.0, lo_open=True, hi_open=True), default=0.05,
-                   help="significance level of the paired verdict (default 0.05)")
+                   help="reference run: pair each model's episodes with its partner's on the "
+                        "same tool luck and judge the drop (exit 1 when any model regressed)")
+    # The run's gate options under the same names, parsers and help (options.GATE_OPTIONS);
+    # unset, each takes the value the run recorded, else the run's default.
+    for name, (parse, default, text) in GATE_OPTIONS.items():
+        p.add_argument(f"--{name}", type=_argparse_type(parse), default=None,
+                       help=f"with --compare: {text} (default: the run's, else "
+                            f"{default or 'none'})")
     p.set_defaults(handler=_cmd_report)
 
 

@@ -403,9 +403,31 @@ def _end_run(session: pytest.Session, state: ResiliSession) -> None:
         state.write_report()
     for report in _verdict_reports(state):  # JUnit XML and the final line show the verdict
         config.hook.pytest_runtest_logreport(report=report)
-    if (state.gate_failed or state.lost or _no_result(state)) and (
-            session.exitstatus == pytest.ExitCode.OK):
-        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+    from pytest_resilibench.integration.gate import exit_status
+
+    # The gate's own JUnit case (just reported) is in `testsfailed` when it failed; so is every
+    # infra-error item, which the tolerance may forgive.
+    status, state.exit_line = exit_status(
+        int(session.exitstatus), failed_items=session.testsfailed - bool(state.gate_failed),
+        infra_items=state.infra_items, results=state.gate_results,
+        incomplete=bool(state.lost or _no_result(state)))
+    session.exitstatus = pytest.ExitCode(status) if status in (0, 1) else session.exitstatus
+    _write_job_summary(state)
+
+
+def _write_job_summary(state: ResiliSession) -> None:
+    """On GitHub Actions (GITHUB_STEP_SUMMARY set): the headline, the verdict per model and
+    the exit line, appended to the job's summary; a failure to write is one yellow line."""
+    import os
+
+    path = os.environ.get("GITHUB_STEP_SUMMARY")
+    if not path:
+        return
+    from pytest_resilibench.integration.job_summary import append_job_summary
+
+    problem = append_job_summary(path, state)
+    if problem is not None:
+        state.end_notes.append(problem)
 
 
 def _verdict_reports(state: ResiliSession) -> list[pytest.TestReport]:
@@ -437,8 +459,8 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
             terminalreporter.write_line(hint, yellow=True)
     if state is None or state.summary is None:
         return
-    from pytest_resilibench.reporting.analysis import render_terminal
     from pytest_resilibench.reporting.headline import build
+    from pytest_resilibench.reporting.tables import render_terminal
     from pytest_resilibench.reporting.vocabulary import LEGEND, order_stats
 
     tr = terminalreporter
@@ -450,8 +472,9 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
         tr.write_line(state.task_set_line())
     # The tables name each model by its agent's `name` where it has one of its own.
     shown = state.display_summary or state.summary
-    # The headline's gate lines are the coloured ones below (the same words).
-    head = build(shown)
+    # The headline's gate lines are the coloured ones below (the same words); its verdict per
+    # model is the fixed gate's comparison.
+    head = build(shown, comparison=state.display_comparison)
     if full:
         tr.write_line(LEGEND)
     tr.write_line(render_terminal(shown, head=head, full=full).rstrip("\n"))
@@ -459,7 +482,7 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
         tr.write_line("(every table: -v or --resili-summary=full)")
     for line in state.resume_lines():
         tr.write_line(line)
-    for line in state.close_lines():
+    for line in [*state.close_lines(), *state.end_notes]:
         tr.write_line(line, yellow=True)
     if state.config.report is not None:
         tr.write_line(f"JSON report: {state.config.report} (browse its episodes: resilibench "
@@ -470,16 +493,19 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
     if no_result:
         tr.write_line(no_result, red=True, bold=True)
     for result in state.gate_results:
-        color = {"pass": "green", "inconclusive": "yellow"}.get(result.kind, "red")
+        color = "red" if result.failed else {"pass": "green"}.get(result.kind, "yellow")
         tr.write_line(f"resilibench gate: {result.line}", **{color: True, "bold": True})
     order_stats(tr)
+    if state.exit_line:  # which rule set the exit status, last
+        tr.write_line(state.exit_line, **{"red" if " exit 0:" not in state.exit_line
+                                          else "green": True, "bold": True})
 
 
 def _no_result(state: ResiliSession) -> str | None:
     """The line saying the run has no result (every episode an infra error), else None."""
     if state.summary is None:
         return None
-    from pytest_resilibench.reporting.analysis import no_result
+    from pytest_resilibench.reporting.summarize import no_result
 
     return no_result(state.summary)
 
@@ -589,6 +615,8 @@ class _Gatherer:
         payload = getattr(report, "resili_episode", None)
         if payload is None or self.is_worker:
             return
+        if report.failed and getattr(report, "resili_outcome", None) == "infra_error":
+            self.session.infra_items += 1  # an item --resili-max-infra-errors may forgive
         node = getattr(report, "node", None)
         decided = self.session.add_episode(
             payload, node.gateway.id if node is not None else None, _case_id(report.nodeid))

@@ -36,6 +36,12 @@ from pytest_resilibench.base.names import (
     FaultProfile,
     ToolMode,
 )
+from pytest_resilibench.integration.gate_policy import (
+    INCONCLUSIVE_RULES,
+    GatePolicy,
+    InfraTolerance,
+    parse_infra_tolerance,
+)
 
 __all__ = [
     "RunConfig",
@@ -90,6 +96,8 @@ class RunConfig:
     confidence: float = 0.95
     gate: str = "fixed"
     fail_under: float | None = None
+    inconclusive: str = "pass"
+    max_infra_errors: InfraTolerance = field(default_factory=InfraTolerance)
     env: Env = "sim"
     faults: FaultProfile = "paper"
     # Every service the user's URLs reach (`--resili-live-server` filled in per service, then
@@ -112,6 +120,12 @@ class RunConfig:
         """The set's name as reports and the terminal give it: a shipped set's name, or the
         folder given to --resili-tasks."""
         return str(self.tasks) if self.tasks is not None else self.task_set
+
+    @property
+    def gate_policy(self) -> GatePolicy:
+        return GatePolicy(max_drop_pp=self.max_drop, confidence=self.confidence,
+                          fail_under=self.fail_under, inconclusive=self.inconclusive,
+                          max_infra_errors=self.max_infra_errors)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -136,6 +150,8 @@ class RunConfig:
             "faults": self.faults,
             "gate": self.gate,
             "confidence": self.confidence,
+            # what `resilibench report --compare` judges by unless told otherwise
+            "gate_policy": self.gate_policy.to_json(),
             "task_set": self.task_set_name,
         }
 
@@ -344,6 +360,23 @@ def _api_version(text: str) -> str:
     return version
 
 
+# The gate's thresholds: one vocabulary for the run (`--resili-NAME`, ini `resili_NAME`) and
+# `resilibench report` (`--NAME`), with the same parsers, defaults and help (integration/gate.py).
+GATE_OPTIONS: dict[str, tuple[Callable[[str], Any], str | None, str]] = {
+    "max-drop": (_points, "5", "allowed drop in full-success points, each model against its "
+                 "baseline partner"),
+    "confidence": (_confidence, "0.95",
+                   "confidence level of the paired verdicts (0.95, or 95 for percent)"),
+    "fail-under": (_rate, None, "fail if any model's full-success rate is below this"),
+    "inconclusive": (_one_of(INCONCLUSIVE_RULES), "pass",
+                     "what an inconclusive verdict does: pass (default: the run was too small "
+                     "to tell) or fail (a release gate that must show no regression)"),
+    "max-infra-errors": (parse_infra_tolerance, "0",
+                         "infra errors a passing run may have: a count (default 0) or a share "
+                         "of its episodes (2%)"),
+}
+
+
 # --- registration -----------------------------------------------------------------------------
 # (name, parser, default, help). The dest is `resili_<name>` on the command line and in the ini.
 _OPTIONS: list[tuple[str, Callable[[str], Any] | None, str | None, str]] = [
@@ -414,14 +447,12 @@ _OPTIONS: list[tuple[str, Callable[[str], Any] | None, str | None, str]] = [
      "resume an interrupted run: auto (from the episode log an unfinished run left beside "
      "--resili-report), off (start afresh), or RUN.json (reuse that report's episodes): "
      "only the missing episodes run; the options that decide an episode must match"),
-    ("baseline", _existing_file, None, "compare with this earlier JSON report (paired)"),
-    ("max-drop", _points, "5", "with --resili-baseline: allowed drop in full-success points"),
-    ("confidence", _confidence, "0.95",
-     "confidence level of the paired gate's verdicts (0.95, or 95 for percent)"),
+    ("baseline", _existing_file, None,
+     "compare with this earlier JSON report: each model against its own partner (paired)"),
+    *((name, parse, default, text) for name, (parse, default, text) in GATE_OPTIONS.items()),
     ("gate", _one_of(GATES), "fixed",
      "with --resili-baseline: fixed (judge after every episode ran) or sequential (episodes in "
      "a seeded random order; the run stops as soon as the paired evidence decides)"),
-    ("fail-under", _rate, None, "fail the run if the full-success rate is below this"),
     ("faults", _one_of(FAULT_PROFILES), "paper",
      "fault profile: paper (the paper's random failures) or realistic (outages, expired "
      "credentials, rate limits, silent failures, a task-scaled turn budget; docs/FAULTS.md)"),
@@ -577,6 +608,8 @@ def read_config(config: pytest.Config) -> RunConfig:
         confidence=values["confidence"],
         gate=values["gate"],
         fail_under=values["fail-under"],
+        inconclusive=values["inconclusive"],
+        max_infra_errors=values["max-infra-errors"],
         env=values["env"],
         faults=values["faults"],
         live_base_urls=live,

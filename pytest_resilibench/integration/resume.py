@@ -104,7 +104,7 @@ def read_log(path: Path, *, check: bool = True) -> ResumeSource:
 
 def read_report(path: Path) -> ResumeSource:
     """The episodes of a JSON report (complete or not), with the key of its config."""
-    from pytest_resilibench.reporting.analysis import load_report
+    from pytest_resilibench.reporting.report import load_report
 
     data = load_report(path)
     episodes = data["episodes"]

@@ -33,8 +33,9 @@ if TYPE_CHECKING:
     from pytest_resilibench.core.tasks import TaskSet
     from pytest_resilibench.integration.gate import GateResult
     from pytest_resilibench.integration.resume import EpisodeLog
-    from pytest_resilibench.reporting.analysis import Summary
+    from pytest_resilibench.reporting.comparison import Comparison
     from pytest_resilibench.reporting.sequential import SequentialGate
+    from pytest_resilibench.reporting.summarize import Summary
     from pytest_resilibench.servers.live.server import LiveServer
     from pytest_resilibench.servers.mcp_environment import SharedMcpServer
 
@@ -103,6 +104,13 @@ class ResiliSession:
         self._lost: list[str] = []
         self._close_problems: list[str] = []  # agents whose aclose() raised or hung
         self._gate_results: list[GateResult] = []
+        self._comparison: Comparison | None = None  # against the baseline (fixed gate)
+        # The end, on the controller: items that were infra errors (pytest errors the
+        # tolerance may forgive), the line naming the rule that set the exit status, and
+        # notes for the terminal (a job summary that could not be written).
+        self.infra_items = 0
+        self.exit_line: str | None = None
+        self.end_notes: list[str] = []
         self._summary: Summary | None = None
         # When the run began (the report's `environment.started`: a comparison names its runs).
         self._started = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
@@ -390,7 +398,7 @@ class ResiliSession:
         one of its own (`model_labels`); the report keeps the specs, which pair episodes."""
         if self._summary is None:
             return None
-        from pytest_resilibench.reporting.analysis import relabel_models
+        from pytest_resilibench.reporting.summarize import relabel_models
 
         return relabel_models(self._summary, self.model_labels())
 
@@ -411,10 +419,13 @@ class ResiliSession:
                              "(it decides by pairing episodes with the baseline's)")
         if config.baseline is None:
             return
-        from pytest_resilibench.reporting.analysis import load_report
+        from pytest_resilibench.reporting.pairing import partners
+        from pytest_resilibench.reporting.report import load_report
 
         try:
             self._baseline = load_report(config.baseline)["episodes"]
+            # Runs whose models cannot pair stop here, not after every episode ran.
+            partners({str(ep.get("model")) for ep in self._baseline}, config.models)
         except (OSError, ValueError) as exc:
             raise ValueError(f"--resili-baseline: {exc}") from None
         if config.gate == "sequential":
@@ -626,17 +637,19 @@ class ResiliSession:
         """Import what `finish` needs now rather than at the end (an xdist controller, while
         its workers start)."""
         import pytest_resilibench.integration.gate
-        import pytest_resilibench.reporting.analysis  # noqa: F401
+        import pytest_resilibench.reporting.comparison
+        import pytest_resilibench.reporting.summarize  # noqa: F401
 
     def finish(self) -> None:
         """Summarise, check the gate; called once on the controller at session end."""
         # Imported here: analysis needs scipy, which every pytest run would pay for otherwise.
         from pytest_resilibench.integration.gate import (
-            GateResult,
             compare_with_baseline,
             fail_under,
+            infra_errors,
+            judge_sequential,
         )
-        from pytest_resilibench.reporting.analysis import summary
+        from pytest_resilibench.reporting.summarize import summary
 
         self._store.sort()
         self._summary = summary(self.episodes)
@@ -651,16 +664,19 @@ class ResiliSession:
                 f"resilibench: {len(missing)} of {len(self._planned)} planned episodes never "
                 f"arrived (a crashed worker, an interrupted run?), e.g. {', '.join(missing[:3])}:"
                 " the report is incomplete")
-        if self._config.fail_under is not None:
-            self._gate_results += fail_under(self.episodes, self._config.fail_under)
+        policy = self._config.gate_policy
+        labels = self.model_labels()  # verdicts name each model as the tables do
+        if policy.fail_under is not None:
+            self._gate_results += fail_under(self.episodes, policy.fail_under, labels)
         if self._sequential is not None:
-            gate = self._sequential
-            self._gate_results.append(GateResult(gate.kind == "regression", gate.kind,
-                                                 f"baseline {gate.line()}"))
+            self._gate_results += judge_sequential(self._sequential, policy, labels)
         elif self._baseline is not None:
-            self._gate_results.append(compare_with_baseline(
-                self._baseline, self.episodes, max_drop_pp=self._config.max_drop,
-                alpha=1 - self._config.confidence))
+            self._comparison, results = compare_with_baseline(self._baseline, self.episodes,
+                                                              policy, labels)
+            self._gate_results += results
+        infra = infra_errors(self.episodes, policy)
+        if infra is not None:
+            self._gate_results.append(infra)
 
     def _report_config(self) -> dict[str, Any]:
         from pytest_resilibench import __version__
@@ -792,6 +808,20 @@ class ResiliSession:
     def gate_results(self) -> list[GateResult]:
         """The gates' verdicts (`finish`), in the order they were checked."""
         return list(self._gate_results)
+
+    @property
+    def comparison(self) -> Comparison | None:
+        """The run against its baseline, per model (`finish`; the fixed gate's)."""
+        return self._comparison
+
+    @property
+    def display_comparison(self) -> Comparison | None:
+        """The comparison as the terminal shows it, models named as in `display_summary`."""
+        if self._comparison is None:
+            return None
+        from pytest_resilibench.reporting.summarize import relabel_models
+
+        return relabel_models(self._comparison, self.model_labels())
 
     @property
     def gate_failed(self) -> bool:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pytest_resilibench.base.names import DIFFICULTIES, TASK_TYPES
-from pytest_resilibench.reporting.analysis import Summary, known_first, variant_order
+from pytest_resilibench.reporting.summarize import Summary, known_first, variant_order
 
 __all__ = ["Bar", "Chart", "bars_svg", "charts", "episodes_href"]
 

@@ -3,8 +3,9 @@ terminal, the markdown and the HTML report (`lines`, `render_markdown`, `render_
 
 Per model: the full-success rate with its interval (every variant pooled, as the fail-under
 gate counts it), the optimal → flawed drop with its interval, the flaw that hurt most, the
-realistic fault profile's rate when it ran, the verdict against another run when there is one,
-and the cost. Every number is the summary's (`analysis.summary`, what the JSON report stores):
+realistic fault profile's rate when it ran, its own verdict against its partner in another run
+when there is one (the pooled figure is information only), and the cost. Every number is the
+summary's (`summarize.summary`, what the JSON report stores):
 nothing here computes a statistic, so the headline cannot disagree with the tables or the JSON.
 In the HTML each model also gets up to three links to representative failing episodes.
 """
@@ -18,7 +19,8 @@ from typing import TYPE_CHECKING, Any, NotRequired, TypedDict
 from pytest_resilibench.reporting import vocabulary, why
 
 if TYPE_CHECKING:
-    from pytest_resilibench.reporting.analysis import Comparison, Summary
+    from pytest_resilibench.reporting.comparison import Comparison
+    from pytest_resilibench.reporting.summarize import Summary
 
 __all__ = ["Headline", "ModelHeadline", "build", "lines", "render_html", "render_markdown"]
 
@@ -77,7 +79,8 @@ class Headline(TypedDict):
     counts: str  # `1500 episodes: 1236 full, ...`
     models: list[ModelHeadline]
     gate: list[str]  # the run's gate lines, as the terminal printed them
-    comparison: NotRequired[HeadlineVerdict]  # all models pooled, when compared
+    # all models pooled, when compared: information only, each model has its own verdict
+    comparison: NotRequired[HeadlineVerdict]
 
 
 def _drop_of(d: Mapping[str, Any]) -> HeadlineDrop:
@@ -242,7 +245,7 @@ def model_lines(m: ModelHeadline) -> list[str]:
         paired.append(f"worst flaw {m['worst_flaw']['flaw']} {_drop(m['worst_flaw'])}")
     if paired:
         out.append("; ".join(paired))
-    last = [f"vs the other run: {m['verdict']['text']}"] if "verdict" in m else []
+    last = [f"vs its baseline partner: {m['verdict']['text']}"] if "verdict" in m else []
     out.append("; ".join([*last, _cost(m)]))
     requests = [m["requests"]] if "requests" in m else []
     return out + requests + m["errors"]
@@ -252,7 +255,7 @@ def lines(h: Headline) -> list[str]:
     """The headline as plain lines (the terminal prints these)."""
     out = [f"ResiliBench: {h['counts']}"]
     if "comparison" in h:
-        out.append(f"all models against the other run: {h['comparison']['text']}")
+        out.append(f"all models pooled, for information: {h['comparison']['text']}")
     for m in h["models"]:
         out.append(m["model"])
         out += [f"  {line}" for line in model_lines(m)]
@@ -265,7 +268,7 @@ def render_markdown(h: Headline) -> str:
     the terminal say, word for word)."""
     out = [f"**ResiliBench: {h['counts']}**", ""]
     if "comparison" in h:
-        out += [f"**All models against the other run: {h['comparison']['text']}**", ""]
+        out += [f"All models pooled, for information: {h['comparison']['text']}", ""]
     for m in h["models"]:
         out.append(f"- **{m['model']}**: " + "<br>".join(model_lines(m)))
     out += [f"- resilibench gate: {line}" for line in h["gate"]]
@@ -281,8 +284,8 @@ def render_html(h: Headline) -> str:
     to the episode viewer."""
     parts = [f'<section id="headline"><p class="counts">ResiliBench: {_e(h["counts"])}</p>']
     if "comparison" in h:
-        parts.append(f'<p class="verdict {_e(h["comparison"]["kind"])}">All models against '
-                     f'the other run: {_e(h["comparison"]["text"])}</p>')
+        parts.append(f'<p class="pooled">All models pooled, for information: '
+                     f'{_e(h["comparison"]["text"])}</p>')
     for m in h["models"]:
         kind = m["verdict"]["kind"] if "verdict" in m else ""
         parts.append(f'<div class="model {_e(kind)}" data-model="{_e(m["model"])}">'

@@ -20,7 +20,8 @@ from typing import Any
 from pytest_resilibench.base.atomic import atomic_open
 from pytest_resilibench.base.outputs import prepare
 
-__all__ = ["REPORT_SCHEMA", "TIMING_FIELDS", "envelope", "fixture_hash", "write_report"]
+__all__ = [
+    "REPORT_SCHEMA", "TIMING_FIELDS", "envelope", "fixture_hash", "load_report", "write_report"]
 
 REPORT_SCHEMA = "resilibench.report/1"
 TIMING_FIELDS = ("wall_time_s",)
@@ -80,3 +81,43 @@ def write_report(path: Path, head: Mapping[str, Any], episode_lines: Iterable[st
         for i, line in enumerate(episode_lines):
             fh.write(("\n  " if i == 0 else ",\n  ") + redact(line))
         fh.write("\n ]\n}\n")
+
+
+def load_report(path: str | Path) -> dict[str, Any]:
+    """A `resilibench.report/1` file, checked enough that the summary, the gate and the
+    reports can trust it: bounded size and nesting, finite numbers (`jsonfile.py`), and every
+    episode's fields of the right types (`record.episode_problem`). Raises
+    FileNotFoundError, or ValueError with a message that names the file."""
+    from pytest_resilibench.base.jsonfile import load_json_file
+    from pytest_resilibench.core.record import REQUIRED_FIELDS, episode_problem
+
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"{path}: no such report file")
+    try:
+        data = load_json_file(path, what="a JSON report")
+    except OSError as exc:
+        raise ValueError(f"{path}: cannot be read ({exc.strerror or exc})") from None
+    if not isinstance(data, dict) or data.get("schema") != REPORT_SCHEMA:
+        found = data.get("schema") if isinstance(data, dict) else type(data).__name__
+        raise ValueError(f"{path}: expected schema {REPORT_SCHEMA!r}, found {found!r}")
+    episodes = data.get("episodes")
+    if not isinstance(episodes, list):
+        raise ValueError(f"{path}: 'episodes' must be a list of episode objects")
+    missing = {f for e in episodes if isinstance(e, dict)
+               for f in REQUIRED_FIELDS if f not in e}
+    if missing:
+        raise ValueError(f"{path}: episodes lack required fields {sorted(missing)}")
+    seen: dict[str, int] = {}  # an episode's id -> its index
+    for i, episode in enumerate(episodes):
+        if (problem := episode_problem(episode)) is not None:
+            raise ValueError(f"{path}: episode {i}: {problem}")
+        # An id twice (a merge, a hand edit) would count its episode twice in every rate.
+        episode_id = episode.get("id")
+        if episode_id is not None and seen.setdefault(episode_id, i) != i:
+            raise ValueError(f"{path}: episode id {episode_id!r} appears twice (episodes "
+                             f"{seen[episode_id]} and {i}): a report holds each episode once")
+    for name in ("config", "environment", "summary"):
+        if not isinstance(data.setdefault(name, {}), dict):
+            raise ValueError(f"{path}: {name!r} must be an object")
+    return data

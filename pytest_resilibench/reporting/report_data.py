@@ -18,7 +18,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from pytest_resilibench.reporting.analysis import variant_order
+from pytest_resilibench.reporting.summarize import variant_order
 
 __all__ = ["VIEWER_SCHEMA", "decode", "encode", "order", "pack", "unpack"]
 

@@ -26,7 +26,16 @@ from typing import Any
 
 from pytest_resilibench.base.atomic import atomic_write
 from pytest_resilibench.base.outputs import prepare
-from pytest_resilibench.reporting import analysis, charts, headline, report_data, vocabulary, why
+from pytest_resilibench.reporting import (
+    charts,
+    comparison,
+    headline,
+    report_data,
+    summarize,
+    tables,
+    vocabulary,
+    why,
+)
 
 __all__ = ["DERIVED", "embedded_episodes", "render_html", "write_html"]
 
@@ -98,7 +107,7 @@ def _e(value: object) -> str:
 # --- summary tables ---------------------------------------------------------------------------
 
 
-def _table(t: analysis.Table, table_id: str | None = None) -> str:
+def _table(t: tables.Table, table_id: str | None = None) -> str:
     """A summary table; each cell with a filter (`Table.links`) links to its episodes."""
     head = "".join(f"<th>{_e(h)}</th>" for h in t.headers)
     body = []
@@ -156,9 +165,9 @@ def _pair_href(old_id: str, new_id: str) -> str:
     return "#" + urllib.parse.urlencode({"view": "pair", "a": f"old:{old_id}", "b": new_id})
 
 
-def _flips(c: analysis.Comparison) -> str:
+def _flips(c: comparison.Comparison) -> str:
     """Every flipped pair, each a link to the old and the new episode side by side."""
-    t = analysis.flips_table(c)
+    t = tables.flips_table(c)
     rows = "".join(
         f'<tr><td class="{"failed" if f["change"] == "lost" else "full"}">{_e(f["change"])}'
         f'</td><td>{_e(f["model"])}</td><td>{_e(f["variant"])}</td><td>{_e(f["task_id"])}</td>'
@@ -171,17 +180,17 @@ def _flips(c: analysis.Comparison) -> str:
     return f"<h3>{_e(t.title)}</h3>{body}"
 
 
-def _comparison(c: analysis.Comparison, runs: Mapping[str, Mapping[str, Any]] | None) -> str:
+def _comparison(c: comparison.Comparison, runs: Mapping[str, Mapping[str, Any]] | None) -> str:
+    # The verdict is per model (the table); the pooled figure is in its note, as information.
     parts = ['<section id="comparison"><h2>Comparison with the other run</h2>',
-             f'<p class="verdict {_e(c["overall"]["kind"])}">{_e(c["overall"]["text"])}</p>',
-             _table(analysis.compare_model_table(c), "verdict-by-model")]
+             _table(tables.compare_model_table(c), "verdict-by-model")]
     if runs:
-        parts.append(_table(analysis.runs_table(runs), "runs"))
-    parts += [_flips(c), _table(analysis.compare_table(c), "verdict-by-variant"), "</section>"]
+        parts.append(_table(tables.runs_table(runs), "runs"))
+    parts += [_flips(c), _table(tables.compare_table(c), "verdict-by-variant"), "</section>"]
     return "".join(parts)
 
 
-def _charts(s: analysis.Summary) -> str:
+def _charts(s: summarize.Summary) -> str:
     drawn = charts.charts(s)
     if not drawn:
         return ""
@@ -202,30 +211,33 @@ def _with_why(episodes: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
 def render_html(
     report: Mapping[str, Any],
     *,
-    summary: analysis.Summary | None = None,
-    comparison: analysis.Comparison | None = None,
+    summary: summarize.Summary | None = None,
+    comparison: comparison.Comparison | None = None,
     other: Mapping[str, Any] | None = None,
     runs: Mapping[str, Mapping[str, Any]] | None = None,
+    gate: Sequence[str] | None = None,
     title: str = "ResiliBench report",
 ) -> str:
     """The whole report as one HTML document: the headline, the comparison with `other` (the
     old run's report, whose episodes travel too for the side-by-side views) when given, the
     charts, the tables whose cells link to their episodes, and the episode viewer over the
-    embedded episodes (`report_data.py`). `summary` defaults to a fresh `analysis.summary` of
+    embedded episodes (`report_data.py`). `gate` replaces the run's recorded gate lines;
+    `summary` defaults to a fresh `summarize.summary` of
     the report's episodes."""
     episodes: list[Mapping[str, Any]] = list(report.get("episodes", []))
-    s = summary if summary is not None else analysis.summary(episodes)
+    s = summary if summary is not None else summarize.summary(episodes)
     providers = report.get("summary", {}).get("providers")
     if providers and "providers" not in s:  # counted at run time, not from the episodes
         s = {**s, "providers": providers}
-    gate = (report.get("environment") or {}).get("gate") or []
+    if gate is None:  # the run's own gate lines, unless judged again (`report --compare`)
+        gate = (report.get("environment") or {}).get("gate") or []
     head = headline.build(s, episodes=episodes, gate=gate, comparison=comparison)
     parts = [headline.render_html(head)]
     if comparison is not None:
         parts.append(_comparison(comparison, runs))
     parts.append(_charts(s))
     parts.append('<h2>Tables</h2><p class="note">Each cell links to its episodes.</p>')
-    parts += [_table(t) for t in analysis.tables(s)]
+    parts += [_table(t) for t in tables.tables(s)]
     parts += [f'<p class="note">{_e(vocabulary.LEGEND)}</p>',
               _key_values("Run configuration", report.get("config", {})),
               _key_values("Environment", report.get("environment", {}))]

@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from pytest_resilibench.reporting import analysis
+from pytest_resilibench.reporting import summarize
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -66,7 +66,7 @@ def _grouped_bars(ax: Axes, groups: Sequence[str], series: Mapping[str, Mapping[
         ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
 
 
-def _plot_variants(s: analysis.Summary) -> str | None:
+def _plot_variants(s: summarize.Summary) -> str | None:
     rows = [r for r in s.get("by_model_variant", []) if r["full_rate"] is not None]
     if not rows:
         return None
@@ -83,11 +83,11 @@ def _plot_variants(s: analysis.Summary) -> str | None:
     return _png(fig)
 
 
-def _plot_drops(s: analysis.Summary) -> str | None:
+def _plot_drops(s: summarize.Summary) -> str | None:
     rows = [r for r in s.get("drops", {}).get("by_flaw", []) if r["drop_pp"] is not None]
     if not rows:
         return None
-    flaws = sorted({r["flaw"] for r in rows}, key=lambda f: analysis.variant_order(f"flawed-{f}"))
+    flaws = sorted({r["flaw"] for r in rows}, key=lambda f: summarize.variant_order(f"flawed-{f}"))
     series: dict[str, dict[str, Any]] = defaultdict(dict)
     for r in rows:
         series[r["model"]][r["flaw"]] = r
@@ -103,7 +103,7 @@ def _plot_drops(s: analysis.Summary) -> str | None:
 _SURFACE_AXES: tuple[Literal["base_success", "severity"], ...] = ("base_success", "severity")
 
 
-def _plot_surfaces(s: analysis.Summary) -> str | None:
+def _plot_surfaces(s: summarize.Summary) -> str | None:
     surfaces = s.get("surfaces", {})
     axes_present = [a for a in _SURFACE_AXES if surfaces.get(a)]
     if not axes_present:
@@ -131,7 +131,7 @@ def _plot_surfaces(s: analysis.Summary) -> str | None:
     return _png(fig)
 
 
-def figures(s: analysis.Summary) -> list[tuple[str, str]]:
+def figures(s: summarize.Summary) -> list[tuple[str, str]]:
     """(caption, base64 PNG) for each plot the run has data for."""
     plots = [
         ("Full success by variant and model, with 95% Wilson intervals.", _plot_variants),
@@ -149,7 +149,7 @@ def figures(s: analysis.Summary) -> list[tuple[str, str]]:
 _NAMES = ("variants", "drops", "surfaces")
 
 
-def write_pngs(s: analysis.Summary, directory: str | Path) -> list[Path]:
+def write_pngs(s: summarize.Summary, directory: str | Path) -> list[Path]:
     """Each plot the run has data for as `DIRECTORY/<name>.png`; the paths written."""
     out = Path(directory)
     out.mkdir(parents=True, exist_ok=True)

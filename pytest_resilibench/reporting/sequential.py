@@ -21,9 +21,10 @@ fixed-sample gate's two-sided interval at level 1 - alpha (`stats.paired_verdict
 WSR's aGRAPA rule (their section 5.3): l = (mu - m) / (var + (mu - m)^2) from the regularised
 running mean and variance, truncated at c = 1/2 of the largest bet that keeps wealth positive.
 
-`SequentialTest` is the arithmetic; `SequentialGate` feeds it the run's pairs in the planned
-(seeded, random) order, whatever order the episodes arrive in, so `-n 0` and `-n 2` stop after
-the same pair with the same verdict.
+`SequentialTest` is the arithmetic; `SequentialGate` runs one per model (each against its own
+partner in the baseline, `pairing.py`) and feeds them the run's pairs in the planned (seeded,
+random) order, whatever order the episodes arrive in, so `-n 0` and `-n 2` stop after the same
+pair with the same verdicts.
 """
 
 from __future__ import annotations
@@ -34,13 +35,11 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from pytest_resilibench.base.names import is_scored
+from pytest_resilibench.reporting.pairing import PAIR_FIELDS, pair_key, partners
 
-__all__ = ["SequentialGate", "SequentialTest", "pair_key"]
+__all__ = ["SequentialGate", "SequentialTest"]
 
 Verdict = Literal["pass", "regression"]
-# Fields that give two episodes the same luck; their one home (analysis imports them), kept in
-# this scipy-free module so the gate does not load the analysis stack at start-up.
-PAIR_FIELDS = ("task_id", "variant", "flaw", "severity", "repeat", "seed", "base_success")
 _BET_CAP = 0.5  # c: a fraction of the largest bet that keeps wealth nonnegative
 
 
@@ -118,41 +117,34 @@ class SequentialTest:
         }
 
 
-def pair_key(fields: Mapping[str, Any], *, with_model: bool) -> tuple[Any, ...]:
-    """The key on which a new episode meets its baseline partner."""
-    names = (("model",) if with_model else ()) + PAIR_FIELDS
-    return tuple(fields.get(name) for name in names)
-
-
 @dataclass(frozen=True)
 class _Planned:
     case_id: str
-    key: tuple[Any, ...]
+    model: str
+    key: tuple[Any, ...]  # the baseline partner's pair key, () when the model has no partner
 
 
 class SequentialGate:
-    """Pairs the run's episodes with a baseline's in the planned order and runs the test.
+    """Pairs the run's episodes with a baseline's in the planned order and runs one test per
+    model, each against the model's own partner in the baseline (`pairing.partners`).
 
     The plan is the run's benchmark items in their (seeded) order. Episodes may arrive in any
-    order (xdist); the test sees the longest planned prefix whose episodes have all arrived,
-    so where it stops depends on the plan alone. Planned cases without a scored baseline
+    order (xdist); the tests see the longest planned prefix whose episodes have all arrived,
+    so where they stop depends on the plan alone. Planned cases without a scored baseline
     partner, and new episodes that hit infrastructure errors, are passed over (they say
-    nothing about a regression)."""
+    nothing about a regression). The gate is decided once any model regressed (the run fails
+    whatever the others show) or every model passed."""
 
     def __init__(self, baseline: Sequence[Mapping[str, Any]], *, models: Sequence[str],
                  max_drop_pp: float, alpha: float) -> None:
-        old_models = sorted({str(ep.get("model")) for ep in baseline})
-        new_models = sorted(set(models))
-        self.with_model = old_models == new_models
-        if not self.with_model and (len(old_models) != 1 or len(new_models) != 1):
-            raise ValueError(f"cannot pair runs of models {old_models} and {new_models}: "
-                             "compare runs of the same models, or one model each")
-        self._old = {pair_key(ep, with_model=self.with_model): ep.get("outcome") == "full"
+        self.partners = partners({str(ep.get("model")) for ep in baseline}, models)
+        self._old = {pair_key(ep, str(ep.get("model"))): ep.get("outcome") == "full"
                      for ep in baseline if is_scored(ep.get("outcome"))}
-        self.test = SequentialTest(max_drop=max_drop_pp / 100.0, alpha=alpha)
+        self.tests = {model: SequentialTest(max_drop=max_drop_pp / 100.0, alpha=alpha)
+                      for model in self.partners.of_new}
         self._plan: list[_Planned] = []
         self._arrived: dict[str, Mapping[str, Any]] = {}
-        self._next = 0  # the first planned case the test has not seen yet
+        self._next = 0  # the first planned case the tests have not seen yet
         self.skipped = 0  # planned cases seen without a usable pair
 
     # --- the plan ------------------------------------------------------------------------------
@@ -162,64 +154,89 @@ class SequentialGate:
 
     def plan(self, cases: Iterable[tuple[str, Mapping[str, Any]]]) -> None:
         """(case id, pair fields) of every benchmark item, in run order."""
-        self._plan = [_Planned(cid, pair_key(f, with_model=self.with_model)) for cid, f in cases]
+        self._plan = []
+        for cid, fields in cases:
+            model = str(fields.get("model"))
+            partner = self.partners.of_new.get(model)
+            self._plan.append(_Planned(cid, model, () if partner is None
+                                       else pair_key(fields, partner)))
         self._advance()
 
     @property
     def episodes_planned(self) -> int:
         return len(self._plan)
 
-    @property
-    def pairs_planned(self) -> int:
-        return sum(1 for p in self._plan if p.key in self._old)
+    def pairs_planned(self, model: str | None = None) -> int:
+        return sum(1 for p in self._plan if p.key in self._old
+                   and (model is None or p.model == model))
 
     # --- episodes ------------------------------------------------------------------------------
     def add(self, case_id: str, episode: Mapping[str, Any]) -> bool:
-        """Record an arrived episode; True when this arrival made the test decide."""
-        if self.test.verdict is not None:
+        """Record an arrived episode; True when this arrival made the gate decide."""
+        if self.decided:
             return False
         self._arrived[case_id] = episode
         return self._advance()
 
     def _advance(self) -> bool:
-        while self.test.verdict is None and self._next < len(self._plan):
+        while not self.decided and self._next < len(self._plan):
             planned = self._plan[self._next]
             episode = self._arrived.pop(planned.case_id, None)
             if episode is None:
                 return False
             self._next += 1
             old = self._old.get(planned.key)
-            if old is None or not is_scored(episode.get("outcome")):
+            test = self.tests.get(planned.model)
+            if old is None or test is None or test.verdict is not None or not is_scored(
+                    episode.get("outcome")):
                 self.skipped += 1
                 continue
-            if self.test.add(old, episode.get("outcome") == "full") is not None:
+            test.add(old, episode.get("outcome") == "full")
+            if self.decided:
                 return True
         return False
 
     @property
     def decided(self) -> bool:
-        return self.test.verdict is not None
+        verdicts = [t.verdict for t in self.tests.values()]
+        return "regression" in verdicts or all(v == "pass" for v in verdicts)
 
     @property
     def kind(self) -> str:
-        return self.test.verdict or "inconclusive"
+        verdicts = [t.verdict for t in self.tests.values()]
+        if "regression" in verdicts:
+            return "regression"
+        return "pass" if all(v == "pass" for v in verdicts) else "inconclusive"
 
-    def line(self) -> str:
-        t = self.test
+    def model_kind(self, model: str) -> str:
+        return self.tests[model].verdict or "inconclusive"
+
+    def line(self, model: str, name: str) -> str:
+        """`NAME: sequential, drop ... over N of M planned pairs (allowed ...): VERDICT`, the
+        model named as its verdict names it (`gate.pair_name`)."""
+        t = self.tests[model]
         drop = "no pairs" if t.drop is None else f"drop {100 * t.drop:+.1f} pp"
-        head = (f"sequential, {drop} over {t.n} of {self.pairs_planned} planned pairs "
-                f"(allowed {100 * t.max_drop:g} pp, alpha {t.alpha:g})")
+        head = (f"{name}: sequential, {drop} over {t.n} of {self.pairs_planned(model)} planned "
+                f"pairs (allowed {100 * t.max_drop:g} pp at {100 * (1 - t.alpha):g}% "
+                "confidence)")
         if t.verdict == "regression":
             return f"{head}: REGRESSION (the drop is above the allowed one)"
         if t.verdict == "pass":
             return f"{head}: PASS (the drop is below the allowed one)"
-        return f"{head}: INCONCLUSIVE (the pairs ran out before the evidence decided)"
+        stopped = " (another model decided the gate first)" if self.decided else ""
+        return f"{head}: INCONCLUSIVE (the pairs ran out before the evidence decided){stopped}"
 
     def stop_reason(self) -> str:
-        return (f"resilibench: the sequential gate decided {self.kind.upper()} after "
-                f"{self.test.n} of {self.pairs_planned} pairs")
+        regressed = [m for m, t in self.tests.items() if t.verdict == "regression"]
+        which = f" ({', '.join(regressed)})" if regressed else ""
+        pairs = sum(t.n for t in self.tests.values())
+        return (f"resilibench: the sequential gate decided {self.kind.upper()}{which} after "
+                f"{pairs} of {self.pairs_planned()} pairs")
 
     def to_json(self, *, episodes_run: int) -> dict[str, Any]:
-        return {**self.test.to_json(), "pairs_planned": self.pairs_planned,
+        return {"verdict": self.kind, "pairs_planned": self.pairs_planned(),
                 "episodes_planned": self.episodes_planned, "episodes_run": episodes_run,
-                "paired_on": list((("model",) if self.with_model else ()) + PAIR_FIELDS)}
+                "paired_on": ["model", *PAIR_FIELDS],
+                "by_model": [{"model": model, "old_model": self.partners.of_new[model],
+                              **test.to_json(), "pairs_planned": self.pairs_planned(model)}
+                             for model, test in self.tests.items()]}

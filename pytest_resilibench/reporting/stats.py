@@ -264,6 +264,7 @@ class VerdictJSON(TypedDict):
     more_needed: int | None
     n: int
     max_drop_pp: float
+    confidence: float
 
 
 @dataclass(frozen=True)
@@ -279,19 +280,22 @@ class Verdict:
     more_needed: int | None
     n: int
     max_drop_pp: float
+    confidence: float  # the interval's level (1 - alpha)
 
     def to_json(self) -> VerdictJSON:
         return {"kind": self.kind, "drop_pp": self.drop_pp, "ci": list(self.ci),
                 "p_value": self.p_value, "more_needed": self.more_needed, "n": self.n,
-                "max_drop_pp": self.max_drop_pp}
+                "max_drop_pp": self.max_drop_pp, "confidence": self.confidence}
 
     def describe(self) -> str:
+        # The thresholds stand beside every verdict: a reader sees what it was judged against.
+        allowed = f"allowed {self.max_drop_pp:g} pp at {100 * self.confidence:g}% confidence"
         if self.drop_pp is None:
-            return "inconclusive: no paired episodes"
+            return f"inconclusive: no paired episodes ({allowed})"
         lo, hi = self.ci
         p = f"={self.p_value:.3g}" if self.p_value >= 1e-4 else "<1e-4"
         head = (f"{self.kind}: drop {self.drop_pp:+.1f} pp [{lo:+.1f}, {hi:+.1f}] over "
-                f"{self.n} pairs (allowed {self.max_drop_pp:.1f} pp; McNemar p{p})")
+                f"{self.n} pairs ({allowed}; McNemar p{p})")
         if self.kind == "inconclusive" and self.more_needed is not None:
             head += f"; about {self.more_needed} more paired episodes would decide it"
         return head
@@ -307,7 +311,8 @@ def paired_verdict(
         raise ValueError(f"alpha must lie in (0, 1), got {alpha}")
     comparison = paired_binary(old, new, confidence=1 - alpha)
     if comparison.diff is None:
-        return Verdict("inconclusive", None, (-100.0, 100.0), 1.0, None, 0, max_drop_pp)
+        return Verdict("inconclusive", None, (-100.0, 100.0), 1.0, None, 0, max_drop_pp,
+                       1 - alpha)
     drop = comparison.diff * 100
     lo, hi = comparison.ci[0] * 100, comparison.ci[1] * 100
     kind: VerdictKind = "regression" if lo > max_drop_pp else "pass" if hi < max_drop_pp \
@@ -320,7 +325,8 @@ def paired_verdict(
         needed = comparison.n * (half / abs(drop - max_drop_pp)) ** 2
         if needed < 1e9:  # beyond that, no practical run decides it
             more = max(1, math.ceil(needed - comparison.n))
-    return Verdict(kind, drop, (lo, hi), comparison.p_value, more, comparison.n, max_drop_pp)
+    return Verdict(kind, drop, (lo, hi), comparison.p_value, more, comparison.n, max_drop_pp,
+                   1 - alpha)
 
 
 def _z(p: float) -> float:

@@ -27,7 +27,7 @@ def test_two():
 OURS = {"pytest_resilibench", "pytest_resilibench.plugin", "pytest_resilibench.hookspec",
         "pytest_resilibench.base", "pytest_resilibench.base.names",
         "pytest_resilibench.integration", "pytest_resilibench.integration.options",
-        "pytest_resilibench.integration.preload"}
+        "pytest_resilibench.integration.gate_policy", "pytest_resilibench.integration.preload"}
 
 
 def _modules(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, *args: str) -> set[str]:

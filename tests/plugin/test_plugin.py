@@ -191,11 +191,12 @@ def test_baseline_gate_catches_a_worse_agent(suite: pytest.Pytester) -> None:
     worse = suite.runpytest(*common, "--resili-model=builtin:random",
                             f"--resili-baseline={old}", "--resili-max-drop=5")
     assert worse.ret == pytest.ExitCode.TESTS_FAILED
-    worse.stdout.fnmatch_lines(["*resilibench gate: baseline regression: drop*"])
+    worse.stdout.fnmatch_lines(["*resilibench gate: baseline builtin:random (against "
+                                "builtin:oracle): regression: drop*"])
     same = suite.runpytest(*common, "--resili-model=builtin:oracle",
                            f"--resili-baseline={old}", "--resili-max-drop=5")
     assert same.ret == 0
-    same.stdout.fnmatch_lines(["*resilibench gate: baseline pass: drop +0.0 pp*"])
+    same.stdout.fnmatch_lines(["*resilibench gate: baseline builtin:oracle: pass: drop +0.0 pp*"])
 
 
 def test_bad_options_fail_at_start_with_a_message(suite: pytest.Pytester) -> None:

@@ -56,15 +56,16 @@ def test_stops_early_and_decides_alike_with_and_without_workers(
         assert isinstance(seq, dict)
         assert seq["verdict"] == verdict
         assert seq["pairs_planned"] == seq["episodes_planned"] == PLANNED
-        assert seq["decided_at_pair"] == seq["pairs"] < PLANNED
+        [judged] = seq["by_model"]
+        assert judged["decided_at_pair"] == judged["pairs"] < PLANNED
         ran = len(report["episodes"])  # type: ignore[arg-type]
         assert seq["episodes_run"] == ran < PLANNED
         final = result.outlines[-1]
         deselected = re.search(r"(\d+) deselected", final)
         assert deselected and int(deselected.group(1)) == PLANNED - ran, final
-        result.stdout.fnmatch_lines([f"*resilibench gate: baseline sequential*"
+        result.stdout.fnmatch_lines([f"*resilibench gate: baseline {model}*: sequential*"
                                      f"{verdict.upper()}*"])
-        decisions.append((seq["verdict"], seq["decided_at_pair"], seq["drop_pp"]))
+        decisions.append((seq["verdict"], judged["decided_at_pair"], judged["drop_pp"]))
     assert decisions[0] == decisions[1]
 
 

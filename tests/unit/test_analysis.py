@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pytest_resilibench.reporting import analysis, stats
+from pytest_resilibench.reporting import comparison, stats, summarize, tables
 
 
 def episode(**fields: Any) -> dict[str, Any]:
@@ -40,7 +40,7 @@ def optimal_and_flawed(n: int, *, optimal_full: int, flawed_full: int, model: st
 def test_rates_exclude_errors_from_denominators() -> None:
     eps = [episode(outcome="full")] * 3 + [episode(outcome="partial"),
                                            episode(outcome="failed"), episode(outcome="error")]
-    s = analysis.summary(eps)
+    s = summarize.summary(eps)
     (row,) = s["by_model_variant"]
     assert (row["n"], row["errors"], row["full"], row["partial"], row["failed"]) == (5, 1, 3, 1, 1)
     assert row["full_rate"] == pytest.approx(0.6)
@@ -53,46 +53,46 @@ def test_rates_exclude_errors_from_denominators() -> None:
     assert list(s["counts"]["outcomes"]) == ["full", "partial", "failed", "agent_error",
                                              "infra_error"]
     assert s["errors_by_model"] == {"m": 1}
-    assert "agent_errors" not in s and analysis.no_result(s) is None
+    assert "agent_errors" not in s and summarize.no_result(s) is None
 
 
 def test_agent_errors_are_failed_in_the_rates_and_counted_apart() -> None:
     crash = "KeyError: 'plan' at agent.py:7 in complete"
     eps = [episode(outcome="full"), episode(outcome="failed"), episode(outcome="error"),
            *[episode(outcome="failed", stop_reason="agent_error", agent_error=crash)] * 2]
-    s = analysis.summary(eps)
+    s = summarize.summary(eps)
     (row,) = s["by_model_variant"]
     assert (row["n"], row["errors"], row["full"], row["failed"]) == (4, 1, 1, 3)
     assert s["counts"]["outcomes"] == {"full": 1, "partial": 0, "failed": 1, "agent_error": 2,
                                        "infra_error": 1}
     assert s["agent_errors"] == [{"model": "m", "error": crash, "count": 2}]
-    assert analysis.headline(s) == ("5 episodes: 1 full, 0 partial, 1 failed, 2 agent errors, "
+    assert tables.headline(s) == ("5 episodes: 1 full, 0 partial, 1 failed, 2 agent errors, "
                                     "1 infra error")
-    (table,) = [t for t in analysis.tables(s) if t.title.startswith("Agent errors")]
+    (table,) = [t for t in tables.tables(s) if t.title.startswith("Agent errors")]
     assert table.rows == [["m", 2, crash]]
     assert table.links == [[{"model": "m", "stop_reason": "agent_error"}] * 3]
 
 
 def test_a_run_where_every_episode_is_an_infra_error_has_no_result() -> None:
     down = "model 'm' at http://h/v1: HTTP 503 (after 3 attempts)"
-    s = analysis.summary([episode(outcome="error", infra_error=down)] * 3)
-    assert analysis.no_result(s) == ("resilibench: every one of the 3 episodes was an infra "
+    s = summarize.summary([episode(outcome="error", infra_error=down)] * 3)
+    assert summarize.no_result(s) == ("resilibench: every one of the 3 episodes was an infra "
                                      "error (cause: HTTP 503): no result")
-    s = analysis.summary([episode(outcome="error", infra_error=down)] * 2
+    s = summarize.summary([episode(outcome="error", infra_error=down)] * 2
                          + [episode(outcome="error", infra_error="timeout")])
-    assert analysis.no_result(s) == ("resilibench: every one of the 3 episodes was an infra "
+    assert summarize.no_result(s) == ("resilibench: every one of the 3 episodes was an infra "
                                      "error (most common cause, 2 of 3: HTTP 503): no result")
 
 
 def test_summary_is_json_able() -> None:
     eps = optimal_and_flawed(10, optimal_full=8, flawed_full=5)
-    s = analysis.summary(eps)
+    s = summarize.summary(eps)
     assert json.loads(json.dumps(s)) == s
 
 
 def test_drop_is_paired_on_the_unit() -> None:
     # Units 0-7 succeed with the optimal plan; 0-4 with the flawed one: 3 discordant pairs.
-    s = analysis.summary(optimal_and_flawed(20, optimal_full=8, flawed_full=5))
+    s = summarize.summary(optimal_and_flawed(20, optimal_full=8, flawed_full=5))
     (drop,) = s["drops"]["by_model"]
     assert drop["pairs"] == 20
     assert drop["optimal_rate"] == pytest.approx(0.4) and drop["flawed_rate"] == pytest.approx(0.25)
@@ -108,7 +108,7 @@ def test_drop_ignores_units_with_an_error_or_no_partner() -> None:
     eps[1]["outcome"] = "error"  # unit 0's flawed episode
     eps.append(episode(task_id="t9999", variant="flawed-tool_misuse", flaw="tool_misuse",
                        severity="light", outcome="failed"))  # no optimal partner
-    (drop,) = analysis.summary(eps)["drops"]["by_model"]
+    (drop,) = summarize.summary(eps)["drops"]["by_model"]
     assert drop["pairs"] == 9 and drop["drop_pp"] == pytest.approx(100.0)
 
 
@@ -116,7 +116,7 @@ def test_several_flawed_siblings_count_one_unit_once() -> None:
     eps = optimal_and_flawed(12, optimal_full=12, flawed_full=6, flaw="missing_step")
     eps += [e for e in optimal_and_flawed(12, optimal_full=12, flawed_full=0, flaw="tool_misuse")
             if e["variant"] != "optimal"]
-    (drop,) = analysis.summary(eps)["drops"]["by_model"]
+    (drop,) = summarize.summary(eps)["drops"]["by_model"]
     assert drop["pairs"] == 12
     assert drop["method"] == "sign-test+bootstrap"
     assert drop["flawed_rate"] == pytest.approx(0.25)
@@ -124,17 +124,17 @@ def test_several_flawed_siblings_count_one_unit_once() -> None:
 
 
 def test_pass_k_appears_only_with_repeats() -> None:
-    assert analysis.summary([episode()])["pass_k"] == []
+    assert summarize.summary([episode()])["pass_k"] == []
     eps = [episode(task_id="a", repeat=r, outcome="full" if r < 2 else "failed")
            for r in range(4)]
     eps += [episode(task_id="b", repeat=r) for r in range(4)]
-    (row,) = analysis.summary(eps)["pass_k"]
+    (row,) = summarize.summary(eps)["pass_k"]
     assert row["tasks"] == 2
     assert row["pass_k"]["2"] == pytest.approx((1 / 6 + 1) / 2)
     assert set(row["pass_k"]) == {"1", "2", "3", "4"}
     # Conditions told apart as the report spells them: base success 1 and 1.0 are two draws
     # of one each, not repeats.
-    assert analysis.summary([episode(base_success=1), episode(base_success=1.0)])["pass_k"] == []
+    assert summarize.summary([episode(base_success=1), episode(base_success=1.0)])["pass_k"] == []
 
 
 def test_robustness_surfaces_fit_slopes_over_the_sweeps() -> None:
@@ -146,7 +146,7 @@ def test_robustness_surfaces_fit_slopes_over_the_sweeps() -> None:
         eps += [episode(task_id=f"t{i}", variant="flawed-missing_step", flaw="missing_step",
                         severity=severity, outcome="full" if i < full else "failed")
                 for i in range(10)]
-    s = analysis.summary(eps)
+    s = summarize.summary(eps)
     (reliability,) = s["surfaces"]["base_success"]
     # Optimal episodes alone run at 0.6..0.9 (0.3..0.9 full); flawed ones at 0.8 only.
     assert [p["x"] for p in reliability["points"]] == [0.6, 0.7, 0.8, 0.9]
@@ -154,12 +154,12 @@ def test_robustness_surfaces_fit_slopes_over_the_sweeps() -> None:
     (severity_surface,) = s["surfaces"]["severity"]
     assert [p["x"] for p in severity_surface["points"]] == [0, 1, 2, 3]
     assert severity_surface["slope"] < 0
-    text = analysis.render_terminal(s)
+    text = tables.render_terminal(s)
     assert "pp per level" in text and "pp per +0.1" in text
 
 
 def test_no_surface_without_a_sweep() -> None:
-    s = analysis.summary(optimal_and_flawed(5, optimal_full=3, flawed_full=2))
+    s = summarize.summary(optimal_and_flawed(5, optimal_full=3, flawed_full=2))
     assert s["surfaces"] == {"base_success": [], "severity": []}
 
 
@@ -168,8 +168,8 @@ def test_terminal_tables_follow_the_paper_layout() -> None:
     eps += optimal_and_flawed(10, optimal_full=6, flawed_full=6, model="beta",
                               task_type="simple_task", difficulty="hard")
     eps.append(episode(model="beta", variant="baseline", outcome="error"))
-    text = analysis.render_terminal(analysis.summary(eps))
-    titles = [t.title for t in analysis.tables(analysis.summary(eps))]
+    text = tables.render_terminal(summarize.summary(eps))
+    titles = [t.title for t in tables.tables(summarize.summary(eps))]
     assert titles[:3] == ["Full success rate by prompt variant (%, 95% CI)",
                           "Outcomes by model and variant",
                           "Optimal → flawed plan, paired on the same tool luck"]
@@ -186,10 +186,10 @@ def test_terminal_tables_follow_the_paper_layout() -> None:
 
 
 def test_markdown_has_a_heading_per_table() -> None:
-    s = analysis.summary(optimal_and_flawed(6, optimal_full=4, flawed_full=2))
-    md = analysis.render_markdown(s)
+    s = summarize.summary(optimal_and_flawed(6, optimal_full=4, flawed_full=2))
+    md = tables.render_markdown(s)
     assert md.startswith("# ResiliBench report")
-    assert md.count("\n## ") == len(analysis.tables(s))
+    assert md.count("\n## ") == len(tables.tables(s))
     assert "| model" in md
 
 
@@ -225,9 +225,9 @@ def test_markdown_renders_the_intended_tables_and_their_legends() -> None:
     eps += optimal_and_flawed(30, optimal_full=20, flawed_full=18, model="o3",
                               flaw="missing_step")
     eps.append(episode(model="o3", variant="baseline", outcome="error", infra_error="HTTP 500"))
-    s = analysis.summary(eps)
-    md = analysis.render_markdown(s)
-    expected = analysis.tables(s)
+    s = summarize.summary(eps)
+    md = tables.render_markdown(s)
+    expected = tables.tables(s)
     found = _markdown_tables(md)
     # Every table comes out whole: its own header, exactly its rows (no legend read as a row).
     assert [h for h, _ in found] == [t.headers for t in expected]
@@ -247,10 +247,10 @@ def test_markdown_renders_the_intended_tables_and_their_legends() -> None:
 def test_markdown_comparison_is_a_table_followed_by_its_note() -> None:
     a = optimal_and_flawed(20, optimal_full=15, flawed_full=10)
     b = optimal_and_flawed(20, optimal_full=12, flawed_full=10)
-    c = analysis.compare(a, b, max_drop_pp=5)
-    found = _markdown_tables(analysis.render_compare(c, fmt="github"))
-    expected = [analysis.compare_model_table(c), analysis.compare_table(c),
-                analysis.flips_table(c)]
+    c = comparison.compare(a, b, max_drop_pp=5)
+    found = _markdown_tables(tables.render_compare(c, fmt="github"))
+    expected = [tables.compare_model_table(c), tables.compare_table(c),
+                tables.flips_table(c)]
     assert [h for h, _ in found] == [t.headers for t in expected]
     assert [len(rows) for _, rows in found] == [len(t.rows) for t in expected]
 
@@ -261,43 +261,43 @@ def test_identical_baseline_and_cot_are_noted_only_when_identical() -> None:
     differ = [{**ep, "variant": "cot", "outcome": "failed" if i == 0 else ep["outcome"]}
               for i, ep in enumerate(base)]
     builtin = [{**ep, "model": "builtin:oracle"} for ep in base + same]
-    assert analysis.summary(builtin)["identical_variants"] == [
+    assert summarize.summary(builtin)["identical_variants"] == [
         {"model": "builtin:oracle", "variants": ["baseline", "cot"], "by_construction": True}]
-    assert analysis.summary(base + same)["identical_variants"][0]["by_construction"] is False
-    assert analysis.summary(base + differ)["identical_variants"] == []
-    main = analysis.tables(analysis.summary(builtin))[0]
+    assert summarize.summary(base + same)["identical_variants"][0]["by_construction"] is False
+    assert summarize.summary(base + differ)["identical_variants"] == []
+    main = tables.tables(summarize.summary(builtin))[0]
     assert "identical by construction" in main.note
-    assert analysis.tables(analysis.summary(base + differ))[0].note == ""
+    assert tables.tables(summarize.summary(base + differ))[0].note == ""
 
 
 def test_empty_and_malformed_input_do_not_crash() -> None:
-    s = analysis.summary([])
-    assert s["counts"]["episodes"] == 0 and analysis.tables(s) == []
-    odd = analysis.summary([episode(outcome="exploded", tokens=None), "not a dict"])  # type: ignore[list-item]
+    s = summarize.summary([])
+    assert s["counts"]["episodes"] == 0 and tables.tables(s) == []
+    odd = summarize.summary([episode(outcome="exploded", tokens=None), "not a dict"])  # type: ignore[list-item]
     assert odd["counts"]["errors"] == 1
-    assert "1 episode: 0 full, 0 partial, 0 failed, 1 infra error" in analysis.render_terminal(odd)
+    assert "1 episode: 0 full, 0 partial, 0 failed, 1 infra error" in tables.render_terminal(odd)
 
 
 def test_variant_order_is_the_papers() -> None:
     labels = ["flawed-semantic_drift", "optimal", "cot", "flawed-sequence_disorder", "baseline"]
-    assert sorted(labels, key=analysis.variant_order) == [
+    assert sorted(labels, key=summarize.variant_order) == [
         "baseline", "cot", "optimal", "flawed-sequence_disorder", "flawed-semantic_drift"]
 
 
 def test_fault_sections_only_for_realistic_episodes() -> None:
-    paper = analysis.summary([episode(), episode(outcome="failed")])
+    paper = summarize.summary([episode(), episode(outcome="failed")])
     assert "by_event" not in paper and "faults" not in paper
     events = {"outage": {"met": 2, "recovered": 1}}
     eps = [episode(faults="realistic", events=events),
            episode(faults="realistic", events=events, outcome="failed"),
            episode(faults="realistic", events={})]
-    s = analysis.summary(eps)
+    s = summarize.summary(eps)
     assert s["faults"] == ["realistic"]
     rows = {r["event"]: r for r in s["by_event"]}
     assert (rows["outage"]["n"], rows["outage"]["full"], rows["outage"]["calls"]) == (2, 1, 4)
     assert rows["outage"]["recovered_share"] == pytest.approx(0.5)
     assert (rows["none"]["n"], rows["none"]["recovered_share"]) == (1, None)
-    titles = [t.title for t in analysis.tables(s)]
+    titles = [t.title for t in tables.tables(s)]
     assert "Success by event kind (realistic faults)" in titles
 
 
@@ -325,13 +325,13 @@ def test_a_group_s_rates_from_the_run_s_figure_table_are_its_own(
     counts and the very floats of `np.mean` over the group's own lists (the old way)."""
     eps = [episode(**row) for row in rows]
     group = data.draw(st.lists(st.sampled_from(eps), unique_by=id) if eps else st.just([]))
-    table = analysis._figure_table(eps)
-    got = analysis._rates(group, 0.95, table)
-    assert got == analysis._rates(group, 0.95)  # a table of the group alone
+    table = summarize._figure_table(eps)
+    got = summarize._rates(group, 0.95, table)
+    assert got == summarize._rates(group, 0.95)  # a table of the group alone
     scored = [ep for ep in group if ep["outcome"] != "error"]
 
     def mean(field: str) -> float | None:
-        values = [float(analysis._tokens(ep) if field == "tokens" else ep[field] or 0)
+        values = [float(summarize._tokens(ep) if field == "tokens" else ep[field] or 0)
                   for ep in scored]
         return float(np.mean(values)) if values else None
 
@@ -355,7 +355,7 @@ def test_compare_gives_a_verdict_per_model_and_lists_the_flipped_pairs() -> None
     # a loses 12 optimal successes (a regression); b gains 3 flawed ones.
     new = _ids(optimal_and_flawed(30, optimal_full=18, flawed_full=20, model="a")
                + optimal_and_flawed(30, optimal_full=20, flawed_full=23, model="b"), "new")
-    c = analysis.compare(old, new, max_drop_pp=5)
+    c = comparison.compare(old, new, max_drop_pp=5)
     verdicts = {v["model"]: v for v in c["by_model"]}
     assert verdicts["a"]["kind"] == "regression" and verdicts["a"]["n"] == 60
     assert verdicts["a"]["drop_pp"] == pytest.approx(20.0)
@@ -364,17 +364,18 @@ def test_compare_gives_a_verdict_per_model_and_lists_the_flipped_pairs() -> None
         [("lost", "a", "optimal")] * 12 + [("gained", "b", "flawed-semantic_drift")] * 3)
     first = c["flipped"][0]
     assert (first["old_id"], first["new_id"]) == ("old-a-optimal-t0018", "new-a-optimal-t0018")
-    table = analysis.compare_model_table(c)
-    assert [r[0] for r in table.rows] == ["a", "b", "all models"]
+    table = tables.compare_model_table(c)
+    assert [r[0] for r in table.rows] == ["a", "b"]  # the pooled figure is in the note only
+    assert "all models pooled, information only" in table.note
 
 
 def test_identify_names_what_a_report_does_not_record() -> None:
     report = {"environment": {"created": "2026-01-01T00:00:00+00:00", "commit": None},
               "config": {"fixture_hash": "abc"}, "episodes": [episode(id="x")]}
-    found = analysis.identify("old.json", report)
+    found = comparison.identify("old.json", report)
     assert found["missing"] == ["started", "commit"]
     assert (found["models"], found["fixture_hash"]) == ("m", "abc")
-    table = analysis.runs_table({"old": found, "new": found})
+    table = tables.runs_table({"old": found, "new": found})
     assert ["git commit", "not recorded", "not recorded"] in table.rows
 
 
@@ -385,5 +386,5 @@ def test_the_headline_says_why_episodes_are_missing_or_failed() -> None:
     eps += [episode(task_id=f"e{i}", outcome="error", infra_error="HTTP 500: boom")
             for i in range(3)]
     eps += [episode(task_id="e9", outcome="error", infra_error="not sent: passed the cap")]
-    lines = headline.lines(headline.build(analysis.summary(eps)))
+    lines = headline.lines(headline.build(summarize.summary(eps)))
     assert "  4 infra errors (most common, 3: HTTP 500: boom)" in lines

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pytest_resilibench.reporting import analysis
+from pytest_resilibench.reporting import summarize, tables
 from pytest_resilibench.runtime.protocol import error_cause
 
 
@@ -15,11 +15,11 @@ def test_tokens_and_cost_per_model() -> None:
     tokens = {"prompt": 100, "cached": 40, "completion": 10, "reasoning": 4, "replayed": 0}
     eps = [ep("o3", tokens=tokens, cost_usd=0.25), ep("o3", tokens=tokens, cost_usd=0.5),
            ep("qwen", tokens=tokens, cost_usd=None), ep("builtin:oracle")]
-    usage = {r["model"]: r for r in analysis.summary(eps)["usage"]}
+    usage = {r["model"]: r for r in summarize.summary(eps)["usage"]}
     assert usage["o3"]["tokens"] == {"prompt": 200, "cached": 80, "completion": 20,
                                      "reasoning": 8, "replayed": 0}
     assert usage["o3"]["cost_usd"] == 0.75 and usage["qwen"]["cost_usd"] is None
-    titles = [t.title for t in analysis.tables(analysis.summary(eps))]
+    titles = [t.title for t in tables.tables(summarize.summary(eps))]
     assert "Tokens and cost by model" in titles
 
 
@@ -27,7 +27,7 @@ def test_infra_errors_are_grouped_by_cause() -> None:
     refused = "model 'o3' at http://127.0.0.1:8000/v1: HTTP 400: bad field (after 1 attempt)"
     down = "model 'o3' at https://api.openai.com/v1: HTTP 500: oops (after 7 attempts)"
     eps = [ep("o3", "error", infra_error=refused)] * 3 + [ep("o3", "error", infra_error=down)]
-    assert analysis.summary(eps)["infra_causes"] == [
+    assert summarize.summary(eps)["infra_causes"] == [
         {"model": "o3", "cause": "HTTP 400: bad field", "count": 3},
         {"model": "o3", "cause": "HTTP 500: oops", "count": 1}]
     assert error_cause("not sent: cap") == "not sent: cap"

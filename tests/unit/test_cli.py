@@ -35,7 +35,10 @@ def one_error_line(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
     (["serve-mcp", "--base-success", "0"], "argument --base-success: '0' is not a finite"),
     (["serve-openai", "--fault-rate", "1.5"], "argument --fault-rate: '1.5' is not a finite"),
     (["serve-openai", "--latency-ms", "-1"], "argument --latency-ms: '-1' is not a finite"),
-    (["report", "r.json", "--alpha", "inf"], "argument --alpha: 'inf' is not a finite"),
+    (["report", "r.json", "--confidence", "inf"], "argument --confidence: 'inf' is not a "
+     "confidence level"),
+    (["report", "r.json", "--max-infra-errors", "-1"], "is not a count of infra errors"),
+    (["report", "r.json", "--inconclusive", "maybe"], "'maybe' is not one of pass, fail"),
     (["solve", "--max-turns", "ten"], "argument --max-turns: 'ten' is not an integer"),
 ])
 def test_numeric_flags_are_range_checked(capsys: pytest.CaptureFixture[str], argv: list[str],

@@ -1,10 +1,20 @@
-"""The regression gate's pairing and verdicts."""
+"""The regression gate: one verdict per model, against its own partner in the baseline, and
+the rules that set the exit status (integration/gate.py)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from pytest_resilibench.integration.gate import compare_with_baseline, fail_under
+import pytest
+
+from pytest_resilibench.integration.gate import compare_with_baseline, fail_under, infra_errors
+from pytest_resilibench.integration.gate_policy import (
+    GatePolicy,
+    InfraTolerance,
+    parse_infra_tolerance,
+)
+
+POLICY = GatePolicy(max_drop_pp=5.0)
 
 
 def episodes(outcomes: list[str], *, model: str = "m", variant: str = "optimal"
@@ -35,26 +45,120 @@ def test_a_model_with_only_errors_counts_its_own_episodes() -> None:
 
 def test_paired_regression_pass_and_inconclusive() -> None:
     old = episodes(["full"] * 200)
-    worse = episodes(["failed"] * 100 + ["full"] * 100, model="new")
-    result = compare_with_baseline(old, worse, max_drop_pp=5)
-    assert result.failed and result.kind == "regression"
-    same = compare_with_baseline(old, episodes(["full"] * 200, model="new"), max_drop_pp=5)
+    _, [worse] = compare_with_baseline(old, episodes(["failed"] * 100 + ["full"] * 100,
+                                                     model="new"), POLICY)
+    assert worse.failed and worse.kind == "regression"
+    assert "baseline new (against m): regression" in worse.line
+    _, [same] = compare_with_baseline(old, episodes(["full"] * 200, model="new"), POLICY)
     assert not same.failed and same.kind == "pass"
-    few = compare_with_baseline(episodes(["full"] * 10), episodes(["full"] * 9 + ["failed"]),
-                                max_drop_pp=5)
+    _, [few] = compare_with_baseline(episodes(["full"] * 10),
+                                     episodes(["full"] * 9 + ["failed"]), POLICY)
     assert few.kind == "inconclusive" and "more paired episodes" in few.line
+    assert not few.failed and "[--resili-inconclusive=pass: passes]" in few.line
+
+
+def test_an_inconclusive_verdict_fails_when_the_policy_says_so() -> None:
+    strict = GatePolicy(max_drop_pp=5.0, inconclusive="fail")
+    _, [few] = compare_with_baseline(episodes(["full"] * 10),
+                                     episodes(["full"] * 9 + ["failed"]), strict)
+    assert few.failed and few.line.endswith("[--resili-inconclusive=fail: fails]")
+
+
+def test_every_verdict_prints_its_thresholds() -> None:
+    policy = GatePolicy(max_drop_pp=3.0, confidence=0.9)
+    _, [result] = compare_with_baseline(episodes(["full"] * 50), episodes(["full"] * 50), policy)
+    assert "allowed 3 pp at 90% confidence" in result.line
 
 
 def test_unpaired_runs_are_an_error_not_a_pass() -> None:
-    result = compare_with_baseline(episodes(["full"] * 5, variant="cot"),
-                                   episodes(["full"] * 5), max_drop_pp=5)
+    _, [result] = compare_with_baseline(episodes(["full"] * 5, variant="cot"),
+                                        episodes(["full"] * 5), POLICY)
     assert result.failed and "no episode" in result.line
 
 
-def test_several_models_pair_only_with_the_same_models() -> None:
+def test_one_regressed_model_fails_beside_unchanged_ones() -> None:
+    """The pooled drop of four models hides one model's regression; the gate judges each."""
+    unchanged = [episodes(["full"] * 150 + ["failed"] * 50, model=m) for m in ("a", "b", "c")]
+    old = [ep for eps in unchanged for ep in eps] + episodes(["full"] * 200, model="agent")
+    new = [ep for eps in unchanged for ep in eps] + episodes(
+        ["failed"] * 30 + ["full"] * 170, model="agent")
+    comparison, results = compare_with_baseline(old, new, GatePolicy(max_drop_pp=3.0))
+    assert comparison is not None and comparison["overall"]["kind"] != "regression"
+    verdicts = {r.line.split(":")[0]: (r.kind, r.failed) for r in results}
+    assert verdicts == {"baseline a": ("pass", False), "baseline b": ("pass", False),
+                        "baseline c": ("pass", False), "baseline agent": ("regression", True)}
+    _, passing = compare_with_baseline(old, old, GatePolicy(max_drop_pp=3.0))
+    assert not any(r.failed for r in passing)
+
+
+def test_models_pair_by_name_and_one_left_on_each_side_pairs_across_names() -> None:
+    old = episodes(["full"] * 20, model="a") + episodes(["full"] * 20, model="v1")
+    new = episodes(["full"] * 20, model="a") + episodes(["full"] * 20, model="v2")
+    comparison, results = compare_with_baseline(old, new, POLICY)
+    assert comparison is not None
+    assert [(v["model"], v["old_model"], v["n"]) for v in comparison["by_model"]] == [
+        ("a", "a", 20), ("v2", "v1", 20)]
+    assert "baseline v2 (against v1)" in results[1].line
+
+
+def test_models_without_a_partner_are_named_not_judged() -> None:
     old = episodes(["full"] * 20, model="a") + episodes(["full"] * 20, model="b")
-    same = compare_with_baseline(old, old, max_drop_pp=5)
-    assert "over 40 pairs" in same.line
-    other = episodes(["full"] * 20, model="a") + episodes(["full"] * 20, model="c")
-    result = compare_with_baseline(old, other, max_drop_pp=5)
-    assert result.failed and result.kind == "error" and "cannot pair" in result.line
+    new = episodes(["full"] * 20, model="a") + episodes(["full"] * 20, model="c") + \
+        episodes(["failed"] * 20, model="d")
+    comparison, results = compare_with_baseline(old, new, POLICY)
+    assert comparison is not None and comparison["unpartnered"] == {"old": ["b"],
+                                                                     "new": ["c", "d"]}
+    assert [r.kind for r in results] == ["inconclusive", "not judged"]
+    assert results[-1].line.endswith("not judged: c, d") and not results[-1].failed
+
+
+def test_runs_without_a_common_model_cannot_pair() -> None:
+    old = episodes(["full"] * 20, model="a") + episodes(["full"] * 20, model="b")
+    new = episodes(["full"] * 20, model="c") + episodes(["full"] * 20, model="d")
+    comparison, [result] = compare_with_baseline(old, new, POLICY)
+    assert comparison is None and result.failed and "no model" in result.line
+
+
+def test_labels_name_the_models_as_the_tables_do() -> None:
+    old = episodes(["full"] * 20, model="py:mod:make")
+    _, [result] = compare_with_baseline(old, old, POLICY, {"py:mod:make": "my-agent"})
+    assert result.line.startswith("baseline my-agent: inconclusive")
+    [below] = fail_under(old, 0.5, {"py:mod:make": "my-agent"})
+    assert below.line.startswith("my-agent: full-success")
+
+
+@pytest.mark.parametrize(("text", "count", "share"), [("0", 0, None), ("7", 7, None),
+                                                      ("2%", None, 0.02), (" 0.5% ", None, 0.005)])
+def test_infra_tolerance_reads_a_count_or_a_share(text: str, count: int | None,
+                                                  share: float | None) -> None:
+    assert parse_infra_tolerance(text) == InfraTolerance(count=count, share=share)
+
+
+@pytest.mark.parametrize("text", ["-1", "1.5", "x", "101%", "nan%", ""])
+def test_a_bad_infra_tolerance_is_one_sentence(text: str) -> None:
+    with pytest.raises(ValueError, match="is not a count of infra errors"):
+        parse_infra_tolerance(text)
+
+
+def test_infra_errors_within_or_over_the_tolerance() -> None:
+    eps = episodes(["error"] * 2 + ["full"] * 98)
+    assert infra_errors(episodes(["full"] * 5), POLICY) is None
+    over = infra_errors(eps, POLICY)
+    assert over is not None and over.failed
+    assert over.line == "infra errors: 2 of 100 episodes over --resili-max-infra-errors=0"
+    for tolerance in ("2", "2%"):
+        within = infra_errors(eps, GatePolicy(max_infra_errors=parse_infra_tolerance(tolerance)))
+        assert within is not None and not within.failed and "within" in within.line
+    harness = [{**ep, "stop_reason": "harness_error"} for ep in episodes(["error"] * 3)]
+    assert infra_errors(harness, POLICY) is None  # a harness bug is not an infra error
+
+
+def test_a_policy_round_trips_through_the_report_and_refuses_garbage() -> None:
+    policy = GatePolicy(max_drop_pp=3.0, confidence=0.9, fail_under=0.5, inconclusive="fail",
+                        max_infra_errors=InfraTolerance(count=None, share=0.02))
+    assert GatePolicy.from_json(policy.to_json()) == policy
+    for bad in ({}, {"max_drop_pp": "x", "confidence": 0.95},
+                {"max_drop_pp": 3, "confidence": 0.95, "inconclusive": "maybe"},
+                {"max_drop_pp": 300, "confidence": 0.95}):
+        with pytest.raises(ValueError, match="gate policy"):
+            GatePolicy.from_json(bad)

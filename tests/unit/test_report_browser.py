@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 from pytest_resilibench.cli import main
-from pytest_resilibench.reporting import analysis, why
+from pytest_resilibench.reporting import comparison, summarize, why
 
 CHROMIUM = Path("/usr/bin/chromium")
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -60,7 +60,7 @@ def _write(path: Path, episodes: list[dict[str, Any]]) -> Path:
     report = {"schema": "resilibench.report/1", "config": {"seed": 3, "fixture_hash": "f00d"},
               "environment": {"created": "2026-01-01T00:00:00+00:00",
                               "started": "2026-01-01T00:00:00+00:00", "commit": "abc123"},
-              "summary": analysis.summary(episodes), "episodes": episodes,
+              "summary": summarize.summary(episodes), "episodes": episodes,
               "complete": True}
     path.write_text(json.dumps(report))
     return path
@@ -76,9 +76,9 @@ def pages(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     single, compared = folder / "new.html", folder / "cmp.html"
     assert main(["report", str(new), "--html", str(single)]) == 0
     assert main(["report", str(new), "--compare", str(old), "--html", str(compared)]) in (0, 1)
-    comparison = analysis.compare(old_eps, new_eps, max_drop_pp=5)
+    compared_runs = comparison.compare(old_eps, new_eps, max_drop_pp=5)
     return {"single": single, "compared": compared, "episodes": new_eps,
-            "comparison": comparison}
+            "comparison": compared_runs}
 
 
 @pytest.fixture(scope="module")

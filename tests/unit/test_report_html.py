@@ -16,7 +16,15 @@ from typing import Any
 import pytest
 
 from pytest_resilibench.cli import main
-from pytest_resilibench.reporting import analysis, report_data, report_html, vocabulary, why
+from pytest_resilibench.reporting import (
+    comparison,
+    report_data,
+    report_html,
+    summarize,
+    tables,
+    vocabulary,
+    why,
+)
 
 HOSTILE = '<script>alert("x")</script> & <b>bold</b>'
 
@@ -49,7 +57,7 @@ def episode(i: int, **fields: Any) -> dict[str, Any]:
 def run(episodes: list[dict[str, Any]]) -> dict[str, Any]:
     return {"schema": "resilibench.report/1", "config": {"seed": 0, "models": ["m"]},
             "environment": {"python": "3"}, "episodes": episodes,
-            "summary": analysis.summary(episodes)}
+            "summary": summarize.summary(episodes)}
 
 
 def sweep_run() -> dict[str, Any]:
@@ -118,7 +126,7 @@ def test_charts_are_per_model_with_drops_largest_first_and_link_to_their_episode
                 eps.append(episode(i, model=model, id=f"{model}-{flaw}-{i}",
                                    variant=f"flawed-{flaw}", flaw=flaw, severity="medium",
                                    outcome="failed" if lost else "full"))
-    s = analysis.summary(eps)
+    s = summarize.summary(eps)
     drawn = charts.charts(s)
     assert [c.model for c in drawn] == ["a"] * 3 + ["b"] * 3
     for model in ("a", "b"):
@@ -138,11 +146,11 @@ def test_charts_are_per_model_with_drops_largest_first_and_link_to_their_episode
 def _with_vs_optimal(eps: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Each episode with the viewer's `vs_optimal`: lost / gained / same full success against
     the optimal episode of its unit (the same tool luck)."""
-    best = {(ep["model"], *analysis.unit_key(ep)): ep["outcome"] == "full"
+    best = {(ep["model"], *summarize.unit_key(ep)): ep["outcome"] == "full"
             for ep in eps if ep["variant"] == "optimal"}
     out = []
     for ep in eps:
-        a = best.get((ep["model"], *analysis.unit_key(ep)))
+        a = best.get((ep["model"], *summarize.unit_key(ep)))
         b = ep["outcome"] == "full"
         vs = ("" if a is None or ep["variant"] == "optimal" else
               "lost" if a and not b else "gained" if b and not a else "same")
@@ -185,7 +193,7 @@ def test_summary_cells_link_to_exactly_their_episodes() -> None:
     doc = report_html.render_html(report)
     links = _links(doc)
     eps = _with_vs_optimal(report["episodes"])
-    outcomes = analysis.tables(analysis.summary(eps))[1]
+    outcomes = tables.tables(summarize.summary(eps))[1]
     assert outcomes.title == "Outcomes by model and variant"
     for row, cells in zip(outcomes.rows, outcomes.links or [], strict=True):
         # n, and the full / partial / failed counts behind each rate's link
@@ -327,23 +335,29 @@ def test_compare_gives_a_paired_verdict(tmp_path: Path,
     # 30 of 80 paired episodes lost: a regression, exit 1.
     assert main(["report", str(new), "--compare", str(old), "--max-drop", "5"]) == 1
     printed = capsys.readouterr().out
-    assert "verdict: regression: drop +37.5 pp" in printed and "REGRESSION" in printed
+    assert "resilibench gate: baseline m: regression: drop +37.5 pp" in printed
+    assert printed.rstrip().endswith("resilibench: exit 1: m REGRESSION against the baseline")
     # Identical luck and behaviour: no drop, passes a 5 pp gate.
     assert main(["report", str(same), "--compare", str(old), "--max-drop", "5"]) == 0
-    assert "verdict: pass: drop +0.0 pp" in capsys.readouterr().out
+    assert "resilibench gate: baseline m: pass: drop +0.0 pp" in capsys.readouterr().out
     html_path = tmp_path / "cmp.html"
     assert main(["report", str(new), "--compare", str(old), "--html", str(html_path)]) == 1
-    assert 'class="verdict regression"' in html_path.read_text()
+    assert '<div class="model regression" data-model="m">' in html_path.read_text()
 
 
 def test_compare_pairs_two_single_model_runs_across_models() -> None:
-    c = analysis.compare(_variant_run("a", 40)["episodes"], _variant_run("b", 40)["episodes"],
+    c = comparison.compare(_variant_run("a", 40)["episodes"], _variant_run("b", 40)["episodes"],
                          max_drop_pp=5)
-    assert c["pairs"] == 80 and "model" not in c["paired_on"]
-    assert c["overall"]["kind"] == "pass"
+    assert c["pairs"] == 80 and [(v["model"], v["old_model"]) for v in c["by_model"]] == [
+        ("b", "a")]
+    assert c["by_model"][0]["kind"] == "pass"
     two = _variant_run("a", 40)["episodes"] + _variant_run("b", 40)["episodes"]
-    with pytest.raises(ValueError, match="cannot pair"):
-        analysis.compare(two, _variant_run("c", 40)["episodes"], max_drop_pp=5)
+    three = two + _variant_run("c", 40)["episodes"]
+    with pytest.raises(ValueError, match="no model"):
+        comparison.compare(two, _variant_run("c", 40)["episodes"] + _variant_run("d", 40)[
+            "episodes"], max_drop_pp=5)
+    c = comparison.compare(two, three, max_drop_pp=5)  # c is new: named, not judged
+    assert c["unpartnered"] == {"old": [], "new": ["c"]}
 
 
 def test_report_from_real_episodes(tmp_path: Path) -> None:
@@ -367,7 +381,7 @@ def test_report_from_real_episodes(tmp_path: Path) -> None:
     episodes = [ep for spec in ("builtin:follower", "builtin:adaptive")
                 for ep in asyncio.run(play(spec))]
     assert len(episodes) == 12
-    s = analysis.summary(episodes)
+    s = summarize.summary(episodes)
     assert s["counts"]["scored"] + s["counts"]["errors"] == 12
     assert {d["model"] for d in s["drops"]["by_model"]} == {"builtin:follower",
                                                            "builtin:adaptive"}

@@ -8,7 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pytest_resilibench.reporting.sequential import SequentialGate, SequentialTest, pair_key
+from pytest_resilibench.reporting.pairing import pair_key
+from pytest_resilibench.reporting.sequential import SequentialGate, SequentialTest
 
 
 def feed(test: SequentialTest, pairs: list[tuple[bool, bool]]) -> SequentialTest:
@@ -114,9 +115,9 @@ def test_arrival_order_never_changes_the_decision(
     rng.shuffle(arrivals)
     for t, ep in arrivals:
         shuffled.add(t, ep)
-    assert shuffled.test.to_json() == in_order.test.to_json()
+    assert shuffled.tests["m"].to_json() == in_order.tests["m"].to_json()
     reference = feed(SequentialTest(max_drop=0.05, alpha=0.05), outcomes)
-    assert in_order.test.decided_at == reference.decided_at
+    assert in_order.tests["m"].decided_at == reference.decided_at
     assert in_order.kind == (reference.verdict or "inconclusive")
 
 
@@ -126,19 +127,45 @@ def test_unpaired_and_infrastructure_errors_are_passed_over() -> None:
     new = {"t0": episode("t0", "full"), "t1": episode("t1", "full"),
            "t2": episode("t2", "error"), "t3": episode("t3", "failed")}
     gate.plan(new.items())
-    assert gate.pairs_planned == 2  # t1's baseline errored, t3 has no partner
+    assert gate.pairs_planned() == 2  # t1's baseline errored, t3 has no partner
     for cid in ("t3", "t2", "t1", "t0"):
         gate.add(cid, new[cid])
-    assert gate.test.n == 1 and gate.skipped == 3
+    assert gate.tests["m"].n == 1 and gate.skipped == 3
 
 
 def test_models_pair_by_name_or_one_against_one() -> None:
     baseline = [episode("t0", "full", model="old")]
     one_each = gate_for(baseline, models=["new"])
-    assert not one_each.with_model
-    assert pair_key(episode("t0", "full", model="new"), with_model=False) in one_each._old
-    with pytest.raises(ValueError, match="cannot pair"):
-        gate_for([*baseline, episode("t0", "full", model="other")], models=["new"])
+    assert one_each.partners.of_new == {"new": "old"}
+    assert pair_key(episode("t0", "full", model="new"), "old") in one_each._old
+    with pytest.raises(ValueError, match="no model"):
+        gate_for([*baseline, episode("t0", "full", model="other")], models=["new", "x"])
+
+
+def test_each_model_is_judged_on_its_own_and_one_regression_decides() -> None:
+    """Three unchanged models and one that regressed: the gate stops on the regression and
+    names it, although the pooled drop is small."""
+    models = ["a", "b", "c", "agent"]
+    tasks = [f"t{i:04d}" for i in range(400)]
+    baseline = [episode(t, "full", model=m) for m in models for t in tasks]
+    gate = gate_for(baseline, models=models)
+    plan = [(f"{m}-{t}", episode(t, "failed" if m == "agent" and i % 3 == 0 else "full",
+                                 model=m)) for i, t in enumerate(tasks) for m in models]
+    gate.plan(plan)
+    for cid, ep in plan:
+        if gate.add(cid, ep):
+            break
+    assert gate.decided and gate.kind == "regression"
+    assert gate.model_kind("agent") == "regression"
+    assert all(gate.model_kind(m) != "regression" for m in ("a", "b", "c"))
+    assert "(agent)" in gate.stop_reason()
+    assert gate.line("agent", "agent").endswith("REGRESSION (the drop is above the allowed one)")
+    unchanged = gate_for(baseline, models=models)
+    unchanged.plan((f"{m}-{t}", episode(t, "full", model=m)) for t in tasks for m in models)
+    for t in tasks:
+        for m in models:
+            unchanged.add(f"{m}-{t}", episode(t, "full", model=m))
+    assert unchanged.kind == "pass" and all(unchanged.model_kind(m) == "pass" for m in models)
 
 
 def test_the_line_and_record_say_what_was_used() -> None:
@@ -148,5 +175,8 @@ def test_the_line_and_record_say_what_was_used() -> None:
         gate.add(f"t{i}", episode(f"t{i}", "full"))
     record = gate.to_json(episodes_run=400)
     assert record["verdict"] == "pass" and record["pairs_planned"] == 400
-    assert record["pairs"] == record["decided_at_pair"] < 400
-    assert "PASS" in gate.line() and f"over {record['pairs']} of 400" in gate.line()
+    [model] = record["by_model"]
+    assert model["pairs"] == model["decided_at_pair"] < 400
+    line = gate.line("m", "m")
+    assert "PASS" in line and f"over {model['pairs']} of 400" in line
+    assert "allowed 5 pp at 95% confidence" in line
