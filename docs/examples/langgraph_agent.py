@@ -44,4 +44,6 @@ def tool_calling_graph(model: ChatOpenAI, tools: list[BaseTool]) -> Any:
 def make_agent() -> LangGraphAgent:
     """The factory `py:langgraph_agent:make_agent` names: called once per pytest process."""
     model = ChatOpenAI(model=os.environ.get("AGENT_MODEL", "gpt-4o-mini"), temperature=0)
-    return LangGraphAgent(lambda tools: tool_calling_graph(model, tools), name="langgraph-agent")
+    # `models`: its requests get the benchmark's retries and rate limits (docs/API.md).
+    return LangGraphAgent(lambda tools: tool_calling_graph(model, tools), name="langgraph-agent",
+                          models=[model])

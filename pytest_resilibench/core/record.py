@@ -100,6 +100,10 @@ class EpisodeRecord:
     # paper records are unchanged.
     faults: str | None = None
     events: dict[str, dict[str, int]] | None = None
+    # Loop-level agents that name the model behind their usage (`Episode.add_usage(model=)`,
+    # the framework adapters): its tokens by model name ("prompt", "completion", "cached"),
+    # what prices them (agents/pricing.py `episode_cost`). Left out of the JSON when None.
+    tokens_by_model: dict[str, dict[str, int]] | None = None
 
     @property
     def is_error(self) -> bool:
@@ -172,7 +176,7 @@ class EpisodeRecord:
 _NAMES = tuple(f.name for f in fields(EpisodeRecord))  # once, not for every record
 _PACKED = "_packed_trajectory"  # `EpisodeRecord.from_pack`: the trajectory, not unpacked yet
 _SUMMARY_FIELDS = tuple(name for name in _NAMES if name not in SUMMARY_EXCLUDES)
-_OPTIONAL = ("agent_error", "faults", "events")
+_OPTIONAL = ("agent_error", "faults", "events", "tokens_by_model")
 
 
 def _drop_unset(data: dict[str, Any]) -> dict[str, Any]:
@@ -201,6 +205,7 @@ _FIELD_TYPES: dict[str, tuple[tuple[type, ...], bool]] = {  # name -> (types, No
     "agent_error": (_STR, True),
     "faults": (_STR, True), "conditions": ((dict,), True), "deviation": ((dict,), True),
     "tokens": ((dict,), True), "events": ((dict,), True), "messages": ((list,), True),
+    "tokens_by_model": ((dict,), True),
     "calls": ((list,), True),
 }
 REQUIRED_FIELDS = ("model", "variant", "task_id", "outcome")  # what every reader needs
@@ -223,7 +228,8 @@ def episode_problem(data: object) -> str | None:
             return f"episode field {name!r} is {type(value).__name__}, not {types[0].__name__}"
     if data["outcome"] not in OUTCOMES:
         return f"episode outcome {data['outcome']!r} is not one of {', '.join(OUTCOMES)}"
-    counts = [data.get("tokens") or {}, *(data.get("events") or {}).values()]
+    counts = [data.get("tokens") or {}, *(data.get("events") or {}).values(),
+              *(data.get("tokens_by_model") or {}).values()]
     for group in counts:
         if not isinstance(group, dict) or not all(
                 isinstance(v, int) and not isinstance(v, bool) for v in group.values()):

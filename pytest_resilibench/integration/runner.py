@@ -348,10 +348,13 @@ class EpisodeRunner:
                 await environment.aclose()
         record.id = case.id
         if not case.model.startswith("builtin:"):  # a scripted agent has no price
-            from pytest_resilibench.runtime.agents.pricing import cost_usd, load_prices, price_of
+            from pytest_resilibench.runtime.agents.pricing import episode_cost, load_prices
 
-            price = price_of(case.model, load_prices(self.config.prices))
-            record.cost_usd = cost_usd(price, record.tokens)
+            # The spec's price, the agent's name's, else its models' (adapters name them).
+            names = (case.model, str(getattr(self._agent(case.model), "name", "")))
+            record.cost_usd = episode_cost(record.tokens, record.tokens_by_model,
+                                           [n for n in names if n],
+                                           load_prices(self.config.prices))
         if self._report_text is not None:
             record.keep_report_text(self._report_text(record))
         return record

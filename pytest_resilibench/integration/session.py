@@ -472,6 +472,14 @@ class ResiliSession:
         return self._config.env == "sim" and case.model.startswith("builtin:")
 
     def _make_agent(self, spec: str) -> AnyAgent:
+        """The agent of a spec, the run's request options there for a framework adapter a
+        factory or the hook builds (`runtime/agents/run_options.py`)."""
+        from pytest_resilibench.runtime.agents.run_options import run_request_options
+
+        with run_request_options(self._request_options()):
+            return self._build_agent(spec)
+
+    def _build_agent(self, spec: str) -> AnyAgent:
         """The agent of a spec: the one the `pytest_resilibench_make_agent` hook builds when an
         implementation answers, else the spec family's, with the run's options for it."""
         if self._agent_hook is not None:
@@ -515,15 +523,21 @@ class ResiliSession:
         max_cost = config.max_cost
         if max_cost is not None and self._workers > 1:  # each process keeps to its share
             max_cost /= self._workers
-        return {"base_url": config.base_url, "seed": config.seed, "cache": cache,
-                "max_concurrency": config.concurrency, "max_retries": config.retries,
-                "timeout_s": config.request_timeout, "temperature": config.temperature,
-                "rpm": config.rpm, "tpm": config.tpm, "max_wait_s": config.max_wait,
-                "shared_limit": True,
+        return {**self._request_options(),
+                "base_url": config.base_url, "seed": config.seed, "cache": cache,
+                "temperature": config.temperature,
                 "model_args": config.model_args, "api": config.api,
                 "api_version": config.api_version,
-                "max_consecutive_errors": config.max_consecutive_errors,
                 "price": price_of(spec, load_prices(config.prices)), "max_cost_usd": max_cost}
+
+    def _request_options(self) -> dict[str, Any]:
+        """How model requests are retried and limited: the direct path's, and a framework
+        adapter's (adapters/common.py)."""
+        config = self._config
+        return {"max_concurrency": config.concurrency, "max_retries": config.retries,
+                "timeout_s": config.request_timeout, "rpm": config.rpm, "tpm": config.tpm,
+                "max_wait_s": config.max_wait, "shared_limit": True,
+                "max_consecutive_errors": config.max_consecutive_errors}
 
     async def _mcp_environment(self, case: Case) -> Any:
         """The episode's simulator behind our MCP server over stdio: the same luck as in

@@ -71,6 +71,8 @@ def episode_schema() -> dict[str, Any]:
             "calls": {"type": "array", "items": {"type": "object"}},
             "faults": {"type": "string"},
             "events": {"type": "object"},
+            "tokens_by_model": {"type": "object", "additionalProperties": {
+                "type": "object", "additionalProperties": _COUNT}},
         },
     }
 

@@ -6,6 +6,8 @@ episode ends with stop reason `agent_error`, a failed episode, and the item fail
 pass through as they are: `InfrastructureError` (the agent says its backend could not be
 reached: an infra error) and `ModelLimitError` (its model's own limit: scored). The built-in
 agents and the model providers are this package's code: what they raise is a harness bug.
+The framework adapters (`pytest_resilibench.adapters`) are not counted as ours: they play a
+user's framework agent, and turn its model's failures into those two kinds themselves.
 
 What a loop-level agent's `run` raises may come from our code too: `LoopEpisode.call` runs
 inside it. The handle remembers what its own code raised (loop_episode.py), and that wins
@@ -30,6 +32,7 @@ __all__ = ["AgentError", "from_agent", "is_own_agent", "raised_where"]
 _T = TypeVar("_T")
 _PACKAGE = Path(__file__).resolve().parents[1]  # pytest_resilibench/
 _PACKAGE_NAME = _PACKAGE.name
+_ADAPTERS = f"{_PACKAGE_NAME}.adapters"
 _MESSAGE_LIMIT = 300  # characters of the exception's message: one line in a table
 
 
@@ -44,8 +47,13 @@ class AgentError(Exception):
 
 def is_own_agent(agent: object) -> bool:
     """Whether `agent` is this package's code (a built-in agent, a model provider): what it
-    raises is then a harness bug, not the agent's failure."""
+    raises is then a harness bug, not the agent's failure. A framework adapter is not: it
+    runs a user's agent (their framework, model and code), so what comes out of it is the
+    agent's, but for the model failures the adapter reads as the direct path reads them
+    (`InfrastructureError`, `ModelLimitError`: adapters/common.py)."""
     module = type(agent).__module__ or ""
+    if module == _ADAPTERS or module.startswith(_ADAPTERS + "."):
+        return False
     return module == _PACKAGE_NAME or module.startswith(_PACKAGE_NAME + ".")
 
 

@@ -381,9 +381,18 @@ class TurnKeeper:
         """The progress an observation reports: turns used and left, calls, successes."""
         return self.turns.progress()
 
-    def count_usage(self, usage: Mapping[str, Any] | None) -> None:
-        """Add a reply's token usage (OpenAI `usage` keys) to the record."""
+    def count_usage(self, usage: Mapping[str, Any] | None, model: str | None = None) -> None:
+        """Add a reply's token usage (OpenAI `usage` keys) to the record; `model`, the name
+        of the model that spent it, keeps them apart by model too (`tokens_by_model`)."""
         _count_tokens(self.record, usage)
+        if model is not None:
+            by_model = self.record.tokens_by_model
+            if by_model is None:
+                by_model = self.record.tokens_by_model = {}
+            spent = by_model.setdefault(model, {"prompt": 0, "completion": 0, "cached": 0})
+            for name, key in (("prompt", "prompt_tokens"), ("completion", "completion_tokens"),
+                              ("cached", "cached_tokens")):
+                spent[name] += int((usage or {}).get(key) or 0)
 
     def end(self, stop_reason: StopReason) -> None:
         """End the episode from outside a reply (a loop-level agent's `run` returned)."""

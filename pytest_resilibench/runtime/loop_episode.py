@@ -132,13 +132,17 @@ class LoopEpisode:
                 raise
             return observation
 
-    def add_usage(self, usage: Mapping[str, int]) -> None:
+    def add_usage(self, usage: Mapping[str, int], *, model: str | None = None) -> None:
         """Count the tokens your model spent (OpenAI `usage` keys: `prompt_tokens`,
         `completion_tokens`, and where known `reasoning_tokens`, `cached_tokens`), as a
         model's reply's usage is counted: the record's `tokens` and cost come from them.
-        Anything else (counts that are not numbers, an SDK object) raises ValueError."""
+        `model`, the name of the model that spent them, prices them (`--resili-prices`) when
+        the agent itself has no price. Anything else (counts that are not numbers, an SDK
+        object, a model that is no name) raises ValueError."""
+        if model is not None and not (isinstance(model, str) and model.strip()):
+            raise ValueError(f"add_usage(model=) takes a model name, got {model!r}"[:400])
         try:
-            self._keeper.count_usage(usage)
+            self._keeper.count_usage(usage, model)
         except (TypeError, ValueError, AttributeError):  # not usage counts: the agent's error
             raise ValueError(f"add_usage takes OpenAI usage counts (a mapping of token counts), "
                              f"got {usage!r}"[:400]) from None

@@ -359,3 +359,32 @@ def test_the_tokens_a_loop_agent_reports_are_counted_as_a_models() -> None:
     rec = run(Loop(play), repeat=2)
     assert rec.tokens == {"prompt": 240, "completion": 18, "total": 258, "reasoning": 8,
                           "cached": 0, "replayed": 0}
+
+
+def test_usage_naming_its_model_is_kept_by_model_too() -> None:
+    async def play(episode: LoopEpisode) -> None:
+        episode.add_usage({"prompt_tokens": 100, "completion_tokens": 5}, model="gpt-4o")
+        episode.add_usage({"prompt_tokens": 10, "completion_tokens": 1, "cached_tokens": 4},
+                          model="gpt-4o")
+        episode.add_usage({"prompt_tokens": 7, "completion_tokens": 2}, model="o3")
+        episode.finish()
+
+    rec = run(Loop(play))
+    assert rec.tokens["prompt"] == 117 and rec.tokens["completion"] == 8
+    assert rec.tokens_by_model == {"gpt-4o": {"prompt": 110, "completion": 6, "cached": 4},
+                                   "o3": {"prompt": 7, "completion": 2, "cached": 0}}
+    assert rec.to_json()["tokens_by_model"] == rec.tokens_by_model
+    assert "tokens_by_model" not in run(Loop(_finish)).to_json()
+
+
+def test_a_model_that_is_no_name_is_the_agents_error() -> None:
+    async def play(episode: LoopEpisode) -> None:
+        episode.add_usage({"prompt_tokens": 1}, model=42)  # type: ignore[arg-type]
+
+    rec = run(Loop(play))
+    assert rec.stop_reason == "agent_error" and rec.agent_error is not None
+    assert "add_usage(model=) takes a model name, got 42" in rec.agent_error
+
+
+async def _finish(episode: LoopEpisode) -> None:
+    episode.finish()

@@ -35,9 +35,9 @@ import os
 import re
 import time
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, Generic, NamedTuple, TypeVar
 from urllib.parse import urlsplit
 
 import httpx
@@ -79,7 +79,10 @@ from pytest_resilibench.runtime.protocol import (
     ToolCall,
 )
 
-__all__ = ["APIS", "MalformedReply", "OpenAIAgent", "ProviderStats", "parse_completion"]
+__all__ = ["APIS", "Failure", "MalformedReply", "OpenAIAgent", "ProviderStats", "Sent",
+           "decode_body", "error_message", "parse_completion", "status_failure"]
+
+_T = TypeVar("_T")
 
 
 PLACEHOLDER_KEY = "resilibench-no-key"  # for local servers that want no key at all
@@ -138,13 +141,24 @@ class ProviderStats:
 
 
 @dataclass(frozen=True)
-class _Failure:
+class Failure:
+    """One attempt that failed: what `OpenAIAgent.send` retries, waits out or gives up on."""
+
     kind: str  # rate_limit, server_error, timeout, connection, malformed, refused
     message: str
     retryable: bool
     retry_after_s: float | None = None
     status: int | None = None
     limits: Limits = field(default_factory=Limits)
+
+
+class Sent(NamedTuple, Generic[_T]):
+    """One attempt that succeeded: its value, what its headers say of the limits, and the
+    tokens it counts against a tokens-per-minute budget."""
+
+    value: _T
+    limits: Limits
+    tokens: int
 
 
 class OpenAIAgent:
@@ -278,7 +292,7 @@ class OpenAIAgent:
                 return reply
         self._check_not_stopped(request)
         reply = await self._ask_with_retries(request, self.params)
-        self._account(reply)
+        self.account(reply)
         if self._memo is not None:
             self._memo.remember(request.messages, reply)
         if self.cache is not None and key is not None:
@@ -305,7 +319,7 @@ class OpenAIAgent:
             if self.cache.get(key) is not None:
                 return
         reply = await self._ask_with_retries(request, params)
-        self._account(reply)
+        self.account(reply)
         if self.cache is not None and key is not None:
             self.cache.put(key, reply)
 
@@ -321,7 +335,8 @@ class OpenAIAgent:
                           usage={"prompt_tokens": 0, "completion_tokens": 0,
                                  "replayed_tokens": replayed}, raw=reply.raw)
 
-    def _account(self, reply: ModelReply) -> None:
+    def account(self, reply: ModelReply) -> None:
+        """Count a reply's tokens and cost in `stats` (what the cost cap reads)."""
         usage, stats = reply.usage, self.stats
         stats.prompt_tokens += usage.get("prompt_tokens", 0)
         stats.completion_tokens += usage.get("completion_tokens", 0)
@@ -348,8 +363,20 @@ class OpenAIAgent:
 
     async def _ask_with_retries(self, request: ModelRequest,
                                 params: Mapping[str, Any]) -> ModelReply:
-        jitter_key = rng.key_int(self.model, request.task_id, request.repeat,
-                                 len(request.messages))
+        return await self.send(request, lambda: self._attempt(request, params))
+
+    async def send(self, request: ModelRequest,
+                   try_once: Callable[[], Awaitable[Sent[_T] | Failure]], *,
+                   jitter_key: int | None = None) -> _T:
+        """One request through this agent's limiter, retries and stops: `try_once` makes one
+        HTTP try (its slot taken). The one retry loop: the provider's own requests and those
+        of a framework's client (`transport.py`) go through it. Raises `InfrastructureError`
+        when it gives up, `ModelLimitError` for a 400 saying the context overflowed.
+        `request` says whose request it is: its turns rank it in line, and with no
+        `jitter_key` its task, repeat and length key the jitter."""
+        if jitter_key is None:
+            jitter_key = rng.key_int(self.model, request.task_id, request.repeat,
+                                     len(request.messages))
         limiter = self.limiter
         deadline = time.time() + self.max_wait_s
         # The episode's turns so far: the fewest go first (the limiter's line, limiter.py).
@@ -375,17 +402,17 @@ class OpenAIAgent:
             except InfrastructureError:
                 limiter.release(ticket, "other")
                 raise
+            self.stats.api_calls += 1
             try:
-                result = await self._attempt(request, params)
+                result = await try_once()
             except BaseException:  # cancelled in flight (an interrupted run): free the slot
                 limiter.release(ticket, "other")
                 raise
-            if not isinstance(result, _Failure):
-                reply, limits = result
-                limiter.release(ticket, "ok", limits, _tokens(reply))
+            if not isinstance(result, Failure):
+                limiter.release(ticket, "ok", result.limits, result.tokens)
                 self._sync_limiter()
                 self._consecutive_errors = 0
-                return reply
+                return result.value
             failure = result
             limited = failure.kind == "rate_limit"
             limiter.release(ticket, "limited" if limited else "other", failure.limits)
@@ -458,14 +485,13 @@ class OpenAIAgent:
         return "/chat/completions", chat
 
     async def _attempt(self, request: ModelRequest,
-                       params: Mapping[str, Any]) -> tuple[ModelReply, Limits] | _Failure:
+                       params: Mapping[str, Any]) -> Sent[ModelReply] | Failure:
         """One HTTP request (its slot already taken): the reply and what its headers say of
         the limits, or the failure."""
         fields = {k: v for k, v in params.items() if k not in REQUEST_OPTIONS}
         path, body = self._body(request, fields)
         headers = {**params.get("extra_headers", {}),
                    TASK_HEADER: request.task_id, REPEAT_HEADER: str(request.repeat)}
-        self.stats.api_calls += 1
         try:
             # The client's generic `post` (its documented route for raw requests): the
             # client's URL, auth, timeouts and error types, without the typed-request
@@ -487,17 +513,17 @@ class OpenAIAgent:
         except openai.APIStatusError as exc:
             return _status_failure(exc)
         except (openai.APITimeoutError, TimeoutError):
-            return _Failure("timeout", "the request timed out", retryable=True)
+            return Failure("timeout", "the request timed out", retryable=True)
         except openai.APIConnectionError as exc:
             cause = exc.__cause__ or exc
-            return _Failure("connection", f"connection error ({type(cause).__name__})",
+            return Failure("connection", f"connection error ({type(cause).__name__})",
                             retryable=True)
         try:
             data = decode_body(text)
             reply = parse_response(data) if self.api == "responses" else parse_completion(data)
-            return reply, read_limits(response.headers)
+            return Sent(reply, read_limits(response.headers), _tokens(reply))
         except (ValueError, MalformedReply) as exc:
-            return _Failure("malformed", f"malformed reply body: {exc}", retryable=True)
+            return Failure("malformed", f"malformed reply body: {exc}", retryable=True)
 
     def _where(self) -> str:
         return public_url(self.base_url) or "api.openai.com"
@@ -561,23 +587,30 @@ def _placeholder_for(base_url: str | None) -> str:
     return PLACEHOLDER_KEY
 
 
-def _status_failure(exc: openai.APIStatusError) -> _Failure:
-    status = exc.status_code
-    message = f"HTTP {status}: {_error_message(exc)}"
+def _status_failure(exc: openai.APIStatusError) -> Failure:
+    return status_failure(exc.status_code, exc.response.headers,
+                          error_message(exc.body, str(exc.message)))
+
+
+def status_failure(status: int, headers: Mapping[str, str], said: str) -> Failure:
+    """What an HTTP error status means for a model request (`said`: the server's message):
+    429 the provider's limit, waited out; 5xx, 408, 409 transient; a 400 saying the context
+    overflowed the model's limit; any other a refusal."""
+    message = f"HTTP {status}: {said}"
     if status == 429:
-        limits = read_limits(exc.response.headers)
+        limits = read_limits(headers)
         # Wait what it asks, or until the budget it says is spent resets.
         waits = [w for w in (limits.retry_after_s, limits.exhausted_for_s()) if w is not None]
-        return _Failure("rate_limit", message, retryable=True,
+        return Failure("rate_limit", message, retryable=True,
                         retry_after_s=max(waits) if waits else None, status=status,
                         limits=limits)
     if status >= 500:
-        return _Failure("server_error", message, retryable=True, status=status)
+        return Failure("server_error", message, retryable=True, status=status)
     if status in (408, 409):  # request timeout, lock conflict: worth another try
-        return _Failure("server_error", message, retryable=True, status=status)
+        return Failure("server_error", message, retryable=True, status=status)
     if status == 400 and _CONTEXT_OVERFLOW.search(message):
-        return _Failure("context_overflow", message, retryable=False, status=status)
-    return _Failure("refused", message, retryable=False, status=status)
+        return Failure("context_overflow", message, retryable=False, status=status)
+    return Failure("refused", message, retryable=False, status=status)
 
 
 # How servers say a request exceeds the model's context window: OpenAI's error code
@@ -616,15 +649,15 @@ def model_limit(reply: ModelReply) -> tuple[ModelLimit, str] | None:
     return None
 
 
-def _error_message(exc: openai.APIStatusError) -> str:
-    """The server's message, with its error code (or type) when it gave one."""
-    body = exc.body
+def error_message(body: object, fallback: str) -> str:
+    """The server's message in an error body (parsed JSON), with its error code (or type)
+    when it gave one; else `fallback`."""
     if isinstance(body, Mapping):
         error = body.get("error", body)
         if isinstance(error, Mapping) and isinstance(error.get("message"), str):
             kind = error.get("code") or error.get("type")
             return str(error["message"])[:300] + (f" [{kind}]" if isinstance(kind, str) else "")
-    return str(exc.message)[:300]
+    return fallback[:300]
 
 
 _SURROGATE = re.compile("[\ud800-\udfff]")

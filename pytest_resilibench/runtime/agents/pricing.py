@@ -14,12 +14,13 @@ to input).
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-__all__ = ["PRICES", "PRICES_DATE", "Price", "cost_usd", "load_prices", "price_of"]
+__all__ = ["PRICES", "PRICES_DATE", "Price", "cost_usd", "episode_cost", "load_prices",
+           "price_of"]
 
 PRICES_DATE = "2025-08-15"
 
@@ -98,3 +99,23 @@ def cost_usd(price: Price | None, tokens: Mapping[str, int]) -> float | None:
     total = ((prompt - cached) * price.input + cached * price.cached_input
              + completion * price.output) / 1e6
     return round(total, 8)
+
+
+def episode_cost(tokens: Mapping[str, int], by_model: Mapping[str, Mapping[str, int]] | None,
+                 names: Sequence[str], prices: Mapping[str, Price]) -> float | None:
+    """An episode's cost: the agent's own price (the first of `names` with one: its spec, its
+    name) on all its tokens; else, where its usage named the models that spent it (a
+    framework adapter's, `tokens_by_model`), each model's price on its tokens. None when a
+    price is unknown, or some tokens name no model."""
+    for name in names:
+        price = price_of(name, prices)
+        if price is not None:
+            return cost_usd(price, tokens)
+    if not by_model:
+        return None
+    costs = [cost_usd(price_of(model, prices), spent) for model, spent in by_model.items()]
+    named = sum(int(s.get("prompt", 0)) + int(s.get("completion", 0)) for s in by_model.values())
+    if named < int(tokens.get("prompt", 0)) + int(tokens.get("completion", 0)):
+        return None
+    known = [cost for cost in costs if cost is not None]
+    return round(sum(known), 8) if len(known) == len(costs) else None

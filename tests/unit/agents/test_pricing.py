@@ -40,3 +40,18 @@ def test_a_file_overrides_and_extends_the_table(tmp_path: Path) -> None:
     load_prices.cache_clear()
     with pytest.raises(ValueError, match="--resili-prices: o3: need numbers"):
         load_prices(path)
+
+
+def test_episode_cost_prices_the_agent_first_then_the_models_that_spent_the_tokens() -> None:
+    from pytest_resilibench.runtime.agents.pricing import Price, episode_cost
+
+    tokens = {"prompt": 1000, "completion": 100, "cached": 0}
+    by_model = {"gpt-4o": {"prompt": 1000, "completion": 100, "cached": 0}}
+    table = {"gpt-4o": Price(2.5, 1.25, 10.0), "my-agent": Price(1.0, 1.0, 1.0)}
+    assert episode_cost(tokens, by_model, ["py:m:f"], table) == 0.0035  # the model's
+    assert episode_cost(tokens, by_model, ["py:m:f", "my-agent"], table) == 0.0011  # the agent's
+    assert episode_cost(tokens, None, ["py:m:f"], table) is None  # no name prices it
+    unknown = {"gpt-4o": by_model["gpt-4o"], "mystery": {"prompt": 1, "completion": 0}}
+    assert episode_cost(tokens, unknown, [], table) is None  # one model without a price
+    part = {"gpt-4o": {"prompt": 500, "completion": 100, "cached": 0}}
+    assert episode_cost(tokens, part, [], table) is None  # some tokens name no model
