@@ -429,10 +429,11 @@ def _verdict_reports(state: ResiliSession) -> list[pytest.TestReport]:
 
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
     state = config.stash.get(SESSION_KEY, None)
-    if state is None and config.option.keyword:  # not asked: a hint, if -k looks for it
-        from pytest_resilibench.integration.hints import keyword_hint
+    option = config.option
+    if state is None and (option.keyword or option.markexpr):  # not asked: -k/-m looking?
+        from pytest_resilibench.integration.hints import selection_hint
 
-        hint = keyword_hint(config.option.keyword)
+        hint = selection_hint(option.keyword, option.markexpr)
         if hint is not None:
             terminalreporter.write_line(hint, yellow=True)
     if state is None or state.summary is None:
