@@ -31,7 +31,7 @@ def selection_hint(keyword: str, markexpr: str) -> str | None:
 
 def _looked_for(expression: str) -> str | None:
     """The first benchmark word of an expression that is not negated."""
-    words = _WORD.findall(expression or "")
+    words: list[str] = _WORD.findall(expression or "")
     for before, word in pairwise(["", *words]):
         if word in _BENCHMARK_WORDS and before != "not":
             return word
