@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from pytest_resilibench.runtime.protocol import ToolCall as ToolCall
     from pytest_resilibench.runtime.protocol import agent_shape as agent_shape
     from pytest_resilibench.runtime.protocol import read_observation as read_observation
+    from pytest_resilibench.runtime.protocol import task_text as task_text
 
 __version__ = "0.1.0"
 
@@ -65,6 +66,7 @@ _PUBLIC: dict[str, tuple[str, str]] = {
     "parse_plan": ("core.prompts", "parse_plan"),
     "parse_task_inputs": ("core.prompts", "parse_task_inputs"),
     "read_observation": ("runtime.protocol", "read_observation"),
+    "task_text": ("runtime.protocol", "task_text"),
 }
 
 
@@ -102,4 +104,5 @@ __all__ = [
     "parse_plan",
     "parse_task_inputs",
     "read_observation",
+    "task_text",
 ]

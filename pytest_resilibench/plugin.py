@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from pytest_resilibench.integration import foreign_plugins
 from pytest_resilibench.integration.options import (
     RunConfig,
     add_options,
@@ -82,6 +83,9 @@ def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
     # The first hook pytest calls on a plugin, as it registers: what is imported later is
     # not parsed by pytest's assertion rewriter (preload.py).
     keep_out_of_assertion_rewriting(pluginmanager)
+    # ... and before the entry points after ours: other packages' plugins our dependencies
+    # bring stay out of runs that do not name them (foreign_plugins.py).
+    foreign_plugins.block_unasked(pluginmanager)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -91,9 +95,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "resilibench: an episode of the ResiliBench benchmark (added automatically)")
+    foreign_plugins.register_markers(config)
     config.stash[_CONFIGURED] = True
     if benchmark_requested(config) or config.stash.get(_ASKED, False):
         _activate(config)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    foreign_plugins.check_items(config, items)  # a test needing a plugin kept out: say so
 
 
 def ask_for_benchmark(config: pytest.Config) -> None:
@@ -451,10 +460,11 @@ def _verdict_reports(state: ResiliSession) -> list[pytest.TestReport]:
 
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
     state = config.stash.get(SESSION_KEY, None)
-    if state is None and config.option.keyword:  # not asked: a hint, if -k looks for it
-        from pytest_resilibench.integration.hints import keyword_hint
+    option = config.option
+    if state is None and (option.keyword or option.markexpr):  # not asked: -k/-m looking?
+        from pytest_resilibench.integration.hints import selection_hint
 
-        hint = keyword_hint(config.option.keyword)
+        hint = selection_hint(option.keyword, option.markexpr)
         if hint is not None:
             terminalreporter.write_line(hint, yellow=True)
     if state is None or state.summary is None:

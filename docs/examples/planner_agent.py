@@ -14,7 +14,7 @@ turn) and hand back the observation; call `episode.finish()` when it says it is 
 
 from __future__ import annotations
 
-from pytest_resilibench import Episode, parse_plan
+from pytest_resilibench import Episode, parse_plan, task_text
 
 # Tries per step before moving on to the next: a tool that failed this often in a row is
 # unlikely to come back within the turn budget.
@@ -25,8 +25,8 @@ class Planner:
     name = "planner"
 
     async def run(self, episode: Episode) -> None:
-        task = next(m["content"] for m in episode.messages if m["role"] == "user")
-        plan = parse_plan(task)  # the "Execution plan:" block, None for a prompt without one
+        # The "Execution plan:" block of the task, None for a prompt without one.
+        plan = parse_plan(task_text(episode))
         for step in plan.steps if plan is not None else ():
             for _ in range(MAX_TRIES):
                 seen = await episode.call(step.tool, dict(step.arguments))

@@ -19,7 +19,14 @@ from __future__ import annotations
 
 import json
 
-from pytest_resilibench import ModelReply, ModelRequest, ToolCall, parse_plan, read_observation
+from pytest_resilibench import (
+    ModelReply,
+    ModelRequest,
+    ToolCall,
+    parse_plan,
+    read_observation,
+    task_text,
+)
 
 MAX_TRIES = 6
 DONE = ModelReply(content="TASK_COMPLETED")
@@ -29,8 +36,7 @@ class PlanFollower:
     name = "plan-follower"
 
     async def complete(self, request: ModelRequest) -> ModelReply:
-        task = next(m["content"] for m in request.messages if m["role"] == "user")
-        plan = parse_plan(task)
+        plan = parse_plan(task_text(request))
         steps = list(plan.steps) if plan is not None else []
         observations = [seen for m in request.messages if (seen := read_observation(m))]
         if observations and observations[-1]["progress"]["turns_left"] == 0:

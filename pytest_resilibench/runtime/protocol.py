@@ -48,6 +48,7 @@ __all__ = [
     "is_privileged",
     "observation_json",
     "read_observation",
+    "task_text",
 ]
 
 
@@ -237,6 +238,17 @@ observation_json = json_text()
 def format_observation(payload: Mapping[str, Any]) -> str:
     """The text-mode observation message."""
     return f"{_OPEN}{observation_json(payload)}{_CLOSE}"
+
+
+def task_text(source: ModelRequest | LoopEpisode) -> str:
+    """The task an agent is asked to do, from a turn's request or a loop-level episode: the
+    prompt's first user message (the task, its inputs, expected outputs and constraints, and
+    the execution plan in the variants that show one). Later user messages are observations
+    (text mode), so the first one is the task. ValueError where there is no user message."""
+    for message in source.messages:
+        if message.get("role") == "user" and isinstance(message.get("content"), str):
+            return str(message["content"])
+    raise ValueError("the messages hold no user message: no task to read")
 
 
 def read_observation(message: Mapping[str, Any]) -> Observation | None:

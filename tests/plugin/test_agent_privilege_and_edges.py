@@ -197,3 +197,26 @@ def test_a_k_naming_a_flaw_without_asking_prints_one_hint(pytester: pytest.Pytes
                                   "--resili-variants=optimal"]):
         result = pytester.runpytest("-p", "no:cacheprovider", "-q", *args)
         assert "benchmark runs only when asked" not in result.stdout.str()
+
+
+@pytest.mark.parametrize("markexpr", ["resilibench", "resilibench and not slow", "optimal"])
+def test_a_m_looking_for_the_benchmark_without_asking_prints_one_hint(
+        pytester: pytest.Pytester, markexpr: str) -> None:
+    """`-m resilibench` alone deselects the user's tests and says nothing else but this."""
+    pytester.makepyfile(test_mine="def test_mine():\n    assert True\n")
+    result = pytester.runpytest("-p", "no:cacheprovider", "-q", "-m", markexpr)
+    assert result.ret == pytest.ExitCode.NO_TESTS_COLLECTED
+    result.stdout.fnmatch_lines(["*1 deselected*"])
+    word = markexpr.split()[0]
+    result.stdout.fnmatch_lines([f"resilibench: -m names {word!r}, but the benchmark runs only "
+                                 "when asked: add --resili-model=MODEL*"])
+    assert result.stdout.str().count("resilibench:") == 1
+
+
+@pytest.mark.parametrize("args", [["-m", "not resilibench"], ["-k", "not semantic_drift"],
+                                  ["-m", "slow"]])
+def test_a_selection_that_leaves_the_benchmark_out_prints_no_hint(
+        pytester: pytest.Pytester, args: list[str]) -> None:
+    pytester.makepyfile(test_mine="def test_mine():\n    assert True\n")
+    result = pytester.runpytest("-p", "no:cacheprovider", "-q", *args)
+    assert "benchmark runs only when asked" not in result.stdout.str()

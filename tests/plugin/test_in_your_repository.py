@@ -27,7 +27,8 @@ def test_two():
 OURS = {"pytest_resilibench", "pytest_resilibench.plugin", "pytest_resilibench.hookspec",
         "pytest_resilibench.base", "pytest_resilibench.base.names",
         "pytest_resilibench.integration", "pytest_resilibench.integration.options",
-        "pytest_resilibench.integration.gate_policy", "pytest_resilibench.integration.preload"}
+        "pytest_resilibench.integration.gate_policy", "pytest_resilibench.integration.preload",
+        "pytest_resilibench.integration.foreign_plugins"}
 
 
 def _modules(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, *args: str) -> set[str]:
@@ -44,9 +45,63 @@ def test_an_unrelated_project_loads_only_the_hooks_and_options(
     with_plugin = _modules(pytester, monkeypatch)
     without = _modules(pytester, monkeypatch, "-p", "no:resilibench")
     assert with_plugin - without == OURS
+    # Other packages' plugins that our dependencies install stay out (foreign_plugins.py).
+    assert not [m for m in with_plugin if m.split(".")[0] in ("anyio", "langsmith")]
     assert not [m for m in ("numpy", "openai", "jsonschema", "scipy", "httpx", "starlette")
                 if m in with_plugin - without]
     assert not list(pytester.path.glob("**/*.jsonl*"))  # nothing written either
+
+
+ANYIO_TEST = """
+import pytest
+
+@pytest.mark.anyio
+async def test_async():
+    assert True
+"""
+
+
+def test_a_project_using_anyio_s_plugin_asks_for_it_with_p(pytester: pytest.Pytester) -> None:
+    """anyio's pytest plugin (openai, httpx, starlette bring anyio) is off unless `-p anyio`
+    asks for it; a test that uses it without says how, not a strict-markers error."""
+    pytest.importorskip("anyio")
+    pytester.makepyfile(test_own=ANYIO_TEST)
+    pytester.makeini("[pytest]\naddopts = --strict-markers -p no:cacheprovider\n")
+    result = pytester.runpytest("-p", "anyio")
+    result.assert_outcomes(passed=1)
+    result = pytester.runpytest()
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*test_own.py::test_async uses the anyio pytest plugin, *: "
+                                 "run with -p anyio (or add it to addopts)"])
+    pytester.makeini("[pytest]\naddopts = -p anyio\n")  # asked for in the project's config
+    pytester.runpytest().assert_outcomes(passed=1)
+
+
+def test_langsmith_s_plugin_is_off_unless_asked_for(pytester: pytest.Pytester) -> None:
+    """The [langgraph] extra installs langsmith (langchain-core needs it), a pytest plugin."""
+    pytest.importorskip("langsmith")
+    pytester.makepyfile(test_own="import pytest\n\n@pytest.mark.langsmith\n"
+                                 "def test_tracked():\n    pass\n")
+    result = pytester.runpytest("--markers")
+    result.stdout.fnmatch_lines(["@pytest.mark.langsmith: off in this run (-p langsmith_plugin)"])
+    result = pytester.runpytest("--markers", "-p", "langsmith_plugin")
+    result.stdout.fnmatch_lines(["@pytest.mark.langsmith: mark test to be tracked in LangSmith"])
+    result = pytester.runpytest("--co")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*run with -p langsmith_plugin*"])
+
+
+def test_a_plugin_loaded_before_ours_is_unregistered_all_the_same() -> None:
+    """The venv lists its distributions in file-system order: where anyio's entry point came
+    first, the run still behaves as where it came after ours (no hooks, no fixtures)."""
+    from pytest_resilibench.integration.foreign_plugins import block_unasked
+
+    config = pytest.Config(pytest.PytestPluginManager())
+    manager = config.pluginmanager
+    manager.register(object(), "anyio")  # stands for the module loaded before us
+    block_unasked(manager)
+    assert manager.get_plugin("anyio") is None and manager.is_blocked("anyio")
+    assert manager.is_blocked("langsmith_plugin")
 
 
 def test_an_unrelated_project_keeps_xdist_load_scheduling(pytester: pytest.Pytester) -> None:

@@ -34,7 +34,8 @@ SMALL = ["--resili-sample=1", "--resili-variants=optimal,flawed",
 # it imports at its top, up to `pytest_addhooks`, where the package leaves the rewriter's list.
 PARSED_AT_REGISTRATION = {"__init__.py", "plugin.py", "hookspec.py", "base/__init__.py",
                           "base/names.py", "integration/__init__.py", "integration/options.py",
-                          "integration/gate_policy.py", "integration/preload.py"}
+                          "integration/gate_policy.py", "integration/preload.py",
+                          "integration/foreign_plugins.py"}
 AGENTS = {
     "chat": ["--resili-model=o3", "--resili-api=chat"],
     "responses": ["--resili-model=o3", "--resili-api=responses", "--resili-tool-mode=native"],
