@@ -5,9 +5,10 @@
 # The baseline is the JSON report of the newest earlier release that passed its own gate:
 #   1. Release tags are the git tags matching $TAG_GLOB (v* by default), GitHub Release or not,
 #      read from the remote (`git ls-remote`: a shallow checkout has no tags) and ordered by
-#      version (`sort -V`), newest first. On a tag only the tags below it count (v1.2.0, or a
-#      re-run of it, compares with v1.1.x, never with itself); on a pull request or a manual
-#      run, every tag.
+#      version (`sort -V`: v1.10.0 after v1.9.0; a pre-release v2.0.0-rc1 after v2.0.0),
+#      newest first. On a tag only the tags below it count (v1.2.0, or a re-run of it,
+#      compares with v1.1.x, never with itself or a later v2.0.0); on a pull request or a
+#      manual run, every tag.
 #   2. For each tag, the latest run of this workflow pushed for it that concluded `success`.
 #      A release whose gate failed concluded `failure` and is passed over (so is a tag this
 #      workflow never ran on), and the next older tag is tried.
