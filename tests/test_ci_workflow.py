@@ -43,7 +43,6 @@ SMALL = {"MODEL": AGENT, "NEEDS_API_KEY": "false", "SAMPLE": "1", "WORKERS": "0"
 
 # The plugin appends its verdicts to $GITHUB_STEP_SUMMARY (issue 45, the lead's gate rewrite):
 # set this to True once it does, and `check_plugin_summary` checks what it wrote.
-PLUGIN_WRITES_STEP_SUMMARY = False
 
 pytestmark = pytest.mark.xdist_group("ci-workflow")
 
@@ -583,18 +582,18 @@ def check_workflow_writes_no_results(job: Job) -> None:
 
 
 def check_plugin_summary(job: Job, *, gate_failed: bool, baseline: bool) -> None:
-    """What the plugin writes to $GITHUB_STEP_SUMMARY (off until PLUGIN_WRITES_STEP_SUMMARY):
-    its headline, every model's verdict, and the failing gate marked as such."""
-    if not PLUGIN_WRITES_STEP_SUMMARY:
-        return
+    """What the plugin writes to $GITHUB_STEP_SUMMARY (integration/job_summary.py): its
+    headline, every gate verdict marked, the line naming the rule that set the exit status,
+    and a link to the run's artifacts."""
     written = job.step("benchmark").summary
     assert written.strip(), "the plugin wrote no job summary"
-    assert "ResiliBench" in written, written
+    assert "**ResiliBench: " in written, written
     assert "fail-under" in written, written
     if baseline:
-        assert "baseline" in written.lower(), written
-    if gate_failed:
-        assert re.search(r"fail", written.replace("fail-under", ""), re.IGNORECASE), written
+        assert "baseline " in written, written
+    assert ("❌ **FAILED**" in written) == gate_failed, written
+    assert f"**resilibench: exit {int(gate_failed)}: " in written, written
+    assert f"/actions/runs/{job.run_id})" in written, written
 
 
 def check_reports_uploaded(job: Job, hub: FakeGitHub) -> None:

@@ -3,9 +3,10 @@ set (docs/ci/github-actions.yml relies on it): the headline, each gate verdict m
 failed, the line naming the rule that set the exit status, and a link to the run's artifacts.
 
 GitHub documents the file as markdown that a step appends to
-(docs.github.com, "Adding a job summary"); the link is the run's page, whose artifacts section
-lists what the workflow uploaded (built from GITHUB_SERVER_URL, GITHUB_REPOSITORY and
-GITHUB_RUN_ID, the default variables of every job).
+(docs.github.com, "Adding a job summary"); the link is the run's page, which lists what the
+workflow uploaded (built from GITHUB_SERVER_URL, GITHUB_REPOSITORY and GITHUB_RUN_ID, default
+variables of every job). The shipped workflow adds direct links to each artifact
+(docs/ci/github-actions.yml).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ def _artifacts_link() -> str | None:
                          ("GITHUB_SERVER_URL", "GITHUB_REPOSITORY", "GITHUB_RUN_ID"))
     if not (server and repo and run):
         return None
-    return f"{server.rstrip('/')}/{repo}/actions/runs/{run}#artifacts"
+    return f"{server.rstrip('/')}/{repo}/actions/runs/{run}"
 
 
 def job_summary(state: ResiliSession) -> str:
@@ -43,7 +44,8 @@ def job_summary(state: ResiliSession) -> str:
         parts.append(f"**{state.exit_line}**")
     link = _artifacts_link()
     if link is not None:
-        parts.append(f"The JSON and HTML reports: [this run's artifacts]({link})")
+        parts.append(f"The JSON and HTML reports are this run's artifacts, listed on [its "
+                     f"page]({link})")
     return "\n\n".join(parts) + "\n\n"
 
 
