@@ -1,8 +1,10 @@
 """What installing pytest-resilibench costs a project that does not use it: `pytest --co` of a
 small unrelated project in a venv holding the wheel with every extra, against a venv holding
 pytest alone (the install's own cost: our plugin, and the other packages' plugins our
-dependencies bring), and against the same venv with `-p no:resilibench` (what the plugin
-itself costs, and saves: with it off, anyio's and langsmith's plugins load; foreign_plugins.py).
+dependencies bring: anyio's, from the base install), against a venv holding the wheel without
+extras (what the extras add: nothing, once langsmith's plugin is kept out), and against the
+first venv with `-p no:resilibench` (what the plugin itself costs, and saves: with it off,
+langsmith's plugin loads; foreign_plugins.py).
 Runs interleaved (so load on the machine hits every setting alike); median of N runs each,
 wall time and the CPU time of the whole process tree (getrusage(RUSAGE_CHILDREN)).
 
@@ -38,20 +40,22 @@ def _python(venv: Path) -> Path:
     return venv / "bin" / "python"
 
 
-def _venvs(folder: Path, wheel: Path) -> tuple[Path, Path]:
-    """(with the wheel and every extra, with pytest alone: the same version)."""
-    with_it, without = folder / "with", folder / "without"
-    if not with_it.exists():
-        _run(sys.executable, "-m", "venv", with_it)
-        _run(_python(with_it), "-m", "pip", "install", "-q", f"{wheel}[{EXTRAS}]")
-    else:  # the dependencies are there: only this wheel changes
-        _run(_python(with_it), "-m", "pip", "install", "-q", "--no-deps", "--force-reinstall",
-             wheel)
+def _venvs(folder: Path, wheel: Path) -> tuple[Path, Path, Path]:
+    """(with the wheel and every extra, with the wheel alone, with pytest alone: the same
+    version)."""
+    with_it, base, without = folder / "with", folder / "base", folder / "without"
+    for venv, spec in ((with_it, f"{wheel}[{EXTRAS}]"), (base, str(wheel))):
+        if not venv.exists():
+            _run(sys.executable, "-m", "venv", venv)
+            _run(_python(venv), "-m", "pip", "install", "-q", spec)
+        else:  # the dependencies are there: only this wheel changes
+            _run(_python(venv), "-m", "pip", "install", "-q", "--no-deps", "--force-reinstall",
+                 wheel)
     if not without.exists():
         version = _run(_python(with_it), "-c", "import pytest; print(pytest.__version__)")
         _run(sys.executable, "-m", "venv", without)
         _run(_python(without), "-m", "pip", "install", "-q", f"pytest=={version.strip()}")
-    return with_it, without
+    return with_it, base, without
 
 
 def _once(python: Path, directory: Path, *extra: str) -> tuple[float, float]:
@@ -76,12 +80,13 @@ def main() -> None:
         if wheel is None:
             _run(sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", tmp, ROOT)
             (wheel,) = Path(tmp).glob("pytest_resilibench-*.whl")
-        with_it, without = _venvs(args.venvs or Path(tmp), wheel.resolve())
+        with_it, base_install, without = _venvs(args.venvs or Path(tmp), wheel.resolve())
         project = Path(tmp) / "unrelated"
         project.mkdir()
         (project / "test_unrelated.py").write_text(TESTS)
         settings = {
             "pytest alone (no install)": (_python(without), ()),
+            "the base install (no extra)": (_python(base_install), ()),
             "with every extra": (_python(with_it), ()),
             "with every extra, -p no:resilibench": (_python(with_it), ("-p", "no:resilibench")),
         }

@@ -1,22 +1,25 @@
-"""Other packages' pytest plugins that our dependencies install, kept out of the runs that do not
-ask for them.
+"""Another package's pytest plugin that one of our extras installs, kept out of the runs that do
+not ask for it.
 
-pytest loads every `pytest11` entry point of the venv in every run, for every project. Our
-dependencies bring two: langsmith's (`langsmith_plugin`; langchain-core, so the `[langgraph]`
-extra, needs langsmith), whose import costs ~0.7 s a run, and anyio's (`anyio`; openai, httpx,
-starlette and mcp need anyio), ~0.15 s (bench/bench_startup.py). As this plugin registers
+pytest loads every `pytest11` entry point of the venv in every run, for every project. The
+`[langgraph]` extra brings langsmith's (`langsmith_plugin`; langchain-core needs langsmith),
+whose import costs ~0.7 s a run (bench/bench_startup.py). As this plugin registers
 (`pytest_addhooks`, called as pytest loads the entry points one distribution after another)
-it blocks both, and pytest then skips their entry points.
+it blocks it, and pytest then skips its entry point.
 
-A run asks for one with `-p NAME` (`-p anyio`, `-p langsmith_plugin`: on the command line, in
-`addopts` or PYTEST_ADDOPTS): pytest loads those before any entry point, and they stay. A run
-that collects a test using a blocked one (its marker, `@pytest.mark.anyio`, or a fixture
-named after it, `anyio_backend`) stops with a usage error saying to add `-p NAME`.
+A run asks for it with `-p langsmith_plugin` (on the command line, in `addopts` or
+PYTEST_ADDOPTS): pytest loads that before any entry point, and it stays. A run that collects a
+test using it (its marker, `@pytest.mark.langsmith`, or a fixture named after it) stops with
+a usage error saying to add `-p langsmith_plugin`.
 
-Limit: the venv's metadata lists the distributions in file-system order. Where anyio's or
-langsmith's comes before ours, its import is paid before we can block it; blocking then
-unregisters it, so a run behaves the same whichever order (no hooks, no fixtures) and saves
-only the hooks' cost. `-p no:NAME` in a project's own addopts always keeps the import out.
+anyio's plugin is left alone although the base install brings it (openai, httpx, starlette
+need anyio; ~0.1 s): projects that test async code use it, and blocking it would change their
+runs on install, which a plugin that does nothing until asked must not do.
+
+Limit: the venv's metadata lists the distributions in file-system order. Where langsmith's
+comes before ours, its import is paid before we can block it; blocking then unregisters it,
+so a run behaves the same whichever order (no hooks, no fixtures) and saves only the hooks'
+cost. `-p no:langsmith_plugin` in a project's own addopts always keeps the import out.
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ import pytest
 __all__ = ["BLOCKED", "block_unasked", "check_items", "register_markers"]
 
 # Entry-point name -> the word its marker and fixtures start with.
-BLOCKED: dict[str, str] = {"anyio": "anyio", "langsmith_plugin": "langsmith"}
+BLOCKED: dict[str, str] = {"langsmith_plugin": "langsmith"}
 _OFF = pytest.StashKey[tuple[str, ...]]()
 
 

@@ -13,7 +13,7 @@ unless told otherwise. The checks:
   information only. An inconclusive model passes or fails by `inconclusive`;
 - infra errors: episodes the model could not be reached for, tolerated up to a count or share.
 
-The rules and their defaults are in docs/API.md, "Gating a release".
+The rules and their defaults are in README.md, "Gate an agent release in CI".
 """
 
 from __future__ import annotations
@@ -156,7 +156,7 @@ def exit_status(status: int, *, failed_items: int, infra_items: int,
     error). Otherwise the run fails on: a failed item other than an infra error (an agent or
     harness error, or a test of the user's own), a failed gate result (infra errors over the
     tolerance among them) or an incomplete run; infra-error items within the tolerance do not
-    fail it (docs/API.md, "Gating a release")."""
+    fail it (README.md, "Gate an agent release in CI")."""
     if status not in (0, 1):
         return status, f"resilibench: exit {status}: pytest's own status (the run did not end " \
             "normally)"

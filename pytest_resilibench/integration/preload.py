@@ -45,8 +45,10 @@ _LAZY_DEPENDENCIES = ("jsonschema", "rank_bm25")
 # (the MCP client's `anyio.open_process` loaded `anyio._core._subprocesses` there).
 _LAZY_NAMES = ("anyio",)
 # Imported by the agents that use them, which the runner makes on this thread: openai alone
-# costs ~0.5 s, which a run of `py:` or built-in agents need not pay.
-_PROVIDERS = ("runtime.agents.openai_provider", "runtime.agents.responses")
+# costs ~0.5 s, which a run of `py:` or built-in agents need not pay. The transport is the
+# adapters' (made on this thread too, when an adapter is built).
+_PROVIDERS = ("runtime.agents.openai_provider", "runtime.agents.responses",
+              "runtime.agents.transport")
 
 
 def keep_out_of_assertion_rewriting(pluginmanager: object) -> None:

@@ -6,7 +6,7 @@ flaw, severity, repeat, seed and base rate; docs/ARCHITECTURE.md) and their mode
 partners. A model's partner is the baseline's model of the same name; when, after that, one
 model on each side is left without one, those two are partners too (a new release of an agent
 under a new name, beside unchanged ones). Models left over are named, never pooled: each model
-is judged against its own partner alone (docs/API.md, "Gating a release").
+is judged against its own partner alone (README.md, "Gate an agent release in CI").
 
 Kept free of scipy and numpy, so the sequential gate can use it at start-up.
 """

@@ -50,5 +50,6 @@ def test_one_call_imports_what_episodes_agents_and_the_summary_use() -> None:
     found = json.loads(out)
     # The model providers come with the agents that use them (the runner makes those first).
     assert found["missing"] == ["pytest_resilibench.runtime.agents.openai_provider",
-                                "pytest_resilibench.runtime.agents.responses"]
+                                "pytest_resilibench.runtime.agents.responses",
+                                "pytest_resilibench.runtime.agents.transport"]
     assert found["servers"] == [] and not found["openai"] and found["jsonschema"]
