@@ -410,14 +410,16 @@ def _end_run(session: pytest.Session, state: ResiliSession) -> None:
     state.finish()
     if state.config.report is not None:
         state.write_report()
-    for report in _verdict_reports(state):  # JUnit XML and the final line show the verdict
+    verdicts = _verdict_reports(state)
+    for report in verdicts:  # JUnit XML and the final line show the verdict
         config.hook.pytest_runtest_logreport(report=report)
     from pytest_resilibench.integration.gate import exit_status
 
-    # The gate's own JUnit case (just reported) is in `testsfailed` when it failed; so is every
-    # infra-error item, which the tolerance may forgive.
+    # The verdicts' own JUnit cases (just reported) are in `testsfailed` when they failed; so
+    # is every infra-error item, which the tolerance may forgive.
     status, state.exit_line = exit_status(
-        int(session.exitstatus), failed_items=session.testsfailed - bool(state.gate_failed),
+        int(session.exitstatus),
+        failed_items=session.testsfailed - sum(r.failed for r in verdicts),
         infra_items=state.infra_items, results=state.gate_results,
         incomplete=bool(state.lost or _no_result(state)))
     session.exitstatus = pytest.ExitCode(status) if status in (0, 1) else session.exitstatus

@@ -173,6 +173,8 @@ def exit_status(status: int, *, failed_items: int, infra_items: int,
         reasons.append("the run is incomplete (see above)")
     if reasons:
         return 1, "resilibench: exit 1: " + "; ".join(reasons)
+    if status == 1 and failed_items <= 0:  # set by something else than a failed item: kept
+        return 1, "resilibench: exit 1: pytest's own status (a failure outside the items)"
     judged = [r for r in results if r.subject]
     said = f"every gate passed ({len(judged)} verdicts)" if judged else \
         "no gate asked (--resili-fail-under, --resili-baseline)"

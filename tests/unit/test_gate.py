@@ -162,3 +162,29 @@ def test_a_policy_round_trips_through_the_report_and_refuses_garbage() -> None:
                 {"max_drop_pp": 300, "confidence": 0.95}):
         with pytest.raises(ValueError, match="gate policy"):
             GatePolicy.from_json(bad)
+
+
+def test_the_exit_status_names_its_rule() -> None:
+    from pytest_resilibench.integration.gate import GateResult, exit_status
+
+    regression = GateResult(True, "regression", "baseline a: regression: ...", "a")
+    passed = GateResult(False, "pass", "baseline b: pass: ...", "b")
+    infra_ok = GateResult(False, "infra", "infra errors: 2 of 100 episodes within "
+                          "--resili-max-infra-errors=2")
+    assert exit_status(1, failed_items=2, infra_items=2, results=[passed, infra_ok],
+                       incomplete=False) == (0, "resilibench: exit 0: every gate passed (1 "
+                                             "verdicts); infra errors: 2 of 100 episodes within "
+                                             "--resili-max-infra-errors=2, so their items do "
+                                             "not fail the run")
+    status, line = exit_status(0, failed_items=0, infra_items=0,
+                               results=[regression, passed], incomplete=False)
+    assert (status, line) == (1, "resilibench: exit 1: a REGRESSION against the baseline")
+    status, line = exit_status(1, failed_items=3, infra_items=2, results=[passed],
+                               incomplete=True)
+    assert status == 1 and line == ("resilibench: exit 1: 1 failed item (agent or harness "
+                                    "errors, or tests of your own); the run is incomplete "
+                                    "(see above)")
+    assert exit_status(2, failed_items=0, infra_items=0, results=[regression],
+                       incomplete=False)[0] == 2  # interrupted stays interrupted
+    assert exit_status(1, failed_items=0, infra_items=0, results=[],
+                       incomplete=False)[0] == 1  # set by another plugin: kept
