@@ -498,12 +498,14 @@ def _cmd_report(args: argparse.Namespace) -> int:
             results.append(infra)
         gate_lines = [r.line for r in results]
         runs = {"old": identify(args.compare, other), "new": identify(args.run, run)}
-    # The terminal and the markdown name each model as the run's terminal did; the HTML keeps
-    # the specs its episode filters match (its headline names them too).
+    # Every output names each model as the run's terminal did (its agent's `name`); the JSON
+    # keeps the specs, which pair episodes. The HTML's episodes are renamed too, so that its
+    # tables' links (episode filters by model) still find them.
     shown = summarize.relabel_models(summary, labels)
     shown_comparison = summarize.relabel_models(comparison, labels)
-    head = headline.build(shown, episodes=summarize.relabel_models(run["episodes"], labels),
-                          gate=gate_lines, comparison=shown_comparison)
+    shown_run = {**run, "episodes": summarize.relabel_models(run["episodes"], labels)}
+    head = headline.build(shown, episodes=shown_run["episodes"], gate=gate_lines,
+                          comparison=shown_comparison)
     # The tables, the comparison, and the headline last: in a terminal the end stays in view.
     terminal = tables.render_terminal(shown, head=head)
     if shown_comparison is not None:
@@ -516,8 +518,8 @@ def _cmd_report(args: argparse.Namespace) -> int:
     if args.html is not None:
         from pytest_resilibench.reporting.report_html import write_html
 
-        page = write_html(args.html or default_path(f"{stem}.html"), run, summary=summary,
-                          comparison=comparison, other=other, runs=runs, gate=gate_lines)
+        page = write_html(args.html or default_path(f"{stem}.html"), shown_run, summary=shown,
+                          comparison=shown_comparison, other=other, runs=runs, gate=gate_lines)
     if args.markdown is not None:
         md = prepare(args.markdown or default_path(f"{stem}.md"))
         link = None if page is None else os.path.relpath(page.resolve(), md.resolve().parent)

@@ -207,3 +207,22 @@ def test_infra_errors_fail_the_run_unless_tolerated(
     said = exit_line(out)
     assert said.startswith(line), said
     assert "infra errors: 3 of 30 episodes" in said or status == 1
+
+
+def test_every_output_names_the_agent_by_its_name(
+        release: pytest.Pytester, capsys: pytest.CaptureFixture[str]) -> None:
+    """The run's terminal, and the report's terminal, markdown and HTML, say `my-agent` where
+    the spec `py:agent_under_test:make` ran; the JSON keeps the spec (it pairs episodes)."""
+    old = release.path / "old.json"
+    md, page = release.path / "old.md", release.path / "old.html"
+    assert main(["report", str(old), "--markdown", str(md), "--html", str(page)]) == 0
+    printed = capsys.readouterr().out
+    for text in (printed, md.read_text()):
+        assert "my-agent" in text and "py:agent_under_test:make" not in text
+    html = page.read_text()  # its configuration table keeps the spec, as the JSON does
+    assert 'data-model="my-agent"' in html and 'data-model="py:' not in html
+    import json
+
+    report = json.loads(old.read_text())
+    assert report["config"]["agent_names"] == {"py:agent_under_test:make": "my-agent"}
+    assert {ep["model"] for ep in report["episodes"]} >= {"py:agent_under_test:make"}
