@@ -467,6 +467,7 @@ def _gate_policy(args: argparse.Namespace, run: dict[str, object]) -> GatePolicy
 def _cmd_report(args: argparse.Namespace) -> int:
     from pytest_resilibench.base.atomic import atomic_write
     from pytest_resilibench.base.outputs import default_path, prepare
+    from pytest_resilibench.base.safe_text import LINE_LIMIT, for_terminal
     from pytest_resilibench.integration.gate import (
         GateResult,
         compare_with_baseline,
@@ -512,7 +513,9 @@ def _cmd_report(args: argparse.Namespace) -> int:
         body, _, last = terminal.rpartition("\n\nResiliBench: ")
         terminal = (f"{body}\n\n{tables.render_compare(shown_comparison, runs=runs)}\n"
                     f"ResiliBench: {last}")
-    sys.stdout.write(terminal)
+    # The tables' cells and the headline's lines are shown as data already; the whole once
+    # more, so that nothing a report holds reaches the terminal raw (base/safe_text.py).
+    sys.stdout.write(for_terminal(terminal, limit=8 * LINE_LIMIT, block=True))
     stem = Path(args.run).stem
     page: Path | None = None
     if args.html is not None:
@@ -544,7 +547,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
     # status comes last.
     status, line = exit_status(int(any(r.failed for r in results)), failed_items=0,
                                infra_items=0, results=results, incomplete=False)
-    print(line)
+    print(for_terminal(line))
     return status
 
 

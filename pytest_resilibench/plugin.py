@@ -475,7 +475,9 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
     from pytest_resilibench.reporting.tables import render_terminal
     from pytest_resilibench.reporting.vocabulary import LEGEND, order_stats
 
-    tr = terminalreporter
+    # Every line below may quote a model, an agent or a server (names, errors, causes):
+    # written through `_Shown`, as data (base/safe_text.py).
+    tr = _Shown(terminalreporter)
     tr.section("ResiliBench results")
     for why in state.skipped_agents.values():  # --resili-skip-bad-agents
         tr.write_line(f"resilibench: skipped {why}", yellow=True, bold=True)
@@ -489,7 +491,7 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
     head = build(shown, comparison=state.display_comparison)
     if full:
         tr.write_line(LEGEND)
-    tr.write_line(render_terminal(shown, head=head, full=full).rstrip("\n"))
+    tr.write_line(render_terminal(shown, head=head, full=full).rstrip("\n"), wide=True)
     if not full:
         tr.write_line("(every table: -v or --resili-summary=full)")
     for line in state.resume_lines():
@@ -507,10 +509,29 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
     for result in state.gate_results:
         color = "red" if result.failed else {"pass": "green"}.get(result.kind, "yellow")
         tr.write_line(f"resilibench gate: {result.line}", **{color: True, "bold": True})
-    order_stats(tr)
+    order_stats(terminalreporter)
     if state.exit_line:  # which rule set the exit status, last
         tr.write_line(state.exit_line, **{"red" if " exit 0:" not in state.exit_line
                                           else "green": True, "bold": True})
+
+
+class _Shown:
+    """The terminal reporter's `section` and `write_line`, every line shown as data (control
+    characters as escapes) and cut to a bound: a generous one, as our own lines name paths
+    (what an agent or a server said is cut shorter where it is quoted); `wide` for the
+    tables, whose cells are cut already (reporting/tables.py) and whose rows may be wider."""
+
+    def __init__(self, reporter: Any) -> None:
+        self.reporter = reporter
+
+    def section(self, title: str) -> None:
+        self.reporter.section(title)
+
+    def write_line(self, text: str, *, wide: bool = False, **markup: bool) -> None:
+        from pytest_resilibench.base.safe_text import LINE_LIMIT, for_terminal
+
+        limit = (8 if wide else 4) * LINE_LIMIT
+        self.reporter.write_line(for_terminal(text, limit=limit, block=True), **markup)
 
 
 def _no_result(state: ResiliSession) -> str | None:
@@ -523,7 +544,10 @@ def _no_result(state: ResiliSession) -> str | None:
 
 
 def _short(reason: str, limit: int = 160) -> str:
-    return reason if len(reason) <= limit else reason[: limit - 1] + "…"
+    """An agent's or a server's words on one `-v` line: shown as data, cut to `limit`."""
+    from pytest_resilibench.base.safe_text import for_terminal
+
+    return for_terminal(reason, limit=limit)
 
 
 def _case_of(item: pytest.Item) -> Any:

@@ -29,7 +29,9 @@ def _artifacts_link() -> str | None:
 
 
 def job_summary(state: ResiliSession) -> str:
-    """The markdown block for one run."""
+    """The markdown block for one run; every line that may quote a model's name or a server's
+    error escaped (the headline's own, and the gate's here: base/safe_text.py)."""
+    from pytest_resilibench.base.safe_text import MARKDOWN_LIMIT, for_markdown
     from pytest_resilibench.reporting import headline
 
     shown = state.display_summary or state.summary
@@ -38,10 +40,11 @@ def job_summary(state: ResiliSession) -> str:
     parts = [headline.render_markdown(head).rstrip("\n")]
     if state.gate_results:
         parts.append("**Gate**\n\n" + "\n".join(
-            f"- {'❌ **FAILED**' if r.failed else '✅ passed'}: {r.line}"
+            f"- {'❌ **FAILED**' if r.failed else '✅ passed'}: "
+            f"{for_markdown(r.line, limit=MARKDOWN_LIMIT)}"
             for r in state.gate_results))
     if state.exit_line:
-        parts.append(f"**{state.exit_line}**")
+        parts.append(f"**{for_markdown(state.exit_line, limit=MARKDOWN_LIMIT)}**")
     link = _artifacts_link()
     if link is not None:
         parts.append(f"The JSON and HTML reports are this run's artifacts, listed on [its "

@@ -16,6 +16,7 @@ import html
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, NotRequired, TypedDict
 
+from pytest_resilibench.base.safe_text import MARKDOWN_LIMIT, for_markdown, for_terminal
 from pytest_resilibench.reporting import vocabulary, why
 
 if TYPE_CHECKING:
@@ -252,7 +253,8 @@ def model_lines(m: ModelHeadline) -> list[str]:
 
 
 def lines(h: Headline) -> list[str]:
-    """The headline as plain lines (the terminal prints these)."""
+    """The headline as plain lines (the terminal prints these), each shown as data: a model's
+    name and its errors are what an agent or a server said (base/safe_text.py)."""
     out = [f"ResiliBench: {h['counts']}"]
     if "comparison" in h:
         out.append(f"all models pooled, for information: {h['comparison']['text']}")
@@ -260,19 +262,24 @@ def lines(h: Headline) -> list[str]:
         out.append(m["model"])
         out += [f"  {line}" for line in model_lines(m)]
     out += [f"resilibench gate: {line}" for line in h["gate"]]
-    return out
+    return [for_terminal(line) for line in out]
 
 
 def render_markdown(h: Headline) -> str:
     """The same lines as markdown: a bold count line, a bullet per model (what the HTML and
-    the terminal say, word for word)."""
-    out = [f"**ResiliBench: {h['counts']}**", ""]
+    the terminal say, word for word; every line escaped, as it may quote a model's name or a
+    server's error: base/safe_text.py)."""
+    out = [f"**ResiliBench: {_md(h['counts'])}**", ""]
     if "comparison" in h:
-        out += [f"All models pooled, for information: {h['comparison']['text']}", ""]
+        out += [f"All models pooled, for information: {_md(h['comparison']['text'])}", ""]
     for m in h["models"]:
-        out.append(f"- **{m['model']}**: " + "<br>".join(model_lines(m)))
-    out += [f"- resilibench gate: {line}" for line in h["gate"]]
+        out.append(f"- **{_md(m['model'])}**: " + "<br>".join(_md(x) for x in model_lines(m)))
+    out += [f"- resilibench gate: {_md(line)}" for line in h["gate"]]
     return "\n".join(out) + "\n"
+
+
+def _md(text: str) -> str:
+    return for_markdown(text, limit=MARKDOWN_LIMIT)
 
 
 def _e(value: object) -> str:

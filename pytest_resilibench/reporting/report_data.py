@@ -15,12 +15,13 @@ from __future__ import annotations
 import base64
 import gzip
 import json
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pytest_resilibench.reporting.summarize import variant_order
 
-__all__ = ["VIEWER_SCHEMA", "decode", "encode", "order", "pack", "unpack"]
+__all__ = ["VIEWER_SCHEMA", "decode", "encode", "json_utf8", "order", "pack", "unpack"]
 
 VIEWER_SCHEMA = "resilibench.viewer/1"
 
@@ -80,9 +81,19 @@ def unpack(data: Mapping[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def json_utf8(text: str) -> str:
+    """JSON text with every lone surrogate (a model's or an agent's text may hold one: JSON
+    allows `"\\ud800"`) written as its escape, as `ensure_ascii` would: the text is valid
+    UTF-8 and reads back the same, in Python and in the browser."""
+    return _SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+
+
 def encode(data: Mapping[str, Any]) -> str:
     """base64 of the gzip-compressed compact JSON (mtime 0: the same report, the same bytes)."""
-    raw = json.dumps(data, separators=(",", ":"), ensure_ascii=False, default=str)
+    raw = json_utf8(json.dumps(data, separators=(",", ":"), ensure_ascii=False, default=str))
     return base64.b64encode(gzip.compress(raw.encode("utf-8"), 9, mtime=0)).decode("ascii")
 
 

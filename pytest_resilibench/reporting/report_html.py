@@ -150,7 +150,7 @@ def _json(value: object) -> str:
 
 def _script_json(value: object) -> str:
     """JSON safe inside a <script> element (no `</script>` can close it early)."""
-    return json.dumps(value, ensure_ascii=False).replace("<", "\\u003c")
+    return report_data.json_utf8(json.dumps(value, ensure_ascii=False).replace("<", "\\u003c"))
 
 
 def _asset(name: str) -> str:
@@ -278,5 +278,6 @@ def embedded_episodes(document: str) -> list[dict[str, Any]]:
 
 def write_html(path: str | Path, report: Mapping[str, Any], **options: Any) -> Path:
     path = prepare(path)
-    atomic_write(path, render_html(report, **options).encode("utf-8"))
+    # A lone surrogate left in the page's text (a model's name, an error) shows as its escape.
+    atomic_write(path, render_html(report, **options).encode("utf-8", "backslashreplace"))
     return path

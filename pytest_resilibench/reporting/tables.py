@@ -16,6 +16,12 @@ from pytest_resilibench.base.names import (
     DIFFICULTIES,
     TASK_TYPES,
 )
+from pytest_resilibench.base.safe_text import (
+    CELL_LIMIT,
+    MARKDOWN_LIMIT,
+    for_markdown,
+    for_terminal,
+)
 from pytest_resilibench.reporting import vocabulary
 from pytest_resilibench.reporting.comparison import (
     RUN_FIELDS,
@@ -339,12 +345,19 @@ def _slope_label(r: Surface) -> str:
 
 
 def _render_table(t: Table, fmt: str, heading: Callable[[str], str]) -> str:
+    # Every cell is shown as data (a model's name, an agent's error, a server's cause:
+    # base/safe_text.py), cut to a bound: one 16 KB cause must not make every row 16 KB wide.
+    def shown(text: object) -> str:
+        return for_markdown(text) if fmt == "github" else for_terminal(text, limit=CELL_LIMIT)
+
     # Blank lines around every table and its legend: in markdown a line straight under a
     # table is read as one more row (GFM tables end at a blank line).
-    block = [heading(t.title), tabulate(t.rows, headers=t.headers, tablefmt=fmt,
+    block = [heading(t.title), tabulate([[shown(c) for c in row] for row in t.rows],
+                                        headers=[shown(h) for h in t.headers], tablefmt=fmt,
                                         disable_numparse=True)]
     if t.note:
-        block.append(t.note)
+        block.append(for_markdown(t.note, limit=MARKDOWN_LIMIT) if fmt == "github"
+                     else for_terminal(t.note, limit=MARKDOWN_LIMIT))
     return ("\n\n" if fmt == "github" else "\n").join(block)
 
 

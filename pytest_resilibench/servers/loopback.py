@@ -3,15 +3,18 @@
 The OpenAI test server, the live services and the MCP server's HTTP transport all serve
 through here, so each gets the same socket (bound before uvicorn starts: port 0 gives a free
 port known at once; 127.0.0.1 unless told otherwise), the same TCP_NODELAY fix, the same
-header timeout (a client that opens a connection and sends its request head slowly, or not at
-all, is cut off: uvicorn bounds idle keep-alive connections but not slow heads), the same
-optional API key, and the same start and stop. Imports uvicorn only when a server is built.
+deadlines on what a client sends (its request head, then its body, each in total: a client
+that sends either slowly, or not at all, is cut off; uvicorn bounds idle keep-alive connections
+but neither), the same optional API key, and the same start and stop. Imports uvicorn only
+when a server is built.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import ipaddress
+import json
 import secrets
 import socket
 import threading
@@ -19,6 +22,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from starlette.datastructures import Headers
+from starlette.requests import ClientDisconnect
 from starlette.responses import JSONResponse, Response
 from starlette.types import Receive, Scope, Send
 from starlette.websockets import WebSocketClose
@@ -28,6 +32,7 @@ if TYPE_CHECKING:
     from starlette.types import ASGIApp
 
 __all__ = [
+    "BODY_TIMEOUT_S",
     "HEADER_TIMEOUT_S",
     "LOOPBACK",
     "BearerKey",
@@ -41,6 +46,8 @@ __all__ = [
 
 LOOPBACK = "127.0.0.1"
 HEADER_TIMEOUT_S = 10.0  # how long a connection may take to send a request's whole head
+# ... and then its whole body (a request here is JSON of at most a few MB, sent at once)
+BODY_TIMEOUT_S = 30.0
 
 
 def is_loopback(host: str) -> bool:
@@ -97,82 +104,140 @@ class BearerKey:
         await self.app(scope, receive, send)
 
 
-def _h11_with_header_timeout(timeout_s: float) -> type[asyncio.Protocol]:
-    """uvicorn's h11 protocol class, closing a connection whose request head is not all in
-    `timeout_s` after the connection opened or, on a kept-alive connection, after the next
-    request's first bytes came. uvicorn's own timer covers only idle kept-alive connections."""
+def _h11_with_deadlines(header_timeout_s: float, body_timeout_s: float) -> type[asyncio.Protocol]:
+    """uvicorn's h11 protocol class with a deadline on each phase of a request that the
+    client controls. The head: all in `header_timeout_s` after the connection opened or, on a
+    kept-alive connection, after the next request's first bytes came. The body: all in
+    `body_timeout_s` after the head, in total (bytes dribbled in do not extend it); past it
+    the client gets a 408 with `Connection: close` when no response has started (else the
+    connection is just closed), and the app reading the body sees the client gone. A body
+    nobody reads counts too: after the key middleware's 401, uvicorn keeps taking the body,
+    and each byte cancels its keep-alive timer. Idle kept-alive connections are uvicorn's
+    (`timeout_keep_alive`)."""
     import h11
     from uvicorn.protocols.http.h11_impl import H11Protocol
 
-    class HeaderTimedH11(H11Protocol):
-        _head_timer: asyncio.TimerHandle | None = None
+    limits = {"head": header_timeout_s, "body": body_timeout_s}
+
+    class DeadlinedH11(H11Protocol):
+        _timer: asyncio.TimerHandle | None = None
+        _phase: str | None = None  # "head", "body", or None (nothing awaited of the client)
 
         def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
             super().connection_made(transport)
-            self._time_the_head()
+            self._watch()
 
         def data_received(self, data: bytes) -> None:
             super().data_received(data)
-            self._time_the_head()
+            self._watch()
 
         def connection_lost(self, exc: Exception | None) -> None:
             self._stop_the_timer()
             super().connection_lost(exc)
 
-        def _time_the_head(self) -> None:
-            # h11 keeps the client IDLE until a request's whole head has been parsed.
-            if self.conn.their_state is not h11.IDLE or self.transport.is_closing():
+        def _watch(self) -> None:
+            # h11 keeps the client IDLE until a request's whole head is in, then SEND_BODY
+            # until its body is; a deadline starts with its phase, once.
+            state = self.conn.their_state
+            phase = None if self.transport.is_closing() else \
+                "head" if state is h11.IDLE else "body" if state is h11.SEND_BODY else None
+            if phase != self._phase:
                 self._stop_the_timer()
-            elif self._head_timer is None:  # once per head: more bytes do not extend it
-                self._head_timer = self.loop.call_later(timeout_s, self.transport.close)
+                self._phase = phase
+                if phase is not None:
+                    self._timer = self.loop.call_later(limits[phase], self._expire)
+
+        def _expire(self) -> None:
+            self._timer = None
+            if self.transport.is_closing():
+                return
+            if self._phase == "body" and self.conn.our_state is h11.SEND_RESPONSE:
+                self._send_408()
+            cycle = self.cycle
+            if cycle is not None and not cycle.response_complete:
+                # As connection_lost does, now: the app's reads end, its replies are dropped.
+                cycle.disconnected = True
+                cycle.message_event.set()
+            self.transport.close()
+
+        def _send_408(self) -> None:
+            body = json.dumps({"error": f"request body not received within "
+                                        f"{body_timeout_s:g} s"}).encode()
+            for event in (h11.Response(status_code=408, reason=b"Request Timeout", headers=[
+                              (b"content-type", b"application/json"),
+                              (b"content-length", str(len(body)).encode()),
+                              (b"connection", b"close")]),
+                          h11.Data(data=body), h11.EndOfMessage()):
+                self.transport.write(self.conn.send(event) or b"")
 
         def _stop_the_timer(self) -> None:
-            if self._head_timer is not None:
-                self._head_timer.cancel()
-                self._head_timer = None
+            if self._timer is not None:
+                self._timer.cancel()
+                self._timer = None
 
-    return HeaderTimedH11
+    return DeadlinedH11
+
+
+class _ClientGone:
+    """ASGI middleware: an app whose client went away mid-body (cut off by a deadline, or
+    gone by itself) ends quietly; there is no one to answer, and uvicorn would log a
+    traceback for Starlette's `ClientDisconnect`."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        with contextlib.suppress(ClientDisconnect):
+            await self.app(scope, receive, send)
 
 
 def _config(app: ASGIApp, *, api_key: str | None, header_timeout_s: float,
-            **config: Any) -> uvicorn.Config:
-    """uvicorn's config of every server here: h11 with the header timeout, the key checked
-    when there is one, warnings logged; `config` adds to or overrides the rest."""
+            body_timeout_s: float, **config: Any) -> uvicorn.Config:
+    """uvicorn's config of every server here: h11 with the head and body deadlines, the key
+    checked when there is one, warnings logged; `config` adds to or overrides the rest."""
     import uvicorn
 
-    if not header_timeout_s > 0:
-        raise ValueError(f"header_timeout_s must be > 0, got {header_timeout_s}")
+    for name, value in (("header_timeout_s", header_timeout_s),
+                        ("body_timeout_s", body_timeout_s)):
+        if not value > 0:
+            raise ValueError(f"{name} must be > 0, got {value}")
     if config.pop("http", "h11") != "h11":
-        raise ValueError("these servers speak h11, on which the header timeout is built")
+        raise ValueError("these servers speak h11, on which the deadlines are built")
+    app = _ClientGone(app)
     if api_key is not None:
         app = BearerKey(app, api_key)
-    return uvicorn.Config(app, http=_h11_with_header_timeout(header_timeout_s),
+    return uvicorn.Config(app, http=_h11_with_deadlines(header_timeout_s, body_timeout_s),
                           **{"log_level": "warning", **config})
 
 
 def serve(app: ASGIApp, sock: socket.socket, *, api_key: str | None = None,
-          header_timeout_s: float = HEADER_TIMEOUT_S, **config: Any) -> None:
+          header_timeout_s: float = HEADER_TIMEOUT_S, body_timeout_s: float = BODY_TIMEOUT_S,
+          **config: Any) -> None:
     """Serve `app` on `sock` in the foreground until interrupted (the CLI's `serve-*`); with
     `api_key`, only requests bearing it."""
     import uvicorn
 
-    config_ = _config(app, api_key=api_key, header_timeout_s=header_timeout_s, **config)
+    config_ = _config(app, api_key=api_key, header_timeout_s=header_timeout_s,
+                      body_timeout_s=body_timeout_s, **config)
     uvicorn.Server(config_).run(sockets=[sock])
 
 
 class LoopbackServer:
     """An ASGI app served by uvicorn on a socket of its own (127.0.0.1 unless `host` says
     otherwise) in a background thread. With `api_key`, only requests bearing it reach the
-    app; a connection still sending its request head `header_timeout_s` on is closed.
+    app; a connection still sending its request head `header_timeout_s` on is closed, one
+    still sending its body `body_timeout_s` after the head answered 408 and closed.
     `config` goes to `uvicorn.Config` (default: warnings logged, one second of graceful
     shutdown)."""
 
     def __init__(self, app: ASGIApp, *, port: int = 0, host: str = LOOPBACK,
                  name: str = "loopback-server", api_key: str | None = None,
-                 header_timeout_s: float = HEADER_TIMEOUT_S, **config: Any) -> None:
+                 header_timeout_s: float = HEADER_TIMEOUT_S,
+                 body_timeout_s: float = BODY_TIMEOUT_S, **config: Any) -> None:
         import uvicorn
 
         options = _config(app, api_key=api_key, header_timeout_s=header_timeout_s,
+                          body_timeout_s=body_timeout_s,
                           **{"timeout_graceful_shutdown": 1, **config})
         self._socket = loopback_socket(port, host=host)
         self.host, self.port = self._socket.getsockname()[:2]

@@ -62,7 +62,11 @@ from pytest_resilibench.base.names import REPEAT_HEADER, TASK_HEADER
 from pytest_resilibench.runtime.agents.profiles import family_of
 from pytest_resilibench.runtime.protocol import Agent, ModelReply, ModelRequest
 from pytest_resilibench.servers import testserver_rules as rules
-from pytest_resilibench.servers.loopback import LoopbackServer, TruncatedResponse
+from pytest_resilibench.servers.loopback import (
+    BODY_TIMEOUT_S,
+    LoopbackServer,
+    TruncatedResponse,
+)
 
 __all__ = [
     "FAULT_KINDS",
@@ -219,7 +223,8 @@ class OpenAITestServer:
     `resolve_model` (by default the built-in agents, ``builtin:NAME``). `strict` refuses what
     OpenAI refuses; `api_key`, when given, is the only key accepted; `echo_request` quotes the
     request's method, URL and `Authorization` header in every error body; `record_requests`
-    keeps every request in `recorded`.
+    keeps every request in `recorded`; a request whose body is not all in `body_timeout_s`
+    after its head is answered 408 and its connection closed (servers/loopback.py).
     """
 
     def __init__(
@@ -238,6 +243,7 @@ class OpenAITestServer:
         max_in_flight: int | None = None,
         limit_retry_after_s: float = 1.0,
         record_requests: bool = False,
+        body_timeout_s: float = BODY_TIMEOUT_S,
     ) -> None:
         if latency_ms < 0:
             raise ValueError(f"latency_ms must be >= 0, got {latency_ms}")
@@ -277,7 +283,8 @@ class OpenAITestServer:
         # Bound now (early connections wait in the backlog until start()), served by start().
         self._http = LoopbackServer(
             app, port=port, host=host, name="resilibench-testserver", log_level="critical",
-            access_log=False, lifespan="off", http="h11", loop="asyncio", log_config=None)
+            access_log=False, lifespan="off", http="h11", loop="asyncio", log_config=None,
+            body_timeout_s=body_timeout_s)
         self.port: int = self._http.port
 
     @property

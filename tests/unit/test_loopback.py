@@ -1,9 +1,10 @@
 """The one way the servers serve HTTP (servers/loopback.py): which hosts are loopback, the API
-key any server can require, and the header timeout that cuts off a client sending its request
-head slowly (slowloris) or not at all."""
+key any server can require, and the deadlines that cut off a client sending its request head or
+its body slowly (slowloris) or not at all, on every server the package starts."""
 
 from __future__ import annotations
 
+import contextlib
 import socket
 from collections.abc import Iterator
 
@@ -14,7 +15,10 @@ from starlette.requests import Request
 from starlette.responses import PlainTextResponse
 from starlette.routing import Route
 
+from pytest_resilibench.servers.live.server import LiveServer
+from pytest_resilibench.servers.live.services import SERVICES
 from pytest_resilibench.servers.loopback import LoopbackServer, is_loopback
+from pytest_resilibench.servers.testserver import OpenAITestServer
 
 HEADER_TIMEOUT_S = 0.5
 # A read that takes this long fails the test: the bound on a server that never cuts a client
@@ -128,3 +132,133 @@ def test_an_ipv6_loopback_address_is_served() -> None:
     with http:
         assert http.url == f"http://[::1]:{http.port}"
         assert httpx.get(http.url, timeout=FAILURE_BOUND_S).text == "hello"
+
+
+# --- the body: a total deadline after the head, on every server the package starts ---------
+
+BODY_TIMEOUT_S = 1.0
+PACE_S = BODY_TIMEOUT_S / 2  # one body byte this often: each well inside the deadline
+# Bytes a dribbling client may send before the server must have cut it off: at PACE_S, ten
+# times the deadline (slack for a busy machine), far short of the 100000 the head promises.
+MAX_DRIBBLED = 20
+
+
+async def echo_length(request: Request) -> PlainTextResponse:
+    return PlainTextResponse(str(len(await request.body())))
+
+
+ECHO = Starlette(routes=[Route("/", echo_length, methods=["POST"])])
+KEY = "k-body-123456"
+
+
+@contextlib.contextmanager
+def body_server(kind: str, api_key: str | None) -> Iterator[tuple[str, int, str]]:
+    """(host, port, path of an endpoint that reads a POST body) of one of the servers the
+    package starts, with the small body deadline."""
+    if kind == "loopback":
+        with LoopbackServer(ECHO, api_key=api_key, body_timeout_s=BODY_TIMEOUT_S) as http:
+            yield http.host, http.port, "/"
+    elif kind == "serve-openai":
+        with OpenAITestServer(api_key=api_key, body_timeout_s=BODY_TIMEOUT_S) as openai:
+            yield "127.0.0.1", openai.port, "/v1/chat/completions"
+    else:
+        post = next(s for s in SERVICES if s.method == "POST")
+        with LiveServer(api_key=api_key, body_timeout_s=BODY_TIMEOUT_S,
+                        log_level="critical") as live:
+            yield live.host, live.port, f"/{post.name}"
+
+
+def post_head(host: str, port: int, path: str, key: str | None) -> bytes:
+    auth = f"Authorization: Bearer {key}\r\n" if key else ""
+    return (f"POST {path} HTTP/1.1\r\nHost: {host}:{port}\r\nContent-Type: application/json\r\n"
+            f"{auth}Content-Length: 100000\r\n\r\n").encode()
+
+
+def read_to_close(sock: socket.socket) -> bytes:
+    """Everything the server sends until it closes (fails at the socket timeout if it never
+    does)."""
+    reply = b""
+    while chunk := next_read(sock):
+        reply += chunk
+    return reply
+
+
+def dribble(sock: socket.socket) -> tuple[bytes, int, bool]:
+    """One body byte every PACE_S, up to MAX_DRIBBLED: (what the server sent, bytes sent,
+    whether it closed the connection)."""
+    reply, sent = b"", 0
+    sock.settimeout(PACE_S)
+    while sent < MAX_DRIBBLED:
+        try:
+            sock.sendall(b" ")
+            sent += 1
+            chunk = sock.recv(4096)
+        except TimeoutError:
+            continue  # nothing yet: the next byte
+        except (BrokenPipeError, ConnectionResetError):
+            return reply, sent, True
+        if not chunk:
+            return reply, sent, True
+        reply += chunk
+    return reply, sent, False
+
+
+# (which key the server wants, which the client sends): none; the right one; none sent
+KEYS = [(None, None), (KEY, KEY), (KEY, None)]
+
+
+def expected_status(kind: str, wanted: str | None, sent: str | None) -> bytes:
+    """401 where the key middleware refuses at once (before any body); else 408, as the
+    OpenAI test server checks its key only once the body is in."""
+    refused_at_once = wanted is not None and sent != wanted and kind != "serve-openai"
+    return b"HTTP/1.1 401 " if refused_at_once else b"HTTP/1.1 408 "
+
+
+@pytest.mark.parametrize("wanted, sent", KEYS, ids=["no-key", "key", "missing-key"])
+@pytest.mark.parametrize("kind", ["loopback", "serve-openai", "serve-live"])
+def test_a_body_dribbled_steadily_is_cut_off_at_its_total_deadline(
+        kind: str, wanted: str | None, sent: str | None) -> None:
+    with body_server(kind, wanted) as (host, port, path), \
+            socket.create_connection((host, port), timeout=FAILURE_BOUND_S) as sock:
+        sock.sendall(post_head(host, port, path, sent))
+        reply, count, closed = dribble(sock)
+        assert closed, f"{kind} took {count} body bytes, one every {PACE_S} s, and stayed open"
+        assert reply.startswith(expected_status(kind, wanted, sent)), reply[:200]
+        # A 408 says the connection ends; after a 401 it ends all the same (closed, above).
+        assert reply.startswith(b"HTTP/1.1 401 ") or b"connection: close" in reply.lower()
+
+
+@pytest.mark.parametrize("wanted, sent", KEYS, ids=["no-key", "key", "missing-key"])
+@pytest.mark.parametrize("kind", ["loopback", "serve-openai", "serve-live"])
+def test_a_body_never_sent_is_answered_408_and_closed(
+        kind: str, wanted: str | None, sent: str | None) -> None:
+    with body_server(kind, wanted) as (host, port, path), \
+            socket.create_connection((host, port), timeout=FAILURE_BOUND_S) as sock:
+        sock.sendall(post_head(host, port, path, sent))
+        reply = read_to_close(sock)
+        assert reply.startswith(expected_status(kind, wanted, sent)), reply[:200]
+        if reply.startswith(b"HTTP/1.1 408 "):
+            assert reply.endswith(b'{"error": "request body not received within 1 s"}')
+
+
+def test_a_body_sent_in_time_is_served_and_the_connection_kept() -> None:
+    """The deadline is the body's, not the connection's: two requests, bodies sent in two
+    parts each, on one connection."""
+    with body_server("loopback", None) as (host, port, _), \
+            socket.create_connection((host, port), timeout=FAILURE_BOUND_S) as sock:
+        for _ in range(2):
+            sock.sendall(b"POST / HTTP/1.1\r\nHost: loc\r\nContent-Length: 6\r\n\r\nabc")
+            sock.sendall(b"def")
+            reply = b""
+            while not reply.endswith(b"\r\n\r\n6"):
+                chunk = next_read(sock)
+                assert chunk, f"closed mid-reply: {reply!r}"
+                reply += chunk
+            assert reply.startswith(b"HTTP/1.1 200")
+
+
+def test_a_deadline_must_be_positive() -> None:
+    with pytest.raises(ValueError, match="header_timeout_s"):
+        LoopbackServer(APP, header_timeout_s=0.0)
+    with pytest.raises(ValueError, match="body_timeout_s"):
+        LoopbackServer(APP, body_timeout_s=-1.0)

@@ -38,6 +38,7 @@ from pytest_resilibench.servers.live.services import (
     service,
 )
 from pytest_resilibench.servers.loopback import (
+    BODY_TIMEOUT_S,
     LOOPBACK,
     LoopbackServer,
     TruncatedResponse,
@@ -196,10 +197,12 @@ class LiveServer(LoopbackServer):
     `api_key`, only requests bearing it (`Authorization: Bearer KEY`), as `serve-live`."""
 
     def __init__(self, *, seed: int = 0, port: int = 0, hang_s: float = DEFAULT_HANG_S,
-                 log_level: str = "warning", api_key: str | None = None) -> None:
+                 log_level: str = "warning", api_key: str | None = None,
+                 body_timeout_s: float = BODY_TIMEOUT_S) -> None:
         logging.getLogger("uvicorn.error").addFilter(_QUIET)
         super().__init__(build_app(seed=seed, hang_s=hang_s), port=port, name="live-services",
-                         log_level=log_level, lifespan="auto", api_key=api_key)
+                         log_level=log_level, lifespan="auto", api_key=api_key,
+                         body_timeout_s=body_timeout_s)
         self.seed = seed
 
     @property
