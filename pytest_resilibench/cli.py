@@ -403,7 +403,8 @@ def _cmd_serve_openai(args: argparse.Namespace) -> int:
                               faults=faults, host=args.host, port=args.port,
                               strict=args.strict, api_key=args.api_key,
                               max_in_flight=args.max_in_flight,
-                              limit_retry_after_s=args.limit_retry_after_s).start()
+                              limit_retry_after_s=args.limit_retry_after_s,
+                              rpm=args.rpm).start()
     # The first line names the bound port (port 0 picks a free one); scripts read it.
     models = ", ".join(["builtin:NAME", *served])
     strict = ", strict" if args.strict else ""
@@ -445,6 +446,10 @@ def _add_serve_openai(sub: _Subparsers) -> None:
                         "with Retry-After (default: no limit)")
     p.add_argument("--limit-retry-after-s", type=_SECONDS, default=1.0,
                    help="Retry-After of a 429 from --max-in-flight (default 1 s)")
+    p.add_argument("--rpm", type=_float_in(0.0, lo_open=True), default=None, metavar="N",
+                   help="a provider's requests-per-minute limit, enforced as OpenAI does over "
+                        "seconds: a bucket of N/60 requests refilled evenly; a request past it "
+                        "gets 429 with retry-after-ms (default: no limit)")
     p.set_defaults(handler=_cmd_serve_openai)
 
 

@@ -27,6 +27,14 @@ echoes gets written anywhere.
 `SeenRequest`s of its path, query, headers and JSON body), for tests of what a client sends
 where.
 
+`rpm=N` plays a provider's requests-per-minute limit as OpenAI enforces it, over shorter
+periods ("60,000 requests/minute may be enforced as 1,000 requests/second", the rate-limits
+guide): a token bucket of one second's share (N/60, at least one) refilled at N/60 a second. A
+request that finds it empty is answered at once with a 429 whose `retry-after-ms` says when
+one request's worth is back; every reply carries `x-ratelimit-limit-requests` (N),
+`x-ratelimit-remaining-requests` (the bucket's fill on the minute's scale) and
+`x-ratelimit-reset-requests` (until it is full).
+
 `max_in_flight=N` plays a provider's concurrency limit: a request beyond N in flight is
 answered at once with a 429 carrying `Retry-After` (and `retry-after-ms`) and the rate-limit
 headers as OpenAI sends them (https://platform.openai.com/docs/guides/rate-limits, "Rate
@@ -47,6 +55,7 @@ import logging
 import math
 import socket
 import struct
+import time
 from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -117,6 +126,7 @@ class ServerStats:
     requests: int = 0
     replies: int = 0
     limited: int = 0  # 429s of the in-flight limit (`max_in_flight`)
+    rpm_limited: int = 0  # 429s of the rpm limit (`rpm`)
     in_flight: int = 0
     peak_in_flight: int = 0
     faults: Counter[str] = field(default_factory=Counter)
@@ -130,7 +140,7 @@ class ServerStats:
 
     def to_json(self) -> dict[str, Any]:
         return {"requests": self.requests, "replies": self.replies, "limited": self.limited,
-                "peak_in_flight": self.peak_in_flight,
+                "rpm_limited": self.rpm_limited, "peak_in_flight": self.peak_in_flight,
                 "faults": dict(sorted(self.faults.items())), "models": dict(self.models),
                 "refused": dict(sorted(self.refused.items())),
                 "reasoning": {"issued": self.reasoning_issued,
@@ -214,6 +224,41 @@ def _echoing(response: JSONResponse, request: Request) -> JSONResponse:
     return JSONResponse(body, status_code=response.status_code, headers=headers)
 
 
+class RequestBucket:
+    """The rpm limit's token bucket (module docstring): one second's share, refilled evenly."""
+
+    def __init__(self, rpm: float) -> None:
+        self.rpm = rpm
+        self.rate = rpm / 60.0  # requests a second
+        self.capacity = max(1.0, self.rate)
+        self._tokens = self.capacity
+        self._at: float | None = None
+
+    def _fill(self, now: float) -> None:
+        if self._at is not None:
+            self._tokens = min(self.capacity, self._tokens + (now - self._at) * self.rate)
+        self._at = now
+
+    def take(self, now: float) -> bool:
+        self._fill(now)
+        if self._tokens < 1.0:
+            return False
+        self._tokens -= 1.0
+        return True
+
+    def wait_s(self, now: float) -> float:
+        self._fill(now)
+        return max(0.0, (1.0 - self._tokens) / self.rate)
+
+    def headers(self, now: float) -> dict[str, str]:
+        self._fill(now)
+        remaining = math.floor(self.rpm * self._tokens / self.capacity)
+        return {"x-ratelimit-limit-requests": f"{self.rpm:g}",
+                "x-ratelimit-remaining-requests": str(remaining),
+                "x-ratelimit-reset-requests": _duration(
+                    (self.capacity - self._tokens) / self.rate)}
+
+
 class OpenAITestServer:
     """A loopback OpenAI-compatible server in a background thread.
 
@@ -242,6 +287,7 @@ class OpenAITestServer:
         echo_request: bool = False,
         max_in_flight: int | None = None,
         limit_retry_after_s: float = 1.0,
+        rpm: float | None = None,
         record_requests: bool = False,
         body_timeout_s: float = BODY_TIMEOUT_S,
     ) -> None:
@@ -249,8 +295,12 @@ class OpenAITestServer:
             raise ValueError(f"latency_ms must be >= 0, got {latency_ms}")
         if (max_in_flight is not None and max_in_flight < 1) or limit_retry_after_s < 0:
             raise ValueError("max_in_flight must be >= 1 and limit_retry_after_s >= 0")
+        if rpm is not None and not (math.isfinite(rpm) and rpm > 0):
+            raise ValueError(f"rpm must be a finite number > 0, got {rpm}")
         self.max_in_flight = max_in_flight
         self.limit_retry_after_s = limit_retry_after_s
+        self.rpm = rpm
+        self._bucket = RequestBucket(rpm) if rpm is not None else None
         self.seed = seed
         self.latency_s = latency_ms / 1000.0
         self.faults = faults or FaultConfig()
@@ -352,6 +402,11 @@ class OpenAITestServer:
     async def _serve(self, request: Request, api: str, deployment: str | None = None
                      ) -> Response:
         stats = self.stats
+        bucket = self._bucket
+        if bucket is not None and not bucket.take(time.monotonic()):
+            stats.rpm_limited += 1
+            refusal = self._rpm_limited(bucket)
+            return _echoing(refusal, request) if self.echo_request else refusal
         limit = self.max_in_flight
         if limit is not None and stats.in_flight >= limit:
             stats.limited += 1
@@ -363,6 +418,8 @@ class OpenAITestServer:
             response = await self._answer(request, api, deployment)
             if limit is not None:  # this reply frees its own slot
                 response.headers.update(self._limit_headers(limit - stats.in_flight + 1))
+            elif bucket is not None:
+                response.headers.update(bucket.headers(time.monotonic()))
         finally:
             stats.in_flight -= 1
         if self.echo_request and isinstance(response, JSONResponse) \
@@ -384,6 +441,16 @@ class OpenAITestServer:
                       code="rate_limit_exceeded",
                       headers={"retry-after": f"{wait:g}", "retry-after-ms": f"{wait * 1000:g}",
                                **self._limit_headers(0)})
+
+    def _rpm_limited(self, bucket: RequestBucket) -> JSONResponse:
+        """The rpm limit's 429, at once, saying when one request's worth is back."""
+        now = time.monotonic()
+        wait = bucket.wait_s(now)
+        return _error(429, f"Rate limit reached for requests: limit {bucket.rpm:g} per min "
+                           f"(test server). Please try again in {wait * 1000:.0f}ms.",
+                      "requests", code="rate_limit_exceeded",
+                      headers={"retry-after": f"{math.ceil(wait):d}",
+                               "retry-after-ms": f"{wait * 1000:.0f}", **bucket.headers(now)})
 
     def _refuse(self, refusal: rules.Refusal) -> Response:
         self.stats.refused[refusal.code] += 1

@@ -9,7 +9,12 @@ out `Retry-After` alone; a success whose remaining budget is 0 holds every new r
 that budget's `x-ratelimit-reset-*` (OpenAI: "the time until the rate limit resets to its
 initial state", https://platform.openai.com/docs/guides/rate-limits, "Rate limits in
 headers"; values such as `1s`, `6m0s`, `20ms`). `--resili-rpm` / `--resili-tpm` pace
-requests and tokens (usage) as a token bucket holding one minute's budget.
+requests and tokens (usage) evenly, as token buckets whose burst is one second's share at
+most: providers enforce a per-minute limit over shorter periods (OpenAI: "60,000
+requests/minute may be enforced as 1,000 requests/second", the rate-limits guide), so a
+minute's budget sent at once is refused although the minute's total is within it. The request
+bucket keeps one request of its second's share back, for the jitter between sending and
+arriving.
 
 Shared by every process on the host that talks to the same model and base URL (xdist
 workers): the state is a small JSON file in the temp folder, read and written under
@@ -58,6 +63,8 @@ __all__ = [
 ]
 
 DEFAULT_MAX_WAIT_S = 600.0  # what one request may wait on limits before it is an infra error
+# The burst the rpm and tpm buckets allow: one second's share (module docstring).
+BURST_S = 1.0
 BETA = 0.5  # multiplicative decrease
 STALE_S = 120.0  # a process unseen this long holds no share any more
 POLL_S = 0.25  # how often a waiting request looks at the shared window again
@@ -316,7 +323,7 @@ class AdaptiveLimiter:
         state.setdefault("epoch", 0)
         cap = _share(procs, str(self._pid), max(1, math.floor(window)))
         hold = max(float(state.get("blocked_until", 0.0)),
-                   float(state.get("tokens_at", 0.0)) - 60.0)
+                   float(state.get("tokens_at", 0.0)) - BURST_S)
         return _View(cap=min(cap, self.ceiling), window=window, epoch=int(state["epoch"]),
                      hold_until=hold, procs=len(procs))
 
@@ -367,12 +374,12 @@ class AdaptiveLimiter:
 
     def _take_request(self, state: dict[str, Any], deadline: float) -> float:
         """rpm: the moment this request may go. GCRA: `requests_at` is the theoretical
-        arrival time; a bucket of one minute's requests (rpm at once, then one each
-        60/rpm s). Taken only when it can go by `deadline`."""
+        arrival time; a burst of one second's share less one request (at least one), then
+        one each 60/rpm s. Taken only when it can go by `deadline`."""
         assert self.rpm is not None
         now, every = self._clock(), 60.0 / self.rpm
         due = float(state.get("requests_at", 0.0))
-        go = max(now, due - 60.0 + every)
+        go = max(now, due - max(0.0, BURST_S - 2.0 * every))
         if go <= deadline:
             state["requests_at"] = max(due, go) + every
         return go

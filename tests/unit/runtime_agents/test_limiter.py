@@ -310,30 +310,48 @@ def test_wait_s_is_wall_time_while_any_request_waits_on_a_limit() -> None:
     assert lim.wait_s == pytest.approx(5.0)
 
 
-def test_tpm_holds_requests_once_a_minute_of_tokens_is_spent() -> None:
+def test_tpm_paces_the_tokens_spent_with_a_burst_of_one_second() -> None:
     clock = Clock()
-    lim = limiter(8, clock=clock, tpm=1000)
-    lim.release(take(lim), "ok", tokens=600)
-    assert lim.hold_until <= clock.now  # 600 of 1000: go on
-    lim.release(take(lim), "ok", tokens=900)
-    # 1500 tokens at 1000 a minute: the bucket holds a minute's worth, 30 s over it
-    assert lim.hold_until == pytest.approx(clock.now + 30.0)
+    lim = limiter(8, clock=clock, tpm=6000)  # 100 tokens a second
+    lim.release(take(lim), "ok", tokens=90)
+    assert lim.hold_until <= clock.now  # within one second's share: go on
+    lim.release(take(lim), "ok", tokens=110)
+    # 200 tokens at 100 a second: one second of burst, one second over it
+    assert lim.hold_until == pytest.approx(clock.now + 1.0)
 
 
-def test_rpm_lets_a_minute_of_requests_go_then_paces() -> None:
+def test_rpm_lets_one_second_s_share_less_one_go_then_paces_evenly() -> None:
+    """A provider enforces rpm over seconds (60,000 a minute as 1,000 a second): a minute's
+    budget at once would be refused. At 600 a minute: 9 at once, then one each 0.1 s."""
     clock = Clock()
-    lim = limiter(100, clock=clock, rpm=3)
+    lim = limiter(100, clock=clock, rpm=600)
 
-    async def three_then_one() -> None:
-        for _ in range(3):  # a full bucket: a minute's requests at once
-            lim.release(await lim.acquire(clock.now + 1.0, str), "ok")
+    async def burst_then_pace() -> None:
+        for _ in range(9):
+            lim.release(await lim.acquire(clock.now + 0.01, str), "ok")
         with pytest.raises(RateLimitWait, match="paced"):
-            await lim.acquire(clock.now + 1.0, lambda: "paced")  # the next in 20 s
+            await lim.acquire(clock.now + 0.01, lambda: "paced")  # the next in 0.1 s
+        clock.now += 0.1
+        lim.release(await lim.acquire(clock.now + 0.01, str), "ok")
+        with pytest.raises(RateLimitWait, match="paced"):
+            await lim.acquire(clock.now + 0.01, lambda: "paced")
+
+    asyncio.run(burst_then_pace())
+    assert lim.in_flight == 0
+
+
+def test_a_slow_rpm_paces_from_the_first_request() -> None:
+    clock = Clock()
+    lim = limiter(100, clock=clock, rpm=3)  # one each 20 s: no burst at all
+
+    async def one_then_wait() -> None:
+        lim.release(await lim.acquire(clock.now + 1.0, str), "ok")
+        with pytest.raises(RateLimitWait, match="paced"):
+            await lim.acquire(clock.now + 1.0, lambda: "paced")
         clock.now += 20.0
         lim.release(await lim.acquire(clock.now + 1.0, str), "ok")
 
-    asyncio.run(three_then_one())
-    assert lim.in_flight == 0
+    asyncio.run(one_then_wait())
 
 
 # --- shared between processes -------------------------------------------------------------------

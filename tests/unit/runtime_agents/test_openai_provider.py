@@ -165,6 +165,21 @@ def test_retry_after_is_honoured_and_429s_spend_no_retry() -> None:
     assert agent.stats.infra_errors == 1
 
 
+def test_rpm_at_the_providers_limit_meets_no_429() -> None:
+    """A provider that enforces 600 a minute over seconds, as OpenAI does (a bucket of 10
+    refilled at 10 a second): `rpm=600` paces the requests under it, while the same burst
+    without it is refused (and the adaptive window copes)."""
+    with OpenAITestServer(scripted, rpm=600) as server:
+        paced = fast_agent(server, rpm=600, max_concurrency=16)
+        replies = run(ask_all(paced, requests(40)))
+        assert len(replies) == 40 and server.stats.rpm_limited == 0
+        assert paced.stats.faults.get("rate_limit", 0) == 0
+        unpaced = fast_agent(server, max_concurrency=16)
+        assert len(run(ask_all(unpaced, requests(40)))) == 40
+        assert server.stats.rpm_limited > 0
+        assert unpaced.stats.faults["rate_limit"] == server.stats.rpm_limited
+
+
 def test_backoff_is_exponential_capped_jittered_and_deterministic() -> None:
     agent = OpenAIAgent("m", base_url="http://127.0.0.1:9/v1", backoff_base_s=0.5,
                         backoff_max_s=4.0)
