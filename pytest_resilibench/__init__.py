@@ -26,9 +26,9 @@ if TYPE_CHECKING:
     from pytest_resilibench.core.workflow import Workflow as Plan
     from pytest_resilibench.runtime.agents import make_agent as make_agent
     from pytest_resilibench.runtime.loop_episode import EpisodeOver as EpisodeOver
-    from pytest_resilibench.runtime.loop_episode import LoopEpisode as Episode
     from pytest_resilibench.runtime.protocol import Agent as Agent
     from pytest_resilibench.runtime.protocol import AnyAgent as AnyAgent
+    from pytest_resilibench.runtime.protocol import Episode as Episode
     from pytest_resilibench.runtime.protocol import InfrastructureError as InfrastructureError
     from pytest_resilibench.runtime.protocol import LoopAgent as LoopAgent
     from pytest_resilibench.runtime.protocol import ModelLimitError as ModelLimitError
@@ -49,7 +49,7 @@ _PUBLIC: dict[str, tuple[str, str]] = {
     "Agent": ("runtime.protocol", "Agent"),
     "AnyAgent": ("runtime.protocol", "AnyAgent"),
     "COMPLETION_SIGNAL": ("base.names", "COMPLETION_SIGNAL"),
-    "Episode": ("runtime.loop_episode", "LoopEpisode"),
+    "Episode": ("runtime.protocol", "Episode"),
     "EpisodeOver": ("runtime.loop_episode", "EpisodeOver"),
     "InfrastructureError": ("runtime.protocol", "InfrastructureError"),
     "LoopAgent": ("runtime.protocol", "LoopAgent"),

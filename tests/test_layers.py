@@ -116,3 +116,12 @@ def test_the_rule_refuses_what_it_should() -> None:
     assert not [edge for edge in refused if _may_import(*edge)]
     assert all(_may_import(high, low) for low, high in refused[:3])
     assert _may_import("pytest_resilibench.solver.solve", "pytest_resilibench.core.optimum.dp")
+
+
+def test_the_protocol_imports_nothing_of_the_runtime() -> None:
+    """runtime/protocol.py is the contract agent authors read: types only. The modules that
+    run agents depend on it, never the reverse (no circle through episode, loop_episode and
+    the agent boundary)."""
+    runtime = [target for module, target in _edges()
+               if module == PROTOCOL and target.startswith("pytest_resilibench.runtime")]
+    assert runtime == []

@@ -70,7 +70,7 @@ def test_the_public_names_are_the_internal_objects() -> None:
     for name, (module, attribute) in pytest_resilibench._PUBLIC.items():
         internal = importlib.import_module(f"pytest_resilibench.{module}")
         assert getattr(pytest_resilibench, name) is getattr(internal, attribute), name
-    assert pytest_resilibench._PUBLIC["Episode"] == ("runtime.loop_episode", "LoopEpisode")
+    assert pytest_resilibench._PUBLIC["Episode"] == ("runtime.protocol", "Episode")
     assert pytest_resilibench._PUBLIC["Plan"] == ("core.workflow", "Workflow")
 
 

@@ -6,7 +6,7 @@ every executed tool call (`CallResult.to_json()` plus the `turn` it was made in)
 `error` means the infrastructure failed (the model could not be reached, or the harness
 itself broke): such episodes are kept out of the success rates and reported apart. An
 exception of a user's agent's own code is the agent's failure: outcome `failed`, stop reason
-`agent_error`, and `agent_error` says what and where (runtime/agent_error.py).
+`agent_error`, and `agent_error` says what and where (runtime/agent_boundary.py).
 """
 
 from __future__ import annotations

@@ -78,6 +78,10 @@ class RunConfig:
     concurrency: int = DEFAULT_CONCURRENCY
     retries: int = 6
     request_timeout: float = 600.0
+    # A user's agent's wall-clock limits (runtime/agent_boundary.py): a turn (None: auto,
+    # `turn_limit`) and a whole episode.
+    turn_timeout: float | None = None
+    episode_timeout: float = 14400.0
     rpm: float | None = None  # the provider's budgets per minute, when known
     tpm: float | None = None
     max_wait: float = 600.0  # seconds one request may wait on rate limits
@@ -120,6 +124,17 @@ class RunConfig:
         """The set's name as reports and the terminal give it: a shipped set's name, or the
         folder given to --resili-tasks."""
         return str(self.tasks) if self.tasks is not None else self.task_set
+
+    @property
+    def turn_limit(self) -> float:
+        """A turn's limit in seconds: `turn_timeout`, or by default (auto) the longest one
+        model request may take by the request options, every retry and rate-limit wait
+        included: (retries + 1) x request_timeout + max_wait, 4800 s with the defaults. A
+        user's agent calling a real model (the adapters' requests follow these options) is
+        then never cut short where the options would let its request go on."""
+        if self.turn_timeout is not None:
+            return self.turn_timeout
+        return (self.retries + 1) * self.request_timeout + self.max_wait
 
     @property
     def gate_policy(self) -> GatePolicy:
@@ -257,6 +272,10 @@ def _confidence(text: str) -> float:
 
 def _seconds(text: str) -> float:
     return _number(text, "a number of seconds", 0.0, lo_open=True)
+
+
+def _seconds_or_auto(text: str) -> float | None:
+    return None if text.strip().lower() == "auto" else _seconds(text)
 
 
 def _per_minute(text: str) -> float:
@@ -410,6 +429,16 @@ _OPTIONS: list[tuple[str, Callable[[str], Any] | None, str | None, str]] = [
      "seconds one model request may take as a whole: connect, send, wait and read (the "
      "openai client's own default: a long reasoning turn is legitimate); a timed-out "
      "request is retried, so one request may take up to (retries + 1) x this"),
+    ("turn-timeout", _seconds_or_auto, "auto",
+     "seconds one turn of your agent (py:, the hook's, a framework adapter's) may take: a "
+     "complete(), or a loop-level agent's time from the start of run() or of its last call to "
+     "its next call; past it the turn is cancelled and the episode is an agent error. auto: "
+     "(--resili-retries + 1) x --resili-request-timeout + --resili-max-wait (4800 s by "
+     "default), the longest a real model's request may take with its retries and waits; the "
+     "built-in agents and openai: models are bounded by those options themselves"),
+    ("episode-timeout", _seconds, "14400",
+     "seconds one episode of your agent may take in all, every turn together (4 hours by "
+     "default); past it the episode is an agent error"),
     ("rpm", _per_minute, None,
      "the provider's requests per minute, when known: requests are paced to it (shared by "
      "the run's processes on this host)"),
@@ -590,6 +619,8 @@ def read_config(config: pytest.Config) -> RunConfig:
         concurrency=values["concurrency"],
         retries=values["retries"],
         request_timeout=values["request-timeout"],
+        turn_timeout=values["turn-timeout"],
+        episode_timeout=values["episode-timeout"],
         rpm=values["rpm"],
         tpm=values["tpm"],
         max_wait=values["max-wait"],

@@ -40,10 +40,11 @@ from pytest_resilibench.integration.cases import Case
 from pytest_resilibench.integration.options import RunConfig
 from pytest_resilibench.integration.preload import import_before_threads
 from pytest_resilibench.integration.start_order import longest_first
-from pytest_resilibench.runtime.agent_error import raised_where
+from pytest_resilibench.runtime.agent_boundary import CLOSE_TIMEOUT_S as BOUNDARY_CLOSE_TIMEOUT_S
+from pytest_resilibench.runtime.agent_boundary import AgentError, AgentLimits, close_agent
 from pytest_resilibench.runtime.agents.limiter import AdaptiveLimiter
 from pytest_resilibench.runtime.environment import Environment
-from pytest_resilibench.runtime.protocol import AnyAgent, close_agent
+from pytest_resilibench.runtime.protocol import AnyAgent
 
 if TYPE_CHECKING:
     from pytest_resilibench.runtime.episode import EpisodeSlots
@@ -61,7 +62,7 @@ EnvironmentFactory = Callable[[Case], Environment | Awaitable[Environment] | Non
 
 
 # How long an agent's `aclose()` may take at the end of a run.
-CLOSE_TIMEOUT_S = 10.0
+CLOSE_TIMEOUT_S = BOUNDARY_CLOSE_TIMEOUT_S
 
 
 class EpisodeRunner:
@@ -110,6 +111,7 @@ class EpisodeRunner:
         self._claimed: asyncio.Semaphore | None = None  # window: unclaimed results ahead
         # Episodes in flight, by whether their agent queues its own requests (`_slots_of`).
         self._slots: dict[bool, EpisodeSlots] = {}
+        self._limits = AgentLimits(turn_s=config.turn_limit, episode_s=config.episode_timeout)
 
     # --- called from pytest's thread ----------------------------------------------------------
     def prestart(self, cases: Sequence[Case]) -> None:
@@ -331,6 +333,21 @@ class EpisodeRunner:
         return agent
 
     async def _episode(self, case: Case) -> EpisodeRecord:
+        """`_run_episode`, but that nothing but an `Exception` (or our own cancellation, or
+        the user's Ctrl-C on the main thread) leaves it: raised out of a task on the loop, a
+        `SystemExit` would stop the loop itself, and every item after it would wait for ever."""
+        try:
+            return await self._run_episode(case)
+        except (Exception, asyncio.CancelledError):
+            raise
+        except BaseException as exc:
+            if isinstance(exc, KeyboardInterrupt) and \
+                    threading.current_thread() is threading.main_thread():
+                raise
+            raise RuntimeError(f"{type(exc).__name__} escaped the episode: "
+                               f"{exc}".rstrip(": ")) from exc
+
+    async def _run_episode(self, case: Case) -> EpisodeRecord:
         from pytest_resilibench.runtime.episode import run_episode
 
         made = self._environment_factory(case) if self._environment_factory else None
@@ -341,7 +358,7 @@ class EpisodeRunner:
                 seed=self.config.seed, repeat=case.repeat, base_success=case.base_success,
                 max_turns=self.config.max_turns, tool_mode=self.config.tool_mode,
                 registry=self.registry, environment=environment, model_name=case.model,
-                faults=self.config.faults,
+                faults=self.config.faults, limits=self._limits,
             )
         finally:
             if environment is not None:
@@ -371,13 +388,21 @@ class EpisodeRunner:
         for model, agent in self._agents.items():
             # A user's `aclose` that raises or never returns must neither crash nor hang the
             # end of the run, nor keep the other agents open: it is noted and passed.
+            # (agent_boundary.py: whatever it raises, SystemExit included, and one that
+            # ignores its cancellation is left behind.)
             try:
-                await asyncio.wait_for(close_agent(agent), CLOSE_TIMEOUT_S)
-            except asyncio.TimeoutError:  # (TimeoutError itself from Python 3.11)
-                self.close_problems.append(
-                    f"resilibench: the agent of {model} did not close within "
-                    f"{CLOSE_TIMEOUT_S:g} s (its aclose() was left running)")
-            except Exception as exc:
+                await close_agent(agent, timeout_s=CLOSE_TIMEOUT_S)
+            except AgentError as exc:
+                if exc.line.startswith("TimeoutError: aclose() did not return"):
+                    self.close_problems.append(
+                        f"resilibench: the agent of {model} did not close within "
+                        f"{CLOSE_TIMEOUT_S:g} s (its aclose() was left running)")
+                else:
+                    self.close_problems.append(
+                        f"resilibench: closing the agent of {model} failed: {exc.line}")
+            except Exception as exc:  # one of ours: a harness bug, said as such
+                from pytest_resilibench.runtime.agent_boundary import raised_where
+
                 self.close_problems.append(f"resilibench: closing the agent of {model} failed: "
                                            f"{raised_where(exc)}")
         self._agents.clear()

@@ -27,7 +27,9 @@ whether or not the reply after the last one said done), `infra_error` (the provi
 or a user's agent raised `InfrastructureError`: outcome `error`), `harness_error` (a bug here, in a
 built-in agent or a provider: outcome `error` with the traceback's last frames),
 `agent_error` (a user's agent's own code raised: outcome `failed`, the agent's failure, with
-the exception and the agent's line in `agent_error`; agent_error.py), `run_returned` (a
+the exception and the agent's line in `agent_error`; agent_boundary.py: anything it raises,
+`SystemExit` and a `CancelledError` of its own included, or going past `AgentLimits`: a turn
+or the episode taking too long), `run_returned` (a
 loop-level agent's `run` returned without `finish()`), and the model's own limits
 (`protocol.ModelLimitError`): `context_overflow`, `refusal`, `length`; those episodes are
 scored as they stand (the model's failure, never `error`).
@@ -70,7 +72,15 @@ from pytest_resilibench.core.simulator import (
     Simulator,
 )
 from pytest_resilibench.core.tasks import Task
-from pytest_resilibench.runtime.agent_error import AgentError, from_agent, is_own_agent
+from pytest_resilibench.runtime.agent_boundary import (
+    NO_LIMITS,
+    AgentClock,
+    AgentError,
+    AgentLimits,
+    from_agent,
+    is_own_agent,
+    is_privileged,
+)
 from pytest_resilibench.runtime.environment import Environment, SimulatedEnvironment
 from pytest_resilibench.runtime.parsing import (
     ParsedReply,
@@ -89,7 +99,6 @@ from pytest_resilibench.runtime.protocol import (
     ToolCall,
     agent_shape,
     format_observation,
-    is_privileged,
     observation_json,
 )
 
@@ -240,12 +249,14 @@ async def run_episode(
     model_name: str | None = None,
     prompt: Prompt | None = None,
     faults: str = "paper",
+    limits: AgentLimits = NO_LIMITS,
 ) -> EpisodeRecord:
     """Play one episode and score it. Never raises for anything the model, the agent or the
     provider does: provider failures and harness bugs become outcome `error`, an exception of
     a user's agent's own code outcome `failed` (stop reason `agent_error`). `faults="realistic"`
     plays the realistic fault profile (docs/FAULTS.md), whose turn budget replaces
-    `max_turns`."""
+    `max_turns`. `limits` bound a user's agent's turns and whole episode in wall-clock
+    seconds (agent_boundary.py); this package's agents bound their own waits."""
     if tool_mode not in TOOL_MODES:
         raise ValueError(f"tool_mode must be one of {TOOL_MODES}, got {tool_mode!r}")
     if max_turns < 1:
@@ -282,7 +293,7 @@ async def run_episode(
                 inputs=task.inputs, base_success=base_success, faults=profile))
         keeper = TurnKeeper(record, prompt, environment)
         await _play(keeper, prompt, agent, task=task, variant=variant, repeat=repeat,
-                    base_success=base_success, registry=registry)
+                    base_success=base_success, registry=registry, limits=limits)
         completed = keeper.completed
     except ModelLimitError as exc:  # the model's own failure: scored like any other stop
         record.stop_reason = exc.stop_reason
@@ -406,26 +417,30 @@ class TurnKeeper:
 
 async def _play(
     keeper: TurnKeeper, prompt: Prompt, agent: AnyAgent, *, task: Task, variant: Variant,
-    repeat: int, base_success: float, registry: ToolRegistry,
+    repeat: int, base_success: float, registry: ToolRegistry, limits: AgentLimits,
 ) -> None:
     """Play the episode with the agent's own shape: the one place the two shapes part."""
+    # A user's agent is timed (agent_boundary.py); ours bound their own waits (a provider's
+    # request options) or do none (the scripted agents), and pay nothing for a clock.
+    clock = None if is_own_agent(agent) or limits == NO_LIMITS else AgentClock(limits)
     if agent_shape(agent) == "loop":
         from pytest_resilibench.runtime.loop_episode import play_loop
 
-        await play_loop(keeper, prompt, cast(LoopAgent, agent), registry=registry)
+        await play_loop(keeper, prompt, cast(LoopAgent, agent), registry=registry, clock=clock)
         return
     await _turn_loop(keeper, prompt, cast(Agent, agent), task=task, variant=variant,
-                     repeat=repeat, base_success=base_success, registry=registry)
+                     repeat=repeat, base_success=base_success, registry=registry, clock=clock)
 
 
 async def _turn_loop(
     keeper: TurnKeeper, prompt: Prompt, agent: Agent, *,
     task: Task, variant: Variant, repeat: int, base_success: float, registry: ToolRegistry,
+    clock: AgentClock | None = None,
 ) -> None:
     """Ask the model for a reply each turn until the episode is over."""
     record = keeper.record
     # The task itself is the answer key: only a privileged built-in agent reads it; every
-    # other agent, a user's own above all, gets the prompt alone (protocol.is_privileged).
+    # other agent, a user's own above all, gets the prompt alone (agent_boundary.is_privileged).
     context: Mapping[str, Any] = (
         {"task": task, "variant": variant, "base_success": base_success,
          "max_turns": record.max_turns, "tool_mode": record.tool_mode,
@@ -438,7 +453,9 @@ async def _turn_loop(
         if own:
             reply = await agent.complete(request)
         else:
-            reply = await from_agent(agent.complete(request))
+            if clock is not None:
+                clock.next_turn()
+            reply = await from_agent(agent.complete(request), clock=clock)
             _check_reply(reply)
         parsed = keeper.receive(reply)
         if parsed is not None:

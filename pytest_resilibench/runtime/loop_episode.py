@@ -15,11 +15,14 @@ the episode (stop reason `max_turns`). Once the episode is over (`over`: the bud
 stop, `finish()`), `call` raises `EpisodeOver`, which ends `run` quietly; a `run` that returns
 without `finish()` ends the episode unfinished (stop reason `run_returned`).
 
-Whose failure an exception is (agent_error.py): one that comes out of a user's `run` is the
+Whose failure an exception is (agent_boundary.py): one that comes out of a user's `run` is the
 agent's (stop reason `agent_error`), but for `InfrastructureError`, `ModelLimitError` and
 `EpisodeOver`. `call`, `finish` and `add_usage` are our code running inside `run`: what they
 raise is kept (`fault`) and ends the episode as a harness error (or an infra error), whether
-`run` lets it through, catches it and goes on, or raises something else.
+`run` lets it through, catches it and goes on, or raises something else. With limits
+(`AgentClock`), a turn is the time from the start of `run`, or from the start of its last call,
+to its next call or the end of `run`; past a limit `run` is left behind (agent_boundary.py),
+and the episode is over for any call it still makes.
 """
 
 from __future__ import annotations
@@ -33,7 +36,7 @@ from functools import cached_property
 from typing import TYPE_CHECKING, Any, Literal, cast
 
 from pytest_resilibench.base.names import COMPLETION_SIGNAL, StopReason
-from pytest_resilibench.runtime.agent_error import from_agent, is_own_agent
+from pytest_resilibench.runtime.agent_boundary import AgentClock, from_agent, is_own_agent
 from pytest_resilibench.runtime.protocol import ModelReply, Observation, Progress, ToolCall
 
 if TYPE_CHECKING:
@@ -55,8 +58,10 @@ class LoopEpisode:
     """One episode, for an agent that owns its loop. Calls are turns, played one at a time in
     the order they are made (concurrent calls wait for each other)."""
 
-    def __init__(self, keeper: TurnKeeper, prompt: Prompt, registry: ToolRegistry) -> None:
+    def __init__(self, keeper: TurnKeeper, prompt: Prompt, registry: ToolRegistry,
+                 clock: AgentClock | None = None) -> None:
         self._keeper = keeper
+        self._clock = clock
         # The prompt's messages and tools only: never the plan's injection record, which is
         # the answer key of a flawed variant.
         self._messages = prompt.messages
@@ -67,6 +72,7 @@ class LoopEpisode:
         # The first exception our own code raised inside the agent's `run` (a harness bug, or
         # an infra error of the environment): it ends the episode, whatever `run` does.
         self.fault: Exception | None = None
+        self.closed = False  # `run` has ended, or was left behind (play_loop)
 
     @cached_property
     def messages(self) -> list[dict[str, Any]]:
@@ -113,8 +119,10 @@ class LoopEpisode:
         `progress`, and on the last turn `budget`)."""
         async with self._lock:
             keeper = self._keeper
-            if keeper.over:
+            if keeper.over or self.closed:
                 raise EpisodeOver(f"the episode is over ({keeper.record.stop_reason})")
+            if self._clock is not None:  # the agent's turn ended with this call
+                self._clock.next_turn()
             try:
                 reply = self._reply(name, arguments)
                 parsed = keeper.receive(reply)
@@ -141,6 +149,8 @@ class LoopEpisode:
         object, a model that is no name) raises ValueError."""
         if model is not None and not (isinstance(model, str) and model.strip()):
             raise ValueError(f"add_usage(model=) takes a model name, got {model!r}"[:400])
+        if self.closed:  # a `run` left behind: its episode is scored already
+            return
         try:
             self._keeper.count_usage(usage, model)
         except (TypeError, ValueError, AttributeError):  # not usage counts: the agent's error
@@ -153,7 +163,7 @@ class LoopEpisode:
     def finish(self) -> None:
         """The completion signal (`TASK_COMPLETED`): the agent says the task is done. Ignored
         once the episode is over."""
-        if not self._keeper.over:
+        if not (self._keeper.over or self.closed):
             try:
                 self._keeper.receive(ModelReply(content=COMPLETION_SIGNAL))
             except Exception as exc:
@@ -204,21 +214,24 @@ def _decoded(raw: str) -> Any:
 
 
 async def play_loop(keeper: TurnKeeper, prompt: Prompt, agent: LoopAgent, *,
-                    registry: ToolRegistry) -> None:
+                    registry: ToolRegistry, clock: AgentClock | None = None) -> None:
     """Let a loop-level agent play the episode; the episode ends when `run` returns. What our
     own code raised inside `run` (`LoopEpisode.fault`) wins over what `run` made of it."""
-    episode = LoopEpisode(keeper, prompt, registry)
+    episode = LoopEpisode(keeper, prompt, registry, clock)
     try:
         with contextlib.suppress(EpisodeOver):  # a call after the end: the agent's loop is over
             if is_own_agent(agent):
                 await agent.run(episode)
             else:  # what the agent's own code raises is its failure (AgentError)
-                await from_agent(agent.run(episode), EpisodeOver)
+                await from_agent(agent.run(episode), EpisodeOver, clock=clock,
+                                 waiting_for="call")
     except Exception as exc:
         # An agent framework may wrap the end of the episode (`raise ... from`, a task group):
         # still the end of `run`, not the agent's error.
         if episode.fault is None and not (keeper.over and _ended_by_over(exc)):
             raise
+    finally:  # a `run` left behind past a limit may call no more: the record is scored
+        episode.closed = True
     if episode.fault is not None:
         raise episode.fault
     keeper.end("run_returned")

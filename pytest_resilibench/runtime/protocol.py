@@ -2,7 +2,12 @@
 
 Two shapes. A turn-level `Agent` is asked for one reply per turn (`complete`), as a model is;
 the episode owns the loop. A `LoopAgent` owns its loop (`run(episode)`) and makes its calls
-through the episode handle (`loop_episode.LoopEpisode`); the episode keeps the same books.
+through the episode handle (`Episode`; loop_episode.py implements it); the episode keeps the
+same books.
+
+This is the contract an agent author reads: types, and the few pure helpers on them. It
+imports nothing of the runtime's behaviour: the modules that run agents (episode.py,
+loop_episode.py, agent_boundary.py) depend on it, never the reverse.
 """
 
 from __future__ import annotations
@@ -13,7 +18,6 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import (
-    TYPE_CHECKING,
     Any,
     Literal,
     Protocol,
@@ -26,12 +30,10 @@ from typing import (
 from pytest_resilibench.base.jsontext import json_text
 from pytest_resilibench.base.names import MODEL_LIMITS, ModelLimit
 
-if TYPE_CHECKING:
-    from pytest_resilibench.runtime.loop_episode import LoopEpisode
-
 __all__ = [
     "Agent",
     "AnyAgent",
+    "Episode",
     "InfrastructureError",
     "LoopAgent",
     "MalformedReply",
@@ -42,10 +44,8 @@ __all__ = [
     "Progress",
     "ToolCall",
     "agent_shape",
-    "close_agent",
     "error_cause",
     "format_observation",
-    "is_privileged",
     "observation_json",
     "read_observation",
     "task_text",
@@ -108,7 +108,7 @@ class ModelRequest:
     so far) and `tools` (OpenAI function schemas; None in text mode), the `task_id` and the
     `repeat`. `context` holds the task itself (its required tools, inputs, the variant, the
     base success rate): it is filled only for the privileged built-in agent (`builtin:oracle`,
-    `is_privileged`) and empty for every other agent, yours included."""
+    `agent_boundary.is_privileged`) and empty for every other agent, yours included."""
 
     messages: list[dict[str, Any]]
     tools: list[dict[str, Any]] | None = None
@@ -147,6 +147,48 @@ class Agent(Protocol):
 
 
 @runtime_checkable
+class Episode(Protocol):
+    """The episode handle a loop-level agent's `run` gets (docs/API.md: `Episode`): one call
+    is one turn; the episode keeps the same books as a model's."""
+
+    @property
+    def messages(self) -> list[dict[str, Any]]:
+        """The variant's prompt as OpenAI chat messages (system, user); yours to extend."""
+
+    @property
+    def tools(self) -> list[dict[str, Any]]:
+        """The tools as OpenAI function schemas; a copy, yours to modify."""
+
+    @property
+    def task_id(self) -> str: ...
+
+    @property
+    def repeat(self) -> int: ...
+
+    @property
+    def max_turns(self) -> int:
+        """The turn budget: at most this many calls are executed."""
+
+    @property
+    def over(self) -> bool:
+        """Whether the episode has ended (budget, early stop or `finish()`)."""
+
+    @property
+    def stop_reason(self) -> str:
+        """Why the episode ended ("" while it runs)."""
+
+    async def call(self, name: str, arguments: Mapping[str, Any] | str | None = None
+                   ) -> Observation:
+        """Call a tool (one turn); the observation a model would see."""
+
+    def add_usage(self, usage: Mapping[str, int], *, model: str | None = None) -> None:
+        """Count the tokens your model spent (OpenAI `usage` keys)."""
+
+    def finish(self) -> None:
+        """The completion signal: the agent says the task is done."""
+
+
+@runtime_checkable
 class LoopAgent(Protocol):
     """An agent that owns its loop: `run` plays one episode through the handle it is given
     (any number of episodes may run at once, each with its own handle). `aclose` as for
@@ -154,7 +196,7 @@ class LoopAgent(Protocol):
 
     name: str
 
-    async def run(self, episode: LoopEpisode) -> None: ...
+    async def run(self, episode: Episode) -> None: ...
 
 
 AnyAgent: TypeAlias = "Agent | LoopAgent"
@@ -182,22 +224,6 @@ def agent_shape(agent: object) -> Literal["turn", "loop"]:
     if not isinstance(getattr(agent, "name", None), str):
         raise ValueError(f"{what} has no `name` string attribute")
     return "turn" if shape == "turn" else "loop"
-
-
-async def close_agent(agent: object) -> None:
-    """Await the agent's `aclose()`, when it has one (it is optional)."""
-    aclose = getattr(agent, "aclose", None)
-    if aclose is not None:
-        await aclose()
-
-
-def is_privileged(agent: object) -> bool:
-    """Whether `agent` may read the task itself (`ModelRequest.context`): only this package's
-    agents that say so (`builtin:oracle`). Every other agent, a user's own above all, gets
-    the prompt alone, whatever attributes it sets."""
-    from pytest_resilibench.runtime.agent_error import is_own_agent
-
-    return getattr(type(agent), "privileged", False) is True and is_own_agent(agent)
 
 
 class Progress(TypedDict):
@@ -240,7 +266,7 @@ def format_observation(payload: Mapping[str, Any]) -> str:
     return f"{_OPEN}{observation_json(payload)}{_CLOSE}"
 
 
-def task_text(source: ModelRequest | LoopEpisode) -> str:
+def task_text(source: ModelRequest | Episode) -> str:
     """The task an agent is asked to do, from a turn's request or a loop-level episode: the
     prompt's first user message (the task, its inputs, expected outputs and constraints, and
     the execution plan in the variants that show one). Later user messages are observations

@@ -17,8 +17,9 @@ from pytest_resilibench.runtime.episode import (
     TurnKeeper,
     run_episode,
 )
-from pytest_resilibench.runtime.loop_episode import BUDGET_EXHAUSTED, EpisodeOver, LoopEpisode
+from pytest_resilibench.runtime.loop_episode import BUDGET_EXHAUSTED, EpisodeOver
 from pytest_resilibench.runtime.protocol import (
+    Episode,
     InfrastructureError,
     ModelReply,
     ModelRequest,
@@ -40,11 +41,11 @@ class Loop:
 
     name = "loop"
 
-    def __init__(self, play: Callable[[LoopEpisode], Awaitable[None]]) -> None:
+    def __init__(self, play: Callable[[Episode], Awaitable[None]]) -> None:
         self.play = play
-        self.seen: list[LoopEpisode] = []
+        self.seen: list[Episode] = []
 
-    async def run(self, episode: LoopEpisode) -> None:
+    async def run(self, episode: Episode) -> None:
         self.seen.append(episode)
         await self.play(episode)
 
@@ -53,8 +54,8 @@ class Loop:
 
 
 def calling(calls: Sequence[tuple[Any, Any]], *, finish: bool = True
-            ) -> Callable[[LoopEpisode], Awaitable[None]]:
-    async def play(episode: LoopEpisode) -> None:
+            ) -> Callable[[Episode], Awaitable[None]]:
+    async def play(episode: Episode) -> None:
         for name, arguments in calls:
             await episode.call(name, arguments)
         if finish:
@@ -122,7 +123,7 @@ def test_a_call_past_the_budget_answers_a_budget_error_and_ends_the_episode() ->
     answers: list[Observation] = []
     raised: list[str] = []
 
-    async def play(episode: LoopEpisode) -> None:
+    async def play(episode: Episode) -> None:
         for _ in range(3):
             answers.append(await episode.call(READER, READ_ARGS))
         assert episode.over and episode.stop_reason == "max_turns"
@@ -143,7 +144,7 @@ def test_a_call_past_the_budget_answers_a_budget_error_and_ends_the_episode() ->
 
 
 def test_finish_is_the_completion_signal_and_ends_the_episode() -> None:
-    async def play(episode: LoopEpisode) -> None:
+    async def play(episode: Episode) -> None:
         for name, arguments in ((READER, READ_ARGS), (WRITER, WRITE_ARGS)):
             while (await episode.call(name, arguments))["status"] != "success":
                 pass
@@ -169,7 +170,7 @@ def test_a_run_that_returns_without_finish_is_not_completed() -> None:
 def test_bad_calls_cost_a_turn_and_are_never_executed(tool_mode: str) -> None:
     answers: list[Observation] = []
 
-    async def play(episode: LoopEpisode) -> None:
+    async def play(episode: Episode) -> None:
         wrong: tuple[tuple[Any, Any], ...] = ((None, {}), (42, READ_ARGS),
                                               (READER, {"path": {1, 2}}), (READER, "{broken"))
         for name, arguments in wrong:
@@ -184,7 +185,7 @@ def test_bad_calls_cost_a_turn_and_are_never_executed(tool_mode: str) -> None:
 
 
 def test_every_turn_an_agent_wastes_counts_toward_the_early_stops() -> None:
-    async def same_bad_call(episode: LoopEpisode) -> None:
+    async def same_bad_call(episode: Episode) -> None:
         no_name: Any = None
         while True:
             await episode.call(no_name, {})
@@ -192,7 +193,7 @@ def test_every_turn_an_agent_wastes_counts_toward_the_early_stops() -> None:
     rec = run(Loop(same_bad_call))
     assert (rec.stop_reason, rec.turns) == ("consecutive_errors", MAX_CONSECUTIVE_ERRORS)
 
-    async def repeat_refused(episode: LoopEpisode) -> None:
+    async def repeat_refused(episode: Episode) -> None:
         while True:
             await episode.call(READER, {"path": 3})
 
@@ -202,7 +203,7 @@ def test_every_turn_an_agent_wastes_counts_toward_the_early_stops() -> None:
 
 
 def test_concurrent_calls_are_played_one_turn_at_a_time() -> None:
-    async def play(episode: LoopEpisode) -> None:
+    async def play(episode: Episode) -> None:
         answers = await asyncio.gather(*(episode.call(READER, {"path": f"/data/{n}.csv"})
                                          for n in range(4)))
         assert [a["progress"]["turn"] for a in answers] == [1, 2, 3, 4]
@@ -217,7 +218,7 @@ def test_the_handle_shows_the_prompt_and_the_tools_and_hands_out_copies(tool_mod
     prompt = render_prompt(TASK, Variant("optimal"), tool_mode=tool_mode)
     seen: list[Observation] = []
 
-    async def play(episode: LoopEpisode) -> None:
+    async def play(episode: Episode) -> None:
         assert episode.messages == prompt.messages
         assert {t["type"] for t in episode.tools} == {"function"}
         assert READER in [t["function"]["name"] for t in episode.tools]
@@ -235,7 +236,7 @@ def test_the_handle_shows_the_prompt_and_the_tools_and_hands_out_copies(tool_mod
 
 
 def test_errors_in_run_are_the_episodes_own() -> None:
-    async def unreachable(episode: LoopEpisode) -> None:
+    async def unreachable(episode: Episode) -> None:
         await episode.call(READER, READ_ARGS)
         raise InfrastructureError("backend down")
 
@@ -243,7 +244,7 @@ def test_errors_in_run_are_the_episodes_own() -> None:
     assert (rec.outcome, rec.stop_reason, rec.infra_error) == ("error", "infra_error",
                                                               "backend down")
 
-    async def buggy(episode: LoopEpisode) -> None:
+    async def buggy(episode: Episode) -> None:
         await episode.call(READER, READ_ARGS)
         raise KeyError("oops")
 
@@ -264,15 +265,15 @@ def test_a_harness_bug_inside_a_call_stays_a_harness_error_whatever_run_does(
 
     monkeypatch.setattr(TurnKeeper, "answer", broken)
 
-    async def lets_it_through(episode: LoopEpisode) -> None:
+    async def lets_it_through(episode: Episode) -> None:
         await episode.call(READER, READ_ARGS)
 
-    async def swallows_it(episode: LoopEpisode) -> None:
+    async def swallows_it(episode: Episode) -> None:
         with contextlib.suppress(Exception):
             await episode.call(READER, READ_ARGS)
         episode.finish()
 
-    async def raises_another(episode: LoopEpisode) -> None:
+    async def raises_another(episode: Episode) -> None:
         try:
             await episode.call(READER, READ_ARGS)
         except Exception as exc:
@@ -296,14 +297,14 @@ def test_a_harness_bug_inside_a_call_stays_a_harness_error_whatever_run_does(
 def test_the_end_of_the_episode_wrapped_by_an_agent_framework_still_ends_run_quietly() -> None:
     """Frameworks wrap what a tool raises (`raise ... from`, task groups): `EpisodeOver`
     inside is the end of `run`, not the agent's error."""
-    async def wraps_it(episode: LoopEpisode) -> None:
+    async def wraps_it(episode: Episode) -> None:
         episode.finish()
         try:
             await episode.call(READER, READ_ARGS)
         except EpisodeOver as exc:
             raise RuntimeError("tool node failed") from exc
 
-    async def in_a_group(episode: LoopEpisode) -> None:
+    async def in_a_group(episode: Episode) -> None:
         episode.finish()
         async with asyncio.TaskGroup() as group:
             group.create_task(episode.call(READER, READ_ARGS))
@@ -314,7 +315,7 @@ def test_the_end_of_the_episode_wrapped_by_an_agent_framework_still_ends_run_qui
 
 
 def test_usage_that_is_no_counts_is_the_agents_error() -> None:
-    async def play(episode: LoopEpisode) -> None:
+    async def play(episode: Episode) -> None:
         episode.add_usage({"prompt_tokens": "many"})  # type: ignore[dict-item]
 
     rec = run(Loop(play))
@@ -349,7 +350,7 @@ def test_many_loop_episodes_at_once_keep_their_own_books() -> None:
 def test_the_tokens_a_loop_agent_reports_are_counted_as_a_models() -> None:
     usage = {"prompt_tokens": 120, "completion_tokens": 9, "reasoning_tokens": 4}
 
-    async def play(episode: LoopEpisode) -> None:
+    async def play(episode: Episode) -> None:
         assert (episode.task_id, episode.repeat) == (TASK.id, 2)
         episode.add_usage(usage)
         await episode.call(READER, READ_ARGS)
@@ -362,7 +363,7 @@ def test_the_tokens_a_loop_agent_reports_are_counted_as_a_models() -> None:
 
 
 def test_usage_naming_its_model_is_kept_by_model_too() -> None:
-    async def play(episode: LoopEpisode) -> None:
+    async def play(episode: Episode) -> None:
         episode.add_usage({"prompt_tokens": 100, "completion_tokens": 5}, model="gpt-4o")
         episode.add_usage({"prompt_tokens": 10, "completion_tokens": 1, "cached_tokens": 4},
                           model="gpt-4o")
@@ -378,7 +379,7 @@ def test_usage_naming_its_model_is_kept_by_model_too() -> None:
 
 
 def test_a_model_that_is_no_name_is_the_agents_error() -> None:
-    async def play(episode: LoopEpisode) -> None:
+    async def play(episode: Episode) -> None:
         episode.add_usage({"prompt_tokens": 1}, model=42)  # type: ignore[arg-type]
 
     rec = run(Loop(play))
@@ -386,5 +387,5 @@ def test_a_model_that_is_no_name_is_the_agents_error() -> None:
     assert "add_usage(model=) takes a model name, got 42" in rec.agent_error
 
 
-async def _finish(episode: LoopEpisode) -> None:
+async def _finish(episode: Episode) -> None:
     episode.finish()

@@ -11,15 +11,14 @@ from typing import Any
 import pytest
 
 from pytest_resilibench.core.prompts import Variant, render_prompt
+from pytest_resilibench.runtime.agent_boundary import close_agent, is_privileged
 from pytest_resilibench.runtime.agents import make_agent
 from pytest_resilibench.runtime.episode import run_episode
-from pytest_resilibench.runtime.loop_episode import LoopEpisode
 from pytest_resilibench.runtime.protocol import (
+    Episode,
     ModelReply,
     ModelRequest,
     agent_shape,
-    close_agent,
-    is_privileged,
     task_text,
 )
 from tests.unit.test_episode import READER, TASK
@@ -93,7 +92,7 @@ class ReadingLoop:
     def __init__(self) -> None:
         self.read: list[str] = []
 
-    async def run(self, episode: LoopEpisode) -> None:
+    async def run(self, episode: Episode) -> None:
         self.read.append(task_text(episode))
         episode.finish()
 

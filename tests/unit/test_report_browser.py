@@ -36,9 +36,9 @@ def _episodes(max_turns: int) -> list[dict[str, Any]]:
     """Both built-in agents on a few tasks under four variants (real episodes)."""
     from pytest_resilibench.core.prompts import Variant
     from pytest_resilibench.core.tasks import load_tasks
+    from pytest_resilibench.runtime.agent_boundary import close_agent
     from pytest_resilibench.runtime.agents import make_agent
     from pytest_resilibench.runtime.episode import EpisodeSpec, run_episodes
-    from pytest_resilibench.runtime.protocol import close_agent
 
     tasks = list(load_tasks())[::700][:6]
     variants = [Variant("baseline"), Variant("optimal"),

@@ -364,9 +364,9 @@ def test_report_from_real_episodes(tmp_path: Path) -> None:
     """A small run of the built-in agents through `run_episode`, end to end to HTML."""
     from pytest_resilibench.core.prompts import Variant
     from pytest_resilibench.core.tasks import load_tasks
+    from pytest_resilibench.runtime.agent_boundary import close_agent
     from pytest_resilibench.runtime.agents import make_agent
     from pytest_resilibench.runtime.episode import EpisodeSpec, run_episodes
-    from pytest_resilibench.runtime.protocol import close_agent
 
     tasks = list(load_tasks())[::1000][:3]
     variants = [Variant("optimal"), Variant("flawed", "missing_step", "severe")]

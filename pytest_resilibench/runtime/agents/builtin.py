@@ -232,7 +232,7 @@ class OracleAgent(BuiltinAgent):
 
     kind = "oracle"
     # Reads the task itself from `request.context`: the one agent that gets it
-    # (protocol.is_privileged).
+    # (agent_boundary.is_privileged).
     privileged = True
 
     def decide(

@@ -12,8 +12,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from pytest_resilibench.runtime.agent_error import raised_where
-from pytest_resilibench.runtime.protocol import AnyAgent, InfrastructureError, close_agent
+from pytest_resilibench.runtime.agent_boundary import (
+    CLOSE_TIMEOUT_S,
+    AgentError,
+    close_agent,
+    raised_where,
+)
+from pytest_resilibench.runtime.protocol import AnyAgent, InfrastructureError
 
 __all__ = ["hint_for", "merge_stats", "probe_agent", "throughput"]
 
@@ -56,11 +61,12 @@ async def _close(agent: AnyAgent, spec: str, *, quiet: bool = False) -> None:
     """Close the probed agent. A user's `aclose()` that raises is a usage error that says so
     (`quiet`: not while the probe's own failure is the news)."""
     try:
-        await close_agent(agent)
+        await close_agent(agent, timeout_s=CLOSE_TIMEOUT_S)
     except Exception as exc:
         if not quiet:
+            line = exc.line if isinstance(exc, AgentError) else raised_where(exc)
             raise ValueError(f"--resili-model {spec}: closing the agent failed: "
-                             f"{raised_where(exc)}") from None
+                             f"{line}") from None
 
 
 def merge_stats(total: Mapping[str, Any] | None, more: Mapping[str, Any]) -> dict[str, Any]:

@@ -9,7 +9,7 @@ from typing import Any
 import openai
 import pytest
 
-from pytest_resilibench.runtime.agent_error import is_own_agent
+from pytest_resilibench.runtime.agent_boundary import is_own_agent
 from pytest_resilibench.runtime.agents.run_options import run_request_options
 from pytest_resilibench.runtime.agents.transport import (
     model_failure,
