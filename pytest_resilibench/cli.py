@@ -590,17 +590,25 @@ def _add_report(sub: _Subparsers) -> None:
 
 
 # Each entry adds one subcommand's parser (with `handler` set) to the subparsers.
+_SCHEMA_NAMES = ("report", "episode", "tasks", "workflows", "manifest", "solver-report")
+
+
 def _cmd_schema(args: argparse.Namespace) -> int:
+    from pytest_resilibench.core.task_set_schemas import TASK_SET_SCHEMAS
     from pytest_resilibench.reporting.schemas import SCHEMAS
 
-    json.dump(SCHEMAS[args.what](), sys.stdout, indent=2)
+    json.dump({**SCHEMAS, **TASK_SET_SCHEMAS}[args.what](), sys.stdout, indent=2)
     sys.stdout.write("\n")
     return 0
 
 
 def _add_schema(sub: _Subparsers) -> None:
-    p = sub.add_parser("schema", help="print the JSON Schema of the report or of an episode")
-    p.add_argument("what", choices=("report", "episode"), help="which document")
+    p = sub.add_parser("schema", help="print the JSON Schema of the report, an episode, or a "
+                                      "task set's file")
+    p.add_argument("what", choices=_SCHEMA_NAMES,
+                   help="which document: the run's report or one episode; a task set's "
+                        "tasks.jsonl.gz line (tasks), workflows.jsonl.gz line (workflows), "
+                        "manifest.json or solver_report.json")
     p.set_defaults(handler=_cmd_schema)
 
 

@@ -17,9 +17,11 @@ from typing import Any
 
 from pytest_resilibench.base.atomic import atomic_write
 
-__all__ = ["MANIFEST", "FixtureError", "read_manifest", "verified_bytes", "write_fixture_file"]
+__all__ = ["MANIFEST", "FixtureError", "read_manifest", "read_manifest_bytes", "verified_bytes",
+           "write_fixture_file"]
 
 MANIFEST = "manifest.json"
+_MANIFEST_BYTES = 1 << 20  # a manifest lists a few files: ~1.5 kB
 
 
 class FixtureError(ValueError):
@@ -28,16 +30,28 @@ class FixtureError(ValueError):
 
 
 def read_manifest(directory: Path) -> dict[str, Any]:
+    return read_manifest_bytes(directory)[0]
+
+
+def read_manifest_bytes(directory: Path) -> tuple[dict[str, Any], bytes]:
+    """The manifest and the bytes it was read from (what a verdict on the set is keyed by:
+    task_set_check.py); `({}, b"")` when there is none."""
     path = Path(directory) / MANIFEST
     if not path.exists():
-        return {}
+        return {}, b""
+    if not path.is_file():  # a folder, or a FIFO whose read would wait forever
+        raise FixtureError(f"{path} is not a regular file")
     try:
-        manifest = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        with path.open("rb") as fh:
+            data = fh.read(_MANIFEST_BYTES + 1)
+        if len(data) > _MANIFEST_BYTES:
+            raise ValueError(f"larger than any manifest, {_MANIFEST_BYTES} bytes")
+        manifest = json.loads(data.decode("utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as exc:
         raise FixtureError(f"{path} is not a readable JSON manifest ({exc})") from None
     if not isinstance(manifest, dict) or not isinstance(manifest.get("files", {}), dict):
         raise FixtureError(f"{path} is not a fixtures manifest (no 'files' object)")
-    return manifest
+    return manifest, data
 
 
 def write_fixture_file(directory: Path, name: str, data: bytes,

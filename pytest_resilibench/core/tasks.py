@@ -8,7 +8,10 @@ Fixture files (all under the fixtures directory):
 - `workflows.jsonl.gz` (written by the solver): `{"task_id", "optimal", "bounds", ...}` per
   line, one for every task;
 - `manifest.json`: schema version, generator config and its hash, counts, and the sha256 of
-  every file (`fixture_files.py`), checked on every load.
+  every file (`fixture_files.py`), checked on every load;
+- `solver_report.json` (written by the solver): its figures over the set.
+
+A set is checked by its content as it loads, not only by its hashes (`task_set_check.py`).
 """
 
 from __future__ import annotations
@@ -24,7 +27,8 @@ from pathlib import Path
 from typing import Any
 
 from pytest_resilibench.base.names import DIFFICULTIES, TASK_TYPES
-from pytest_resilibench.core.fixture_files import FixtureError, read_manifest, verified_bytes
+from pytest_resilibench.core.fixture_files import FixtureError, read_manifest_bytes, verified_bytes
+from pytest_resilibench.core.task_set_schemas import TASK_SCHEMA
 from pytest_resilibench.core.workflow import PlanStep, Workflow
 
 __all__ = [
@@ -44,7 +48,6 @@ __all__ = [
     "task_set_identity",
 ]
 
-TASK_SCHEMA = "resilibench.task/1"
 # The shipped fixtures: the repository's `fixtures/` folder, installed as the package
 # `pytest_resilibench.fixtures` (pyproject.toml's package-dir), so a wheel carries them. It
 # holds the default task set (the grammar of data flows) and, in `paper/`, the paper's
@@ -189,48 +192,51 @@ TASKS_FILE = "tasks.jsonl.gz"
 WORKFLOWS_FILE = "workflows.jsonl.gz"
 
 
-def _jsonl_rows(directory: Path, manifest: Mapping[str, Any], name: str) -> list[dict[str, Any]]:
-    """The JSON objects of a verified gzip'd JSON-lines fixture file."""
+Row = tuple[int, dict[str, Any]]  # a JSON-lines record and its 1-based line number
+
+
+def _jsonl_rows(directory: Path, manifest: Mapping[str, Any], name: str) -> list[Row]:
+    """The JSON objects of a verified gzip'd JSON-lines fixture file, with their lines."""
     data = verified_bytes(directory, manifest, name)
     try:
-        lines = [line for line in gzip.decompress(data).decode("utf-8").splitlines()
-                 if line.strip()]
+        numbered = [(number, line) for number, line
+                    in enumerate(gzip.decompress(data).decode("utf-8").splitlines(), 1)
+                    if line.strip()]
     except (OSError, EOFError, zlib.error, UnicodeDecodeError) as exc:
         raise FixtureError(f"{directory / name} is not gzip'd UTF-8 text ({exc})") from None
-    if not lines:
+    if not numbered:
         raise FixtureError(f"{directory / name} holds no rows")
     # The lines as one JSON array: one parse instead of one a line (every pytest process of a
     # run loads the fixtures before its first item). A file that does not parse so, row for
     # row, is read again a line at a time to say which line is wrong.
     try:
-        rows = json.loads(f"[{','.join(lines)}]")
-    except json.JSONDecodeError:
+        rows = json.loads(f"[{','.join(line for _, line in numbered)}]")
+    except (ValueError, RecursionError):
         rows = None
-    if (isinstance(rows, list) and len(rows) == len(lines)
+    if (isinstance(rows, list) and len(rows) == len(numbered)
             and all(isinstance(row, dict) for row in rows)):
-        return rows
-    return _rows_one_by_one(directory / name, data)
+        return [(number, row) for (number, _), row in zip(numbered, rows, strict=True)]
+    return _rows_one_by_one(directory / name, numbered)
 
 
-def _rows_one_by_one(path: Path, data: bytes) -> list[dict[str, Any]]:
+def _rows_one_by_one(path: Path, numbered: list[tuple[int, str]]) -> list[Row]:
     rows = []
-    for number, line in enumerate(gzip.decompress(data).decode("utf-8").splitlines(), 1):
-        if not line.strip():
-            continue
+    for number, line in numbered:
         try:
             row = json.loads(line)
-        except json.JSONDecodeError as exc:
+        except (ValueError, RecursionError) as exc:
             raise FixtureError(f"{path}, line {number}: {exc}") from None
         if not isinstance(row, dict):
             raise FixtureError(f"{path}, line {number}: not a JSON object")
-        rows.append(row)
+        rows.append((number, row))
     return rows
 
 
-def _task_of(row: dict[str, Any], number: int, directory: Path, known_tools: frozenset[str],
+def _task_of(row: dict[str, Any], number: int, directory: Path,
              solved: Mapping[str, Any] | None) -> Task:
     """The task of row `number` of the tasks file, with its reference workflow from `solved`
-    (its row of the workflows file), built once."""
+    (its row of the workflows file), built once. The rows were checked (`task_set_check.py`):
+    a failure here is a last guard, not the message a user should see."""
     optimal = bounds = None
     if solved is not None:
         try:
@@ -240,53 +246,42 @@ def _task_of(row: dict[str, Any], number: int, directory: Path, known_tools: fro
             raise FixtureError(f"{directory / WORKFLOWS_FILE}: the workflow of {row.get('id')} "
                                f"is malformed ({type(exc).__name__}: {exc})") from None
     try:
-        task = Task.from_json(row, optimal=optimal, bounds=bounds)
+        return Task.from_json(row, optimal=optimal, bounds=bounds)
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise FixtureError(f"{directory / TASKS_FILE}, line {number}: not a task "
                            f"({type(exc).__name__}: {exc})") from None
-    unknown = sorted(set(task.required_tools) - known_tools)
-    if unknown:
-        raise FixtureError(f"{directory / TASKS_FILE}, line {number}: task {task.id} requires "
-                           f"unknown tools {unknown}")
-    return task
 
 
 @lru_cache(maxsize=4)
 def load_tasks(directory: Path = FIXTURES_DIR, *, require_workflows: bool = True) -> TaskSet:
     """Load the tasks of a fixtures directory with their reference workflows, every file
-    verified against the manifest's sha256 (`fixture_files.py`); a missing, changed or
-    incomplete file is a `FixtureError`, never a silent fallback. `require_workflows=False`
-    is for the solver, which reads the tasks it is about to solve."""
-    from pytest_resilibench.core.registry import default_registry
+    verified against the manifest's sha256 (`fixture_files.py`) and checked by its content
+    (`task_set_check.py`: every problem in one message); a missing, changed, incomplete or
+    unsound file is a `FixtureError`, never a silent fallback. `require_workflows=False` is
+    for the solver, which reads the tasks it is about to solve."""
+    from pytest_resilibench.core.task_set_check import check_paths, check_task_set
 
     directory = Path(directory)
     if not (directory / TASKS_FILE).exists():
         raise FixtureError(f"no task fixtures at {directory / TASKS_FILE}; "
                            f"`resilibench generate --out {directory}` writes them")
-    manifest = read_manifest(directory)
-    known = frozenset(default_registry().names)
+    manifest, manifest_bytes = read_manifest_bytes(directory)
+    check_paths(directory, manifest, complete=require_workflows)  # before any file is read
     rows = _jsonl_rows(directory, manifest, TASKS_FILE)
-    solved: dict[Any, dict[str, Any]] | None = None
+    workflow_rows: list[Row] | None = None
     if require_workflows or (directory / WORKFLOWS_FILE).exists():
         if not (directory / WORKFLOWS_FILE).exists():
             raise FixtureError(f"no reference workflows at {directory / WORKFLOWS_FILE}: the "
                                f"optimal and flawed prompts need them; `resilibench solve "
                                f"--exact --fixtures {directory} --out {directory}` writes them")
-        solved = {row.get("task_id"): row
-                  for row in _jsonl_rows(directory, manifest, WORKFLOWS_FILE)}
-        missing = sorted({row.get("id") for row in rows} - set(solved), key=str)
-        if missing:
-            raise FixtureError(f"{directory / WORKFLOWS_FILE} has no workflow for "
-                               f"{len(missing)} tasks (e.g. {', '.join(map(str, missing[:3]))});"
-                               " solve the tasks again")
-    tasks: dict[str, Task] = {}
-    for number, row in enumerate(rows, 1):
-        task = _task_of(row, number, directory, known,
-                        None if solved is None else solved[row.get("id")])
-        if task.id in tasks:
-            raise FixtureError(f"{directory / TASKS_FILE}: task id {task.id} appears twice")
-        tasks[task.id] = task
-    return TaskSet(tuple(sorted(tasks.values(), key=lambda t: t.id)), manifest)
+        workflow_rows = _jsonl_rows(directory, manifest, WORKFLOWS_FILE)
+    check_task_set(directory, manifest=manifest, manifest_bytes=manifest_bytes, tasks=rows,
+                   workflows=workflow_rows, complete=require_workflows)
+    solved = (None if workflow_rows is None
+              else {row["task_id"]: row for _, row in workflow_rows})
+    tasks = [_task_of(row, number, directory, None if solved is None else solved[row["id"]])
+             for number, row in rows]
+    return TaskSet(tuple(sorted(tasks, key=lambda t: t.id)), manifest)
 
 
 def find_task(task_id: str, fixtures: Path = FIXTURES_DIR) -> Task:

@@ -256,7 +256,8 @@ def test_solve_reads_and_writes_the_local_folder_and_the_result_loads(
     few = [json.loads(line) for line in
            gzip.decompress((FIXTURES_DIR / "tasks.jsonl.gz").read_bytes()).splitlines()[:6]]
     write_fixture_file(local, "tasks.jsonl.gz", gzip.compress(
-        b"".join(json.dumps(row).encode() + b"\n" for row in few), mtime=0))
+        b"".join(json.dumps(row).encode() + b"\n" for row in few), mtime=0),
+        {"schema": "resilibench.manifest/1", "total": len(few)})
     with pytest.raises(FixtureError, match="no reference workflows"):
         load_tasks(local)
     assert main(["solve", "--exact", "--no-progress"]) == 0

@@ -30,7 +30,8 @@ from pytest_resilibench.core.tasks import (
     task_set_dir,
     task_set_identity,
 )
-from pytest_resilibench.core.workflow import PlanStep, Workflow
+from pytest_resilibench.core.workflow import Workflow
+from tests.unit.task_set_files import write_task_set
 
 
 def test_fixtures_load_all_tasks_in_id_order() -> None:
@@ -87,27 +88,24 @@ def shipped() -> dict[str, list[dict[str, Any]]]:
 
 def _fixtures(directory: Path, tasks: list[Any], workflows: list[Any] | None) -> Path:
     """A fixtures directory written the way the generator and solver write theirs."""
-    write_fixture_file(directory, TASKS_FILE, _jsonl(tasks))
-    if workflows is not None:
-        write_fixture_file(directory, WORKFLOWS_FILE, _jsonl(workflows))
-    return directory
+    return write_task_set(directory, tasks, workflows)
 
 
 def test_solver_workflows_are_merged(tmp_path: Path, shipped: dict[str, Any]) -> None:
-    optimal = Workflow(steps=(PlanStep(tool="file_operations_reader", purpose="read"),),
-                       advice="retry")
     workflows = [dict(row) for row in shipped[WORKFLOWS_FILE][:10]]
-    workflows[3] = {"task_id": "t0003", "optimal": optimal.to_json(), "bounds": {"dp": 0.7}}
+    optimal = Workflow.from_json({**workflows[3]["optimal"], "advice": "retry"})
+    workflows[3] = {**workflows[3], "optimal": optimal.to_json(),
+                    "bounds": {"dp": 0.7, "naive": 0.5}}
     tasks = load_tasks(_fixtures(tmp_path, shipped[TASKS_FILE][:10], workflows))
     assert tasks.by_id["t0003"].reference_workflow() == optimal
-    assert tasks.by_id["t0003"].bounds == {"dp": 0.7}
+    assert tasks.by_id["t0003"].bounds == {"dp": 0.7, "naive": 0.5}
     assert all(task.optimal is not None for task in tasks)
 
 
 def test_a_task_without_its_workflow_is_an_error_not_a_fallback(
         tmp_path: Path, shipped: dict[str, Any]) -> None:
     _fixtures(tmp_path, shipped[TASKS_FILE][:10], shipped[WORKFLOWS_FILE][:9])
-    with pytest.raises(FixtureError, match=r"no workflow for 1 tasks \(e\.g\. t0009\)"):
+    with pytest.raises(FixtureError, match=r"field task_id: no row for 1 task \(e\.g\. t0009\)"):
         load_tasks(tmp_path)
 
 
@@ -129,7 +127,7 @@ def test_a_changed_file_fails_its_manifest_sha256(tmp_path: Path, shipped: dict[
     changed = [dict(row) for row in shipped[TASKS_FILE][:10]]
     changed[2]["description"] += " (edited)"
     (tmp_path / TASKS_FILE).write_bytes(_jsonl(changed))
-    with pytest.raises(FixtureError, match="does not match its sha256"):
+    with pytest.raises(FixtureError, match="changed or damaged"):
         load_tasks(tmp_path)
 
 
@@ -145,7 +143,7 @@ def test_a_damaged_gzip_stream_is_a_fixture_error(tmp_path: Path,
 @pytest.mark.parametrize(("tasks", "message"), [
     ([], "holds no rows"),
     (["not an object"], "line 1: not a JSON object"),
-    ([{"id": "t0000"}], "line 1: not a task"),
+    ([{"id": "t0000"}], "line 1, field schema: missing"),
 ])
 def test_malformed_task_files_name_the_problem(tmp_path: Path, tasks: list[Any],
                                                message: str) -> None:
@@ -158,11 +156,12 @@ def test_duplicate_ids_and_unknown_tools_are_refused(tmp_path: Path,
                                                      shipped: dict[str, Any]) -> None:
     first = shipped[TASKS_FILE][0]
     _fixtures(tmp_path / "dup", [first, first], None)
-    with pytest.raises(FixtureError, match="t0000 appears twice"):
+    with pytest.raises(FixtureError, match="line 2, field id: t0000 again \\(first on line 1\\)"):
         load_tasks(tmp_path / "dup", require_workflows=False)
     unknown = {**first, "required_tools": [*first["required_tools"], "utility_teleporter"]}
     _fixtures(tmp_path / "unknown", [unknown], None)
-    with pytest.raises(FixtureError, match="unknown tools \\['utility_teleporter'\\]"):
+    with pytest.raises(FixtureError, match=r"line 1, field required_tools\[3\]: unknown tool "
+                                           r"'utility_teleporter'"):
         load_tasks(tmp_path / "unknown", require_workflows=False)
 
 
@@ -208,7 +207,7 @@ def test_a_task_set_s_identity_is_its_name_and_tasks_hash() -> None:
     st.lists(st.text(max_size=40), max_size=4))))
 def test_any_bytes_load_or_give_one_fixture_error(tmp_path: Path, data: bytes) -> None:
     directory = tmp_path / "fuzz"
-    write_fixture_file(directory, TASKS_FILE, data)
+    write_task_set(directory, [], tasks_data=data)
     load_tasks.cache_clear()
     try:
         tasks = load_tasks(directory, require_workflows=False)
