@@ -72,7 +72,7 @@ class LoopEpisode:
         # The first exception our own code raised inside the agent's `run` (a harness bug, or
         # an infra error of the environment): it ends the episode, whatever `run` does.
         self.fault: Exception | None = None
-        self.closed = False  # `run` has ended, or was left behind (play_loop)
+        self._closed = False  # `run` has ended, or was left behind (play_loop)
 
     @cached_property
     def messages(self) -> list[dict[str, Any]]:
@@ -119,7 +119,7 @@ class LoopEpisode:
         `progress`, and on the last turn `budget`)."""
         async with self._lock:
             keeper = self._keeper
-            if keeper.over or self.closed:
+            if keeper.over or self._closed:
                 raise EpisodeOver(f"the episode is over ({keeper.record.stop_reason})")
             if self._clock is not None:  # the agent's turn ended with this call
                 self._clock.next_turn()
@@ -149,7 +149,7 @@ class LoopEpisode:
         object, a model that is no name) raises ValueError."""
         if model is not None and not (isinstance(model, str) and model.strip()):
             raise ValueError(f"add_usage(model=) takes a model name, got {model!r}"[:400])
-        if self.closed:  # a `run` left behind: its episode is scored already
+        if self._closed:  # a `run` left behind: its episode is scored already
             return
         try:
             self._keeper.count_usage(usage, model)
@@ -163,7 +163,7 @@ class LoopEpisode:
     def finish(self) -> None:
         """The completion signal (`TASK_COMPLETED`): the agent says the task is done. Ignored
         once the episode is over."""
-        if not (self._keeper.over or self.closed):
+        if not (self._keeper.over or self._closed):
             try:
                 self._keeper.receive(ModelReply(content=COMPLETION_SIGNAL))
             except Exception as exc:
@@ -231,7 +231,7 @@ async def play_loop(keeper: TurnKeeper, prompt: Prompt, agent: LoopAgent, *,
         if episode.fault is None and not (keeper.over and _ended_by_over(exc)):
             raise
     finally:  # a `run` left behind past a limit may call no more: the record is scored
-        episode.closed = True
+        episode._closed = True
     if episode.fault is not None:
         raise episode.fault
     keeper.end("run_returned")
