@@ -164,6 +164,10 @@ def _activate(config: pytest.Config) -> ResiliSession:
     config.pluginmanager.register(gatherer, "resilibench-gatherer")
     if workerinput is None:
         config.pluginmanager.register(_Ending(session), "resilibench-ending")
+        if running:  # Ctrl-C again ends the run at once, quietly (base/interrupts.py)
+            from pytest_resilibench.base.interrupts import count_interrupts
+
+            config.add_cleanup(count_interrupts(lambda: _stopped_at_once(config, session)))
     if config.pluginmanager.hasplugin("xdist") and workerinput is None:
         config.pluginmanager.register(_XdistController(session, gatherer, stopper),
                                       "resilibench-xdist")
@@ -373,7 +377,9 @@ def pytest_report_teststatus(
 
             if outcome == "infra_error":
                 reason = error_cause(reason)
-            return category, letter, (f"{word} ({_short(reason)})", markup)
+            from pytest_resilibench.base.redact import redact
+
+            return category, letter, (f"{word} ({_short(redact(reason))})", markup)
         return STATUSES[outcome]
     if outcome in STATUSES and report.when == "call" and report.passed:
         return STATUSES[outcome]
@@ -466,7 +472,7 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
 
         hint = selection_hint(option.keyword, option.markexpr)
         if hint is not None:
-            terminalreporter.write_line(hint, yellow=True)
+            _say(terminalreporter, hint, yellow=True)
     if state is None or state.summary is None:
         return
     from pytest_resilibench.reporting.headline import build
@@ -474,41 +480,53 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
     from pytest_resilibench.reporting.vocabulary import LEGEND, order_stats
 
     tr = terminalreporter
+
+    def say(line: str, **markup: bool) -> None:
+        _say(tr, line, **markup)
+
     tr.section("ResiliBench results")
     for why in state.skipped_agents.values():  # --resili-skip-bad-agents
-        tr.write_line(f"resilibench: skipped {why}", yellow=True, bold=True)
+        say(f"resilibench: skipped {why}", yellow=True, bold=True)
     full = state.config.summary == "full" or config.get_verbosity() > 0
     if state.config.env != "live":
-        tr.write_line(state.task_set_line())
+        say(state.task_set_line())
     # The tables name each model by its agent's `name` where it has one of its own.
     shown = state.display_summary or state.summary
     # The headline's gate lines are the coloured ones below (the same words); its verdict per
     # model is the fixed gate's comparison.
     head = build(shown, comparison=state.display_comparison)
     if full:
-        tr.write_line(LEGEND)
-    tr.write_line(render_terminal(shown, head=head, full=full).rstrip("\n"))
+        say(LEGEND)
+    say(render_terminal(shown, head=head, full=full).rstrip("\n"))
     if not full:
-        tr.write_line("(every table: -v or --resili-summary=full)")
+        say("(every table: -v or --resili-summary=full)")
     for line in state.resume_lines():
-        tr.write_line(line)
+        say(line)
     for line in [*state.close_lines(), *state.end_notes]:
-        tr.write_line(line, yellow=True)
+        say(line, yellow=True)
     if state.config.report is not None:
-        tr.write_line(f"JSON report: {state.config.report} (browse its episodes: resilibench "
-                      f"report {state.config.report} --html)")
+        say(f"JSON report: {state.config.report} (browse its episodes: resilibench "
+            f"report {state.config.report} --html)")
     for message in state.lost:
-        tr.write_line(message, red=True, bold=True)
+        say(message, red=True, bold=True)
     no_result = _no_result(state)
     if no_result:
-        tr.write_line(no_result, red=True, bold=True)
+        say(no_result, red=True, bold=True)
     for result in state.gate_results:
         color = "red" if result.failed else {"pass": "green"}.get(result.kind, "yellow")
-        tr.write_line(f"resilibench gate: {result.line}", **{color: True, "bold": True})
+        say(f"resilibench gate: {result.line}", **{color: True, "bold": True})
     order_stats(tr)
     if state.exit_line:  # which rule set the exit status, last
-        tr.write_line(state.exit_line, **{"red" if " exit 0:" not in state.exit_line
-                                          else "green": True, "bold": True})
+        say(state.exit_line, **{"red" if " exit 0:" not in state.exit_line
+                                else "green": True, "bold": True})
+
+
+def _say(reporter: Any, line: str, **markup: bool) -> None:
+    """A line of ours on the terminal, redacted as the report is (base/redact.py): the names,
+    URLs and error messages the lines quote come from outside."""
+    from pytest_resilibench.base.redact import redact
+
+    reporter.write_line(redact(line), **markup)
 
 
 def _no_result(state: ResiliSession) -> str | None:
@@ -589,7 +607,9 @@ class _Ending:
     def _interrupted(self, config: pytest.Config) -> None:
         if self.session is not None:
             self.session.exitstatus = pytest.ExitCode.INTERRUPTED
-        line = self.state.interrupted_line()
+        from pytest_resilibench.base.redact import redact
+
+        line = redact(self.state.interrupted_line())
         reporter = config.pluginmanager.get_plugin("terminalreporter")
         if reporter is not None:
             reporter.write("\n")  # after the progress line
@@ -598,6 +618,18 @@ class _Ending:
             import sys
 
             print(line, file=sys.stderr)
+
+
+def _stopped_at_once(config: pytest.Config, state: ResiliSession) -> str:
+    """The line of a run that Ctrl-C pressed again ended at once: to the terminal, not to a
+    capture (an item's, under way) that nobody will read."""
+    capture = config.pluginmanager.get_plugin("capturemanager")
+    if capture is not None:
+        with contextlib.suppress(Exception):
+            capture.stop_global_capturing()
+    from pytest_resilibench.base.redact import redact
+
+    return redact(state.stopped_at_once_line())
 
 
 class _Gatherer:
