@@ -189,8 +189,8 @@ def _choices(allowed: Sequence[str]) -> Callable[[str], tuple[str, ...]]:
         if "all" in values:
             return tuple(allowed)
         bad = [v for v in values if v not in allowed]
-        if bad or not values:
-            raise ValueError(f"{', '.join(bad) or 'nothing'} not in {', '.join(allowed)}")
+        if bad or not values:  # joined as given (blanks): a `Bearer TOKEN` stays one to redact
+            raise ValueError(f"{' '.join(bad) or 'nothing'} not in {', '.join(allowed)}")
         return tuple(values)
 
     return parse
