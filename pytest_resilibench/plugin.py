@@ -164,6 +164,10 @@ def _activate(config: pytest.Config) -> ResiliSession:
     config.pluginmanager.register(gatherer, "resilibench-gatherer")
     if workerinput is None:
         config.pluginmanager.register(_Ending(session), "resilibench-ending")
+        if running:  # Ctrl-C again ends the run at once, quietly (base/interrupts.py)
+            from pytest_resilibench.base.interrupts import count_interrupts
+
+            config.add_cleanup(count_interrupts(lambda: _stopped_at_once(config, session)))
     if config.pluginmanager.hasplugin("xdist") and workerinput is None:
         config.pluginmanager.register(_XdistController(session, gatherer, stopper),
                                       "resilibench-xdist")
@@ -373,7 +377,9 @@ def pytest_report_teststatus(
 
             if outcome == "infra_error":
                 reason = error_cause(reason)
-            return category, letter, (f"{word} ({_short(reason)})", markup)
+            from pytest_resilibench.base.redact import redact
+
+            return category, letter, (f"{word} ({_short(redact(reason))})", markup)
         return STATUSES[outcome]
     if outcome in STATUSES and report.when == "call" and report.passed:
         return STATUSES[outcome]
@@ -468,7 +474,7 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
 
         hint = selection_hint(option.keyword, option.markexpr)
         if hint is not None:
-            terminalreporter.write_line(hint, yellow=True)
+            _Shown(terminalreporter).write_line(hint, yellow=True)
     if state is None or state.summary is None:
         return
     from pytest_resilibench.reporting.headline import build
@@ -476,7 +482,7 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
     from pytest_resilibench.reporting.vocabulary import LEGEND, order_stats
 
     # Every line below may quote a model, an agent or a server (names, errors, causes):
-    # written through `_Shown`, as data (base/safe_text.py).
+    # written through `_Shown`, redacted and as data (base/redact.py, base/safe_text.py).
     tr = _Shown(terminalreporter)
     tr.section("ResiliBench results")
     for why in state.skipped_agents.values():  # --resili-skip-bad-agents
@@ -499,8 +505,8 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
     for line in [*state.close_lines(), *state.end_notes]:
         tr.write_line(line, yellow=True)
     if state.config.report is not None:
-        tr.write_line(f"JSON report: {state.config.report} (browse its episodes: resilibench "
-                      f"report {state.config.report} --html)")
+        tr.write_line(f"JSON report: {state.config.report} (browse its episodes: "
+                      f"resilibench report {state.config.report} --html)")
     for message in state.lost:
         tr.write_line(message, red=True, bold=True)
     no_result = _no_result(state)
@@ -516,10 +522,11 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
 
 
 class _Shown:
-    """The terminal reporter's `section` and `write_line`, every line shown as data (control
-    characters as escapes) and cut to a bound: a generous one, as our own lines name paths
-    (what an agent or a server said is cut shorter where it is quoted); `wide` for the
-    tables, whose cells are cut already (reporting/tables.py) and whose rows may be wider."""
+    """The terminal reporter's `section` and `write_line`, every line redacted as the report is
+    (base/redact.py) and shown as data (control characters as escapes), cut to a bound: a
+    generous one, as our own lines name paths (what an agent or a server said is cut shorter
+    where it is quoted); `wide` for the tables, whose cells are cut already
+    (reporting/tables.py) and whose rows may be wider."""
 
     def __init__(self, reporter: Any) -> None:
         self.reporter = reporter
@@ -528,10 +535,12 @@ class _Shown:
         self.reporter.section(title)
 
     def write_line(self, text: str, *, wide: bool = False, **markup: bool) -> None:
+        from pytest_resilibench.base.redact import redact
         from pytest_resilibench.base.safe_text import LINE_LIMIT, for_terminal
 
         limit = (8 if wide else 4) * LINE_LIMIT
-        self.reporter.write_line(for_terminal(text, limit=limit, block=True), **markup)
+        self.reporter.write_line(for_terminal(redact(text), limit=limit, block=True),
+                                 **markup)
 
 
 def _no_result(state: ResiliSession) -> str | None:
@@ -615,7 +624,9 @@ class _Ending:
     def _interrupted(self, config: pytest.Config) -> None:
         if self.session is not None:
             self.session.exitstatus = pytest.ExitCode.INTERRUPTED
-        line = self.state.interrupted_line()
+        from pytest_resilibench.base.redact import redact
+
+        line = redact(self.state.interrupted_line())
         reporter = config.pluginmanager.get_plugin("terminalreporter")
         if reporter is not None:
             reporter.write("\n")  # after the progress line
@@ -624,6 +635,18 @@ class _Ending:
             import sys
 
             print(line, file=sys.stderr)
+
+
+def _stopped_at_once(config: pytest.Config, state: ResiliSession) -> str:
+    """The line of a run that Ctrl-C pressed again ended at once: to the terminal, not to a
+    capture (an item's, under way) that nobody will read."""
+    capture = config.pluginmanager.get_plugin("capturemanager")
+    if capture is not None:
+        with contextlib.suppress(Exception):
+            capture.stop_global_capturing()
+    from pytest_resilibench.base.redact import redact
+
+    return redact(state.stopped_at_once_line())
 
 
 class _Gatherer:

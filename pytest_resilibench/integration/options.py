@@ -172,8 +172,30 @@ class RunConfig:
 
 
 # --- value parsers (raise ValueError with a message fit for the user) -------------------------
+# The most a number option may hold: what a 64-bit integer holds (the report's JSON readers,
+# sqlite and numpy keep no more), so that `99999999999999999999` is one line, not an overflow
+# somewhere later.
+MAX_INT = 2**63 - 1
+# A turn budget beyond this is a typo: the optimum's tables grow with it (core/optimum/) and
+# no task of a shipped set needs more than a few dozen turns.
+MAX_TURNS = 1000
+
+
 def _split(text: str) -> list[str]:
-    return [part.strip() for part in re.split(r"[,\s]+", text) if part.strip()]
+    """A list option's items: separated by commas or blanks. An empty item (`0.9,,0.8`, a
+    trailing comma) and a repeated one (`o3,o3`) are refused: each is most likely a typo that
+    silently ran something else than meant."""
+    items: list[str] = []
+    for part in text.split(","):
+        words = part.split()
+        if not words and text.strip():
+            raise ValueError(f"{text.strip()!r} has an empty item (two commas in a row, or a "
+                             f"comma at an end)")
+        items += words
+    repeated = sorted({item for item in items if items.count(item) > 1})
+    if repeated:
+        raise ValueError(f"{', '.join(repeated)} given twice in {text.strip()!r}")
+    return items
 
 
 def _choices(allowed: Sequence[str]) -> Callable[[str], tuple[str, ...]]:
@@ -182,9 +204,9 @@ def _choices(allowed: Sequence[str]) -> Callable[[str], tuple[str, ...]]:
         if "all" in values:
             return tuple(allowed)
         bad = [v for v in values if v not in allowed]
-        if bad or not values:
-            raise ValueError(f"{', '.join(bad) or 'nothing'} not in {', '.join(allowed)}")
-        return tuple(dict.fromkeys(values))
+        if bad or not values:  # joined as given (blanks): a `Bearer TOKEN` stays one to redact
+            raise ValueError(f"{' '.join(bad) or 'nothing'} not in {', '.join(allowed)}")
+        return tuple(values)
 
     return parse
 
@@ -194,7 +216,7 @@ def _one_of(allowed: Sequence[str]) -> Callable[[str], str]:
     def parse(text: str) -> str:
         value = text.strip()
         if value not in allowed:
-            several = " (one value only)" if len(_split(value)) > 1 else ""
+            several = " (one value only)" if len(value.replace(",", " ").split()) > 1 else ""
             raise ValueError(f"{value!r} is not one of {', '.join(allowed)}{several}")
         return value
 
@@ -202,29 +224,44 @@ def _one_of(allowed: Sequence[str]) -> Callable[[str], str]:
 
 
 def _models(text: str) -> tuple[str, ...]:
-    models = tuple(dict.fromkeys(_split(text)))
+    models = tuple(_split(text))
     if not models:
         raise ValueError("give at least one model")
     return models
 
 
 def _sample(text: str) -> int | None:
+    """Tasks per cell, or all; above the task set's biggest cell is refused once the set is
+    loaded (`ResiliSession.task_set`)."""
     if text.strip().lower() == "all":
         return None
-    return _int_at_least(1)(text)
+    return _int_in(1)(text)
 
 
-def _int_at_least(lo: int) -> Callable[[str], int]:
+def _int_in(lo: int, hi: int = MAX_INT, *, why: str = "") -> Callable[[str], int]:
+    """An integer in [lo, hi]; `why` says where `hi` comes from."""
     def parse(text: str) -> int:
-        try:
-            value = int(text)
+        digits = text.strip()
+        try:  # no more digits than a 64-bit integer has: Python's own limit is 4300
+            value = int(digits) if len(digits) <= 40 else None
         except ValueError:
-            raise ValueError(f"{text!r} is not an integer") from None
+            value = None
+        if value is None:
+            raise ValueError(f"{digits[:40]!r} is not an integer" if not digits.isdigit()
+                             else f"{digits[:20]}... does not fit in a 64-bit integer")
         if value < lo:
             raise ValueError(f"{value} is below {lo}")
+        if value > hi:
+            limit = f"{hi}{f' ({why})' if why else ''}" if hi != MAX_INT else \
+                f"{hi} (a 64-bit integer)"
+            raise ValueError(f"{value} is above the most this option takes, {limit}")
         return value
 
     return parse
+
+
+def _int_at_least(lo: int) -> Callable[[str], int]:
+    return _int_in(lo)
 
 
 def _number(text: str, what: str, lo: float, hi: float = math.inf, *,
@@ -246,7 +283,9 @@ def _rates(text: str) -> tuple[float, ...]:
     values = [_number(part, "a probability", 0.0, 1.0, lo_open=True) for part in _split(text)]
     if not values:
         raise ValueError("give at least one rate")
-    return tuple(dict.fromkeys(values))
+    if len(set(values)) < len(values):  # `0.8,0.80`: one rate written twice
+        raise ValueError(f"{text.strip()!r} gives a rate twice")
+    return tuple(values)
 
 
 def _rate(text: str) -> float:
@@ -291,7 +330,8 @@ def _temperature(text: str) -> float | str | None:
 def _existing_file(text: str) -> Path:
     path = Path(text).expanduser()
     if not path.is_file():
-        raise ValueError(f"no such file: {path}")
+        raise ValueError(f"no such file: {path}" if len(text) < 500 and "\n" not in text
+                         else "no such file (the value given is no path)")
     return path
 
 
@@ -308,11 +348,23 @@ def _task_dir(text: str) -> Path:
 
 
 def _url(text: str) -> str:
-    if not re.match(r"^https?://[^\s/]+", text.strip()):
-        from pytest_resilibench.base.redact import redact
+    """An http(s) URL with a host (and a port that is one): `http://[::1` and
+    `http://h:99999` are refused here, not by the first request of the run."""
+    from urllib.parse import urlsplit
 
-        raise ValueError(f"{redact(text)!r} is not an http(s) URL")
-    return text.strip().rstrip("/")
+    from pytest_resilibench.base.redact import redact
+
+    url = text.strip()
+    try:
+        parts = urlsplit(url)
+        port = parts.port  # raises for a port out of range or not a number
+        host = parts.hostname
+    except ValueError as exc:
+        raise ValueError(f"{redact(url)!r} is not an http(s) URL ({redact(str(exc))})") from None
+    if parts.scheme not in ("http", "https") or not host or port == 0 or \
+            any(c.isspace() or not c.isprintable() for c in url):
+        raise ValueError(f"{redact(url)!r} is not an http(s) URL with a host")
+    return url.rstrip("/")
 
 
 def _live_urls(values: Sequence[str]) -> dict[str, str]:
@@ -320,7 +372,9 @@ def _live_urls(values: Sequence[str]) -> dict[str, str]:
     for item in values:
         name, sep, url = item.partition("=")
         if not sep or not name.strip():
-            raise ValueError(f"{item!r} is not SERVICE=URL")
+            from pytest_resilibench.base.redact import redact
+
+            raise ValueError(f"{redact(item)!r} is not SERVICE=URL")
         urls[name.strip()] = _url(url)
     return urls
 
@@ -331,9 +385,10 @@ def _json_object(text: str) -> dict[str, Any]:
     try:  # what any JSON from outside gets: finite numbers, bounded integers and depth
         value = loads_bounded(text)
     except ValueError as exc:
-        raise ValueError(f"{text!r} is not JSON: {exc}") from None
-    if not isinstance(value, dict):
-        raise ValueError(f"{text!r} is not a JSON object")
+        raise ValueError(f"not JSON: {exc}") from None
+    if not isinstance(value, dict):  # the value itself is not quoted: it may hold a key
+        raise ValueError(f"a JSON {type(value).__name__.replace('str', 'string')} where a JSON "
+                         f"object was expected")
     return value
 
 
@@ -415,7 +470,8 @@ _OPTIONS: list[tuple[str, Callable[[str], Any] | None, str | None, str]] = [
     ("repeats", _int_at_least(1), "1", "episodes per task (k for pass^k)"),
     ("seed", _int_at_least(0), "0", "run seed: tool luck and the task sample"),
     ("base-success", _rates, "0.8", "tool base success rate(s), comma-separated for a sweep"),
-    ("max-turns", _int_at_least(1), "10", "turn budget per episode"),
+    ("max-turns", _int_in(1, MAX_TURNS, why="a longer episode is most likely a typo"), "10",
+     f"turn budget per episode (at most {MAX_TURNS})"),
     ("tool-mode", _one_of(TOOL_MODES), "text",
      "text (<tool_call> tags) or native (function calling)"),
     ("concurrency", _int_at_least(1), str(DEFAULT_CONCURRENCY),
@@ -541,11 +597,33 @@ def _argparse_type(parse: Callable[[str], _T], name: str) -> Callable[[str], _T]
     def convert(text: str) -> _T:
         try:
             return parse(text)
-        except ValueError as exc:
-            raise argparse.ArgumentTypeError(str(exc)) from None
+        except Exception as exc:  # one line for any value, never a traceback
+            said = str(exc) if isinstance(exc, ValueError) else f"not a value it takes " \
+                f"({type(exc).__name__})"
+            raise argparse.ArgumentTypeError(_redacted(said)) from None
 
     convert.__name__ = f"--resili-{name}"
     return convert
+
+
+def _redacted(message: str) -> str:
+    """A usage error as it may be printed: redacted as the report is (base/redact.py), with
+    the live services' key masked too. The command line is parsed before `read_config`
+    registers that key, so it is read here from where it will come: the environment, or
+    the command line itself (`sys.argv`; a `pytest.main([...])` caller's own list is not
+    seen: its key is masked by the generic patterns only)."""
+    import sys
+
+    from pytest_resilibench.base.redact import redact, register_secret
+
+    register_secret(os.environ.get(LIVE_KEY_ENV))
+    args = sys.argv[1:]
+    for i, arg in enumerate(args):
+        if arg.startswith("--resili-live-api-key="):
+            register_secret(arg.partition("=")[2])
+        elif arg == "--resili-live-api-key" and i + 1 < len(args):
+            register_secret(args[i + 1])
+    return redact(message)
 
 
 def read_config(config: pytest.Config) -> RunConfig:
@@ -565,15 +643,17 @@ def read_config(config: pytest.Config) -> RunConfig:
             else:
                 try:
                     value = parse(str(raw))
-                except ValueError as exc:
-                    raise pytest.UsageError(f"ini option {dest}: {exc}") from None
+                except Exception as exc:  # one line for any value (`_argparse_type`)
+                    said = str(exc) if isinstance(exc, ValueError) else \
+                        f"not a value it takes ({type(exc).__name__})"
+                    raise pytest.UsageError(_redacted(f"ini option {dest}: {said}")) from None
         values[name] = value
     given = config.getoption("resili_live_base_url")
     try:
         live = _live_urls(given or config.getini("resili_live_base_url"))
     except ValueError as exc:
         where = "--resili-live-base-url" if given else "ini option resili_live_base_url"
-        raise pytest.UsageError(f"{where}: {exc}") from None
+        raise pytest.UsageError(_redacted(f"{where}: {exc}")) from None
     from pytest_resilibench.base.redact import (
         register_secret,
         register_secrets_in,
@@ -594,7 +674,7 @@ def read_config(config: pytest.Config) -> RunConfig:
         try:
             key_origin = scoped_origin(server, live.values())
         except ValueError as exc:
-            raise pytest.UsageError(f"--resili-live-api-key: {exc}") from None
+            raise pytest.UsageError(_redacted(f"--resili-live-api-key: {exc}")) from None
     if server is not None:
         from pytest_resilibench.servers.live.services import SERVICES
 

@@ -386,6 +386,10 @@ class EpisodeRunner:
 
     async def _aclose(self) -> None:
         for model, agent in self._agents.items():
+            # A model-call cache that failed went quiet for the run (agents/cache.py): say so.
+            problem = getattr(getattr(agent, "cache", None), "problem", None)
+            if isinstance(problem, str):
+                self.close_problems.append(problem)
             # A user's `aclose` that raises or never returns must neither crash nor hang the
             # end of the run, nor keep the other agents open: it is noted and passed.
             # (agent_boundary.py: whatever it raises, SystemExit included, and one that

@@ -45,6 +45,19 @@ __all__ = ["ResiliSession"]
 _report_json = json_text()
 
 
+def _check_sample(config: RunConfig, tasks: TaskSet) -> None:
+    """`--resili-sample` above the set's biggest type x difficulty cell asks for tasks the set
+    does not have: refused, naming what it has. The default (10) takes what a smaller set has
+    (a held-out set of 2 a cell runs with no option)."""
+    if config.sample is None or config.sample <= (RunConfig().sample or 0):
+        return
+    cells = Counter((task.type, task.difficulty) for task in tasks)
+    biggest = max(cells.values(), default=0)
+    if config.sample > biggest:
+        raise ValueError(f"--resili-sample: {config.sample} tasks a cell, but the task set "
+                         f"{config.task_set_name} has at most {biggest} (use all)")
+
+
 def _lock_report(report: Path) -> PidLock | None:
     """The lock beside the report (`REPORT.lock`), held while this run writes it
     (`pidlock.py`); another run's is a ValueError that names it."""
@@ -102,7 +115,8 @@ class ResiliSession:
         self._store = EpisodeStore(records=config.report is not None)
         self._received_by_worker: Counter[str] = Counter()
         self._lost: list[str] = []
-        self._close_problems: list[str] = []  # agents whose aclose() raised or hung
+        # Agents whose aclose() raised or hung, model-call caches that failed the run.
+        self._close_problems: list[str] = []
         self._gate_results: list[GateResult] = []
         self._comparison: Comparison | None = None  # against the baseline (fixed gate)
         # The end, on the controller: items that were infra errors (pytest errors the
@@ -160,8 +174,10 @@ class ResiliSession:
         from pytest_resilibench.core.tasks import load_tasks, task_set_dir
 
         config = self._config
-        return load_tasks(config.tasks if config.tasks is not None
-                          else task_set_dir(config.task_set))
+        tasks = load_tasks(config.tasks if config.tasks is not None
+                           else task_set_dir(config.task_set))
+        _check_sample(config, tasks)
+        return tasks
 
     def task_set_identity(self) -> dict[str, Any]:
         """Which task set ran (name, sha256 of its tasks file, size): the report's
@@ -369,6 +385,10 @@ class ResiliSession:
                 bad[spec] = said if said.startswith("--resili-model ") else \
                     f"--resili-model {spec}: {said}"
                 continue
+            failure = getattr(getattr(agent, "cache", None), "failure", None)
+            if isinstance(failure, str):  # the probe's reply could not be stored: before any
+                # episode, a cache to fix, not to live without (agents/cache.py)
+                raise ValueError(f"--resili-cache: {failure}")
             self.agent_names[spec] = agent.name
         if not bad:
             return
@@ -516,7 +536,13 @@ class ResiliSession:
         if self._config.cache is not None:
             from pytest_resilibench.runtime.agents.cache import ModelCallCache
 
-            cache = ModelCallCache(self._config.cache)
+            try:  # checked at start-up (`check_models`): what fails now is mid-run (a worker)
+                cache = ModelCallCache(self._config.cache)
+            except (ValueError, OSError) as exc:  # never load-bearing (agents/cache.py)
+                from pytest_resilibench.base.redact import redact
+
+                self._close_problems.append(redact(
+                    f"resilibench: --resili-cache: {exc}: the run went on without it"))
         from pytest_resilibench.runtime.agents.pricing import load_prices, price_of
 
         config = self._config
@@ -866,6 +892,21 @@ class ResiliSession:
             return f"{said}; the report {report} holds all {received} episodes"
         return f"{said}; the report {report} holds {received} of the " \
                f"{len(self._planned) - len(self._left_out)} planned episodes"
+
+    def stopped_at_once_line(self) -> str:
+        """The one line of a run Ctrl-C pressed again stopped at once: where its episodes are.
+        Reads what is set, computes nothing (it is said from a signal handler)."""
+        said = "resilibench: interrupted again: stopped at once"
+        report = self._config.report
+        if report is None:
+            return said
+        if self._written:
+            return f"{said}; the report {report} was written"
+        log = self._log
+        if log is not None and log.error is None:
+            return f"{said}; the report {report} was not written: the episodes that ended are " \
+                   f"kept in {log.path} (run the same command again to resume)"
+        return f"{said}; the report {report} was not written"
 
     def close_lines(self) -> list[str]:
         """Agents that did not close cleanly (each line once, however many workers said it)."""

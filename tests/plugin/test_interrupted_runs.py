@@ -4,6 +4,7 @@ an uninterrupted run writes (common random numbers), timing aside."""
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -150,3 +151,71 @@ def test_an_unwritable_report_directory_stops_the_run_at_start_up(
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["ERROR: --resili-report: cannot write*"])
     assert "Traceback" not in result.stderr.str() and "passed" not in result.stdout.str()
+
+
+MARKER = '''
+import os, signal
+
+signal.signal(signal.SIGINT, signal.default_int_handler)  # a user's terminal, not a background job
+done = 0
+
+def pytest_runtest_logfinish(nodeid):
+    global done
+    done += 1
+    if done == 20:
+        open(os.environ["RESILI_MARKER"], "w").close()
+'''
+
+
+@pytest.mark.parametrize("presses", [1, 2, 3])
+def test_ctrl_c_any_number_of_times_ends_quietly_with_the_report_intact(
+    suite: pytest.Pytester, presses: int
+) -> None:
+    """A real run, SIGINT sent 1, 2 and 3 times 50 ms apart once 20 items ran: the first ends
+    it as interrupted (report written, exit 2), a later one at once (exit 130, or 2 when the
+    run had ended already); no traceback either way, and what is on disk is valid JSON."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    (suite.path / "conftest.py").write_text(MARKER)
+    marker, report = suite.path / "twenty", suite.path / "run.json"
+    root = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "RESILI_MARKER": str(marker),
+           "PYTHONPATH": os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")])}
+    run = subprocess.Popen(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:randomly",
+         "-p", "no:xdist", "--resili-sample=all", "--resili-variants=optimal,flawed",
+         f"--resili-report={report}"],
+        cwd=suite.path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        start_new_session=True)  # signals to it alone
+    try:
+        for _ in range(1200):  # bounded: 120 s for the collection of 40,320 items
+            if marker.exists() or run.poll() is not None:
+                break
+            time.sleep(0.1)
+        assert marker.exists(), "20 items never ran"
+        for _ in range(presses):
+            run.send_signal(signal.SIGINT)
+            time.sleep(0.05)
+        output, _ = run.communicate(timeout=120)
+    finally:
+        if run.poll() is None:
+            run.kill()
+            run.communicate()
+    assert "Traceback" not in output and "INTERNALERROR" not in output, output[-3000:]
+    allowed = {2} if presses == 1 else {2, 130}
+    assert run.returncode in allowed, output[-3000:]
+    if run.returncode == 130:
+        assert output.rstrip().splitlines()[-1].startswith(
+            "resilibench: interrupted again: stopped at once; the report"), output[-2000:]
+    else:
+        partial = load(report)  # schema-checked
+        assert partial["complete"] is False and partial["received"] >= 20
+    if report.exists():
+        load(report)
+    log = _log(report)
+    if log.exists():  # every line the log holds is whole JSON (the resumable episodes)
+        for line in log.read_text().splitlines():
+            json.loads(line)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -10,12 +12,16 @@ from pytest_resilibench.base import names
 from pytest_resilibench.integration import options as o
 
 
-def test_choices_accept_all_and_dedupe() -> None:
+def test_choices_accept_all_and_refuse_repeats_and_empty_items() -> None:
     parse = o._choices(names.VARIANT_KINDS)
     assert parse("all") == names.VARIANT_KINDS
-    assert parse("optimal, flawed optimal") == ("optimal", "flawed")
+    assert parse("optimal, flawed") == ("optimal", "flawed")
     with pytest.raises(ValueError, match="nope not in"):
         parse("optimal,nope")
+    with pytest.raises(ValueError, match="optimal given twice"):
+        parse("optimal, flawed optimal")
+    with pytest.raises(ValueError, match="empty item"):
+        parse("optimal,,flawed")
 
 
 @pytest.mark.parametrize(("text", "value"), [("0.55", 0.55), ("55%", 0.55), ("0", 0.0)])
@@ -33,7 +39,10 @@ def test_sample_and_rates() -> None:
     assert o._sample("all") is None and o._sample("3") == 3
     with pytest.raises(ValueError):
         o._sample("0")
-    assert o._rates("0.9, 0.6 0.9") == (0.9, 0.6)
+    assert o._rates("0.9, 0.6") == (0.9, 0.6)
+    for bad in ("0.9, 0.6 0.9", "0.9,,0.8", "0.8,0.80", "0.8,"):
+        with pytest.raises(ValueError, match=r"twice|empty item"):
+            o._rates(bad)
     with pytest.raises(ValueError, match="probability"):
         o._rates("0")
 
@@ -153,3 +162,27 @@ def test_task_set_options(tmp_path: Path) -> None:
     assert o.RunConfig(task_set="paper").task_set_name == "paper"
     # A folder of one's own wins over the shipped set's name.
     assert o.RunConfig(task_set="paper", tasks=tmp_path).to_json()["task_set"] == str(tmp_path)
+
+
+@pytest.mark.parametrize(("parse", "text", "said"), [
+    (o._sample, "99999999999999999999", "(a 64-bit integer)"),
+    (o._sample, "9" * 5000, "does not fit in a 64-bit integer"),
+    (o._int_at_least(0), "9223372036854775808", "above the most this option takes"),
+    (o._models, "o3,o3", "o3 given twice"),
+    (o._models, "o3,,gpt-4o", "empty item"),
+    (o._url, "http://[::1", "not an http(s) URL"),
+    (o._url, "http://h:99999/v1", "not an http(s) URL"),
+    (o._url, "http://:80/v1", "not an http(s) URL with a host"),
+    (o._url, "http://h:0", "not an http(s) URL with a host"),
+])
+def test_values_that_do_not_fit_are_one_clear_error(parse: Any, text: str, said: str) -> None:
+    with pytest.raises(ValueError, match=re.escape(said)):
+        parse(text)
+
+
+def test_the_turn_budget_is_bounded() -> None:
+    max_turns = next(parse for name, parse, *_ in o._OPTIONS if name == "max-turns")
+    assert max_turns is not None and max_turns(str(o.MAX_TURNS)) == o.MAX_TURNS == 1000
+    with pytest.raises(ValueError, match="above the most this option takes, 1000"):
+        max_turns("100000000")
+    assert o._url("http://[::1]:8000/v1/") == "http://[::1]:8000/v1"

@@ -18,9 +18,17 @@ strings pass through `redact` (field names decide nothing there): a reply that q
 secret replays with `***` in its place, so the turns that follow it are asked again.
 
 sqlite3 in WAL mode lets several xdist workers read and write one file at once; each process
-opens its own connection (re-opened after a fork). A miss can be explained: `explain_miss`
-names the components that differ from the closest stored call of the same model, task and
-repeat.
+opens its own connection (re-opened after a fork).
+
+The cache is never load-bearing: a reply the provider paid for is worth more than its copy.
+A file that cannot be opened is refused when the cache is made (a ValueError naming it: the
+run's usage error at start-up); once open, a write that fails (a full disk, a file or file
+system made read-only, a lock held past the busy timeout) turns writing off and a read that
+fails turns reading off, each for the rest of this process, and `problem` keeps one line
+naming the file and why, which the run prints at its end; `get` and `put` never raise.
+
+A miss can be explained: `explain_miss` names the components that differ from the closest
+stored call of the same model, task and repeat.
 """
 
 from __future__ import annotations
@@ -160,6 +168,11 @@ class ModelCallCache:
         self._lock = threading.Lock()
         self._connection: sqlite3.Connection | None = None
         self._pid = -1
+        # Once a read or a write failed: off for the rest of the process (the docstring);
+        # `failure` says which first, and why.
+        self.failure: str | None = None
+        self._reads_off = False
+        self._writes_off = False
         if self.path.is_dir():
             raise ValueError(f"{self.path}: is a directory, not a model-call cache file")
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -197,9 +210,16 @@ class ModelCallCache:
         return self._connection
 
     def get(self, key: CallKey) -> ModelReply | None:
-        with self._lock:
-            row = self._db().execute("SELECT reply FROM calls WHERE key = ?",
-                                     (key.digest,)).fetchone()
+        """The stored reply of `key`, or None (not stored, or the cache cannot be read)."""
+        row = None
+        if not self._reads_off:
+            try:
+                with self._lock:
+                    row = self._db().execute("SELECT reply FROM calls WHERE key = ?",
+                                             (key.digest,)).fetchone()
+            except (sqlite3.Error, ValueError) as exc:  # ValueError: re-opened after a fork
+                self._reads_off = True
+                self._fail("read", exc)
         if row is None:
             self.misses += 1
             return None
@@ -212,15 +232,38 @@ class ModelCallCache:
         return reply
 
     def put(self, key: CallKey, reply: ModelReply) -> None:
-        """Store a successful reply; the first writer of a key wins (replies to one key agree)."""
+        """Store a successful reply; the first writer of a key wins (replies to one key agree).
+        A write that fails turns writing off (the module's docstring): the reply is the
+        caller's all the same."""
+        if self._writes_off:
+            return
         hashes = key.component_hashes
         row = (key.digest, key.model, key.task_id, key.repeat, public_url(key.base_url),
                hashes["base_url"], hashes["messages"], hashes["tools"], hashes["params"],
                key.public_params, json.dumps(key.message_hashes),
                _canonical(redact_json(reply_to_json(reply), by_name=False)).decode())
-        with self._lock:
-            self._db().execute(
-                "INSERT OR IGNORE INTO calls VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", row)
+        try:
+            with self._lock:
+                self._db().execute(
+                    "INSERT OR IGNORE INTO calls VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", row)
+        except (sqlite3.Error, ValueError) as exc:
+            self._writes_off = True
+            self._fail("written", exc)
+
+    def _fail(self, what: str, exc: Exception) -> None:
+        if self.failure is None:  # the first failure says why; the rest follow from it
+            from pytest_resilibench.base.redact import redact
+
+            self.failure = redact(f"{self.path} could not be {what} ({exc})")
+
+    @property
+    def problem(self) -> str | None:
+        """The one line a run prints at its end when the cache failed it, else None."""
+        if self.failure is None:
+            return None
+        then = "replies kept, not stored" if self._writes_off else "every call asked"
+        return f"resilibench: the model-call cache {self.failure}: the run went on " \
+               f"without it ({then})"
 
     def __len__(self) -> int:
         with self._lock:

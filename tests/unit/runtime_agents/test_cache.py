@@ -7,9 +7,11 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import os
 import subprocess
 import sys
 import textwrap
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -364,3 +366,113 @@ def test_url_credentials_never_reach_the_cache(tmp_path: Path,
             data = file.read_bytes()
             assert b"cache-pass-6060" not in data and basic not in data, file
         cache.close()
+
+
+# --- the cache is never load-bearing: a write or read that fails costs no reply -------------
+@pytest.fixture
+def small_fs(tmp_path: Path) -> Iterator[Path]:
+    """A real 256 KB tmpfs (a full disk on demand); skipped where mounting is refused."""
+    mount = tmp_path / "fs"
+    mount.mkdir()
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(mount)],
+                          capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here (needs root): {done.stderr.strip()}")
+    try:
+        yield mount
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], check=False)
+
+
+def fill(fs: Path) -> None:
+    """Every free byte of `fs` taken."""
+    fd = os.open(fs / "filler", os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+    try:
+        while os.write(fd, b"\0" * 512):
+            pass
+    except OSError:  # ENOSPC: full
+        pass
+    finally:
+        os.close(fd)
+
+
+def test_a_full_disk_turns_writing_off_and_keeps_the_replies(small_fs: Path) -> None:
+    cache = ModelCallCache(small_fs / "calls.sqlite")
+    cache.put(key(), REPLY)
+    fill(small_fs)
+    many = [key(repeat=n, messages=[*MESSAGES, {"role": "user", "content": "x" * 3000}])
+            for n in range(1, 40)]
+    with OpenAITestServer(scripted) as server:
+        agent = agent_for(server.base_url, cache)
+        replies = asyncio.run(ask_all(agent, batch(12)))
+        for k in many:  # more than a page's slack in the WAL: the disk is met for sure
+            cache.put(k, REPLY)
+    assert len(replies) == 12 and all(r.content for r in replies)  # every reply kept
+    assert cache.failure is not None and "database or disk is full" in cache.failure
+    problem = cache.problem or ""
+    assert problem.startswith(f"resilibench: the model-call cache {small_fs / 'calls.sqlite'} "
+                              "could not be written") and "replies kept" in problem
+    assert cache.get(key()) == REPLY  # reading goes on: what is stored still replays
+
+
+def test_a_file_system_made_read_only_turns_the_cache_off(small_fs: Path) -> None:
+    """Remounted read-only while no connection is open (a busy mount refuses it): the
+    connection made anew, as after a fork, cannot write."""
+    cache = ModelCallCache(small_fs / "calls.sqlite")
+    cache.put(key(), REPLY)
+    cache.close()
+    subprocess.run(["mount", "-o", "remount,ro", str(small_fs)], check=True)
+    cache.put(key(repeat=1), REPLY)  # no exception: the reply is the caller's anyway
+    assert cache.get(key()) is None and cache.get(key(repeat=1)) is None
+    assert cache.failure is not None and "could not be written" in cache.failure
+    assert "replies kept, not stored" in (cache.problem or "")
+
+
+def test_a_read_only_file_is_refused_when_opened(tmp_path: Path) -> None:
+    """Where the file system refuses writes to it (root ignores a file's mode bits: a
+    read-only mount stands for it), the cache cannot be made: the run's start-up error."""
+    path = tmp_path / "calls.sqlite"
+    ModelCallCache(path).close()
+    path.chmod(0o444)
+    try:
+        with open(path, "r+b"):
+            pytest.skip("this user writes read-only files (root): the mount test covers it")
+    except PermissionError:
+        pass
+    with pytest.raises(ValueError, match="not a usable model-call cache") as caught:
+        ModelCallCache(path)
+    assert str(path) in str(caught.value)
+
+
+def test_a_locked_database_turns_writing_off_and_reading_goes_on(tmp_path: Path) -> None:
+    import sqlite3
+
+    path = tmp_path / "calls.sqlite"
+    cache = ModelCallCache(path, busy_timeout_s=0.05)
+    cache.put(key(), REPLY)
+    holder = sqlite3.connect(path, isolation_level=None)  # another process's write, held
+    holder.execute("BEGIN IMMEDIATE")
+    holder.execute("DELETE FROM calls")
+    try:
+        cache.put(key(repeat=1), REPLY)
+        cache.put(key(repeat=2), REPLY)  # off: no second wait on the lock
+        assert cache.failure is not None and "database is locked" in cache.failure
+        assert cache.get(key()) == REPLY  # WAL: reading is not blocked by a writer
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    cache.put(key(repeat=3), REPLY)
+    assert len(cache) == 1  # writing stays off for the rest of the process
+
+
+def test_a_cache_that_cannot_be_read_any_more_is_a_miss(tmp_path: Path) -> None:
+    path = tmp_path / "calls.sqlite"
+    cache = ModelCallCache(path)
+    cache.put(key(), REPLY)
+    cache.close()
+    for name in ("calls.sqlite", "calls.sqlite-wal", "calls.sqlite-shm"):
+        (tmp_path / name).unlink(missing_ok=True)
+    path.write_bytes(b"not a database at all " * 100)  # replaced under the run
+    assert cache.get(key()) is None and cache.get(key()) is None
+    assert cache.misses == 2 and "could not be read" in (cache.failure or "")
+    assert "every call asked" in (cache.problem or "")
