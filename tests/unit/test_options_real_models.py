@@ -13,7 +13,7 @@ def test_model_args_must_be_a_json_object() -> None:
     assert o._json_object('{"reasoning_effort": "low"}') == {"reasoning_effort": "low"}
     with pytest.raises(ValueError, match="not JSON"):
         o._json_object("{reasoning_effort: low}")
-    with pytest.raises(ValueError, match="not a JSON object"):
+    with pytest.raises(ValueError, match="a JSON list where a JSON object was expected"):
         o._json_object("[1, 2]")
 
 
