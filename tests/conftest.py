@@ -74,3 +74,12 @@ def _own_cache_folder(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("XDG_CACHE_HOME", str(folder))
         yield folder
+
+
+@pytest.fixture
+def small_fs(tmp_path: Path) -> Iterator[Path]:
+    """A real 256 KB tmpfs, a full disk on demand (tests/full_disk.py)."""
+    from tests.full_disk import mounted_tmpfs
+
+    with mounted_tmpfs(tmp_path / "fs") as mount:
+        yield mount

@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 
 from pytest_resilibench.adapters.common import (
     ModelRoute,
+    RoutedAgent,
     end_episode,
     observation_text,
     prompt_of,
@@ -46,8 +47,6 @@ from pytest_resilibench.base.extras import require
 if TYPE_CHECKING:
     from agents import Agent, FunctionTool, Model, RunConfig
 
-    from pytest_resilibench.runtime.agents.limiter import AdaptiveLimiter
-    from pytest_resilibench.runtime.agents.openai_provider import ProviderStats
     from pytest_resilibench.runtime.loop_episode import LoopEpisode
 
 __all__ = ["AgentsSdkAgent", "function_tools"]
@@ -82,7 +81,7 @@ def function_tools(episode: LoopEpisode) -> list[FunctionTool]:
     return tools
 
 
-class AgentsSdkAgent:
+class AgentsSdkAgent(RoutedAgent):
     """A loop-level agent that plays each episode with a copy of an SDK `Agent`."""
 
     def __init__(self, agent: Agent[Any], *, run_config: RunConfig | None = None,
@@ -123,14 +122,6 @@ class AgentsSdkAgent:
         routed = copy.copy(resolved)
         routed._client = self.route.client(client, _name_of(resolved) or "unknown")
         return routed  # type: ignore[no-any-return]
-
-    @property
-    def limiter(self) -> AdaptiveLimiter | None:
-        return self.route.limiter
-
-    @property
-    def stats(self) -> ProviderStats | None:
-        return self.route.stats
 
     async def run(self, episode: LoopEpisode) -> None:
         from agents import Runner, ToolsToFinalOutputResult

@@ -19,8 +19,8 @@ if TYPE_CHECKING:
     from pytest_resilibench.runtime.agents.openai_provider import OpenAIAgent, ProviderStats
     from pytest_resilibench.runtime.loop_episode import LoopEpisode
 
-__all__ = ["ModelRoute", "PromptParts", "end_episode", "observation_text", "prompt_of",
-           "usage_counts"]
+__all__ = ["ModelRoute", "PromptParts", "RoutedAgent", "end_episode", "observation_text",
+           "prompt_of", "usage_counts"]
 
 
 class PromptParts(NamedTuple):
@@ -100,3 +100,18 @@ class ModelRoute:
         self._clients.clear()
         if self.provider is not None:
             await self.provider.aclose()
+
+
+class RoutedAgent:
+    """An adapter's agent whose model requests go through its `route`: the runner reads the
+    route's `limiter` and `stats` off the agent, as off a model's provider."""
+
+    route: ModelRoute
+
+    @property
+    def limiter(self) -> AdaptiveLimiter | None:
+        return self.route.limiter
+
+    @property
+    def stats(self) -> ProviderStats | None:
+        return self.route.stats

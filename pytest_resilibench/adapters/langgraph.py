@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 
 from pytest_resilibench.adapters.common import (
     ModelRoute,
+    RoutedAgent,
     end_episode,
     observation_text,
     prompt_of,
@@ -46,8 +47,6 @@ from pytest_resilibench.base.extras import require
 if TYPE_CHECKING:
     from langchain_core.tools import BaseTool
 
-    from pytest_resilibench.runtime.agents.limiter import AdaptiveLimiter
-    from pytest_resilibench.runtime.agents.openai_provider import ProviderStats
     from pytest_resilibench.runtime.loop_episode import LoopEpisode
 
 __all__ = ["LangGraphAgent", "langchain_tools"]
@@ -77,7 +76,7 @@ def langchain_tools(episode: LoopEpisode) -> list[BaseTool]:
     return tools
 
 
-class LangGraphAgent:
+class LangGraphAgent(RoutedAgent):
     """A loop-level agent that builds a graph per episode around the episode's tools."""
 
     def __init__(self, build: Callable[[list[BaseTool]], Any], *, name: str = "langgraph",
@@ -109,14 +108,6 @@ class LangGraphAgent:
         model.root_async_client = routed
         model.async_client = routed.chat.completions
         model.max_retries = 0
-
-    @property
-    def limiter(self) -> AdaptiveLimiter | None:
-        return self.route.limiter
-
-    @property
-    def stats(self) -> ProviderStats | None:
-        return self.route.stats
 
     async def run(self, episode: LoopEpisode) -> None:
         from langchain_core.callbacks import UsageMetadataCallbackHandler

@@ -4,9 +4,6 @@ one line naming the cache; a disk already full at start-up is a usage error nami
 
 from __future__ import annotations
 
-import os
-import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -14,35 +11,11 @@ import pytest
 from pytest_resilibench.runtime.agents.builtin import make_builtin
 from pytest_resilibench.runtime.protocol import ModelReply, ModelRequest
 from pytest_resilibench.servers.testserver import OpenAITestServer
+from tests.full_disk import fill
 from tests.plugin.conftest import load
 
 ARGS = ["-p", "no:cacheprovider", "-p", "no:randomly", "-p", "no:xdist",
         "--resili-model=o3", "--resili-sample=1", "--resili-variants=optimal"]
-
-
-@pytest.fixture
-def small_fs(tmp_path: Path) -> Iterator[Path]:
-    mount = tmp_path / "fs"
-    mount.mkdir()
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(mount)],
-                          capture_output=True, text=True, check=False)
-    if done.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here (needs root): {done.stderr.strip()}")
-    try:
-        yield mount
-    finally:
-        subprocess.run(["umount", "-l", str(mount)], check=False)
-
-
-def fill(fs: Path) -> None:
-    fd = os.open(fs / "filler", os.O_WRONLY | os.O_CREAT | os.O_APPEND)
-    try:
-        while os.write(fd, b"\0" * 512):
-            pass
-    except OSError:  # ENOSPC: full
-        pass
-    finally:
-        os.close(fd)
 
 
 def test_a_disk_that_fills_mid_run_costs_no_reply(suite: pytest.Pytester, small_fs: Path,

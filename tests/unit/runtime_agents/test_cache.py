@@ -7,11 +7,9 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
-import os
 import subprocess
 import sys
 import textwrap
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +24,7 @@ from pytest_resilibench.runtime.protocol import (
     ToolCall,
 )
 from pytest_resilibench.servers.testserver import FaultConfig, OpenAITestServer
+from tests.full_disk import fill
 
 SECRET = "sk-test-CACHE-SECRET-0987654321"
 MESSAGES = [{"role": "system", "content": "You call tools."},
@@ -369,31 +368,6 @@ def test_url_credentials_never_reach_the_cache(tmp_path: Path,
 
 
 # --- the cache is never load-bearing: a write or read that fails costs no reply -------------
-@pytest.fixture
-def small_fs(tmp_path: Path) -> Iterator[Path]:
-    """A real 256 KB tmpfs (a full disk on demand); skipped where mounting is refused."""
-    mount = tmp_path / "fs"
-    mount.mkdir()
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(mount)],
-                          capture_output=True, text=True, check=False)
-    if done.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here (needs root): {done.stderr.strip()}")
-    try:
-        yield mount
-    finally:
-        subprocess.run(["umount", "-l", str(mount)], check=False)
-
-
-def fill(fs: Path) -> None:
-    """Every free byte of `fs` taken."""
-    fd = os.open(fs / "filler", os.O_WRONLY | os.O_CREAT | os.O_APPEND)
-    try:
-        while os.write(fd, b"\0" * 512):
-            pass
-    except OSError:  # ENOSPC: full
-        pass
-    finally:
-        os.close(fd)
 
 
 def test_a_full_disk_turns_writing_off_and_keeps_the_replies(small_fs: Path) -> None:
