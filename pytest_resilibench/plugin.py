@@ -16,7 +16,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -141,6 +141,8 @@ def _activate(config: pytest.Config) -> ResiliSession:
             session.prepare_gate()
             if running:
                 session.prepare_resume()
+                # Realistic plans the cache lacks, solved here before any worker starts.
+                session.prepare_realistic_plans(_plan_progress())
         except ValueError as exc:
             from pytest_resilibench.base.redact import redact
 
@@ -172,6 +174,27 @@ def _activate(config: pytest.Config) -> ResiliSession:
         config.pluginmanager.register(_XdistController(session, gatherer, stopper),
                                       "resilibench-xdist")
     return session
+
+
+def _plan_progress() -> Callable[[int, int], None]:
+    """The controller's progress line while it solves realistic plans (none when all are
+    cached): on stderr, as the terminal reporter is not yet there at configure time; one
+    line rewritten in place on a terminal, else a line per tenth."""
+    import sys
+
+    from pytest_resilibench.core.realistic_plans import progress_line
+
+    stream = sys.stderr
+    tty = stream.isatty()
+
+    def show(done: int, total: int) -> None:
+        if tty:
+            stream.write("\r" + progress_line(done, total) + ("\n" if done == total else ""))
+        elif done in (0, total) or done * 10 // total != (done - 1) * 10 // total:
+            stream.write(progress_line(done, total) + "\n")
+        stream.flush()
+
+    return show
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

@@ -168,8 +168,8 @@ def _realistic(task: Task, registry: ToolRegistry) -> _Derived:
     found = _REALISTIC.get(task)
     if found is not None and found.registry is registry:
         return found
-    from pytest_resilibench.core.faults import EVENT_RULES, stored_plans, task_faults
-    from pytest_resilibench.core.tasks import TASK_SETS
+    from pytest_resilibench.core.faults import EVENT_RULES, task_faults
+    from pytest_resilibench.core.realistic_plans import parent_plan
 
     faults = task_faults(task, registry)
     header = _header(task, faults.max_turns) + "\n" + EVENT_RULES
@@ -177,22 +177,8 @@ def _realistic(task: Task, registry: ToolRegistry) -> _Derived:
         header += "\nStand-ins (use one only when its step's tool is unavailable):\n" + \
             "\n".join(f"- {step}: {alt} with arguments {_json(dict(faults.arguments[alt]))}"
                       for step, alt in faults.alternatives.items())
-    steps = list(task.required_tools)  # a step the text asks again twice
-
-    def fits(plan: Workflow) -> bool:  # the plan of this task, not of another of its id
-        return [t for t in plan.tools if t in steps] == steps and all(
-            dict(s.arguments) == dict(faults.arguments.get(s.tool, {})) for s in plan.steps)
-
-    plan = None
-    if registry is default_registry():  # the shipped sets' stored plans (ids repeat across sets)
-        stored = (stored_plans(d).get(task.id) for d in TASK_SETS.values())
-        plan = next((p for p in (Workflow.from_json(s) for s in stored if s is not None)
-                     if fits(p)), None)
-    if plan is None:
-        # No stored plan, or one for another task of that id (tasks from elsewhere): solve.
-        from pytest_resilibench.core.optimum.realistic import realistic_solution
-
-        plan = realistic_solution(task, registry=registry).workflow
+    # Stored (the shipped sets), else solved once per structure and kept on disk.
+    plan = parent_plan(task, registry)
     # The solver's Advice restates the profile's rules, which the header now gives every
     # variant: the plan's own Advice, as under the paper profile, explains its marks only.
     parent = shown_plan(plan, task.required_tools, registry)

@@ -205,6 +205,18 @@ class ResiliSession:
     def cases_by_id(self) -> dict[str, Case]:
         return {case.id: case for case in self.cases}
 
+    def prepare_realistic_plans(self, progress: Callable[[int, int], None] | None = None) -> int:
+        """Under the realistic profile, solve the plans of the run's task structures that are
+        neither stored nor cached (core/realistic_plans.py), before any episode needs one:
+        on the controller, once, so that workers and forked helpers only read. The count
+        solved."""
+        if self._config.faults != "realistic" or self._config.env == "live":
+            return 0
+        from pytest_resilibench.core.realistic_plans import solve_missing
+
+        tasks = dict.fromkeys(case.task for case in self.cases)
+        return solve_missing(tasks, self.registry, progress)
+
     # --- running episodes in this process -------------------------------------------------------
     def _ensure_runner(self) -> EpisodeRunner:
         if self._runner is None:

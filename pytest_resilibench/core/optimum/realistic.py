@@ -59,7 +59,8 @@ from pytest_resilibench.core.simulator import (
 from pytest_resilibench.core.tasks import Task
 from pytest_resilibench.core.workflow import PlanStep, Workflow
 
-__all__ = ["RState", "RealisticMDP", "RealisticSolution", "realistic_solution"]
+__all__ = ["RState", "RealisticMDP", "RealisticSolution", "happy_path_tools", "realistic_solution",
+           "workflow_of"]
 
 _WINDOW_MASK = (1 << RECENT_WINDOW) - 1
 UNKNOWN, UP, DOWN = 0, 1, 2  # outage status of a step
@@ -449,21 +450,33 @@ def _json(value: object) -> str:
     return json.dumps(value, sort_keys=True)
 
 
+def happy_path_tools(mdp: RealisticMDP) -> tuple[str, ...]:
+    """The tools of the optimal policy's happy path: all a plan needs of the solved MDP (what
+    core/realistic_plans.py keeps on disk per task structure)."""
+    return tuple(tool for _, tool in _happy_path(mdp))
+
+
 def realistic_workflow(mdp: RealisticMDP, task: Task) -> Workflow:
     """The optimal policy's happy path as a plan, each step with its contingencies."""
+    return workflow_of(happy_path_tools(mdp), task, mdp.registry)
+
+
+def workflow_of(tools: tuple[str, ...], task: Task, registry: ToolRegistry) -> Workflow:
+    """The plan that calls `tools` (a happy path of the task's structure) with this task's
+    arguments, each step with its contingencies."""
     from pytest_resilibench.core.plan_text import tool_purpose
 
-    faults = task_faults(task, mdp.registry)  # this task's arguments (the MDP is shared)
+    faults = task_faults(task, registry)  # this task's arguments (the MDP is shared)
     steps = []
-    for _, tool in _happy_path(mdp):
-        spec = mdp.registry[tool]
+    for tool in tools:
+        spec = registry[tool]
         purpose = tool_purpose(spec)
-        if tool not in mdp.steps:
+        if tool not in faults.steps:
             purpose = f"not a task step, but it prevents failures later: {purpose}"
         steps.append(PlanStep(tool=tool, purpose=purpose,
                               arguments=dict(faults.arguments.get(tool, {})),
                               on_failure=contingency(faults, tool)))
-    advice = (f"You have {mdp.max_turns} turns, one tool call each. Tools fail at random and "
+    advice = (f"You have {faults.max_turns} turns, one tool call each. Tools fail at random and "
               "some fail in ways a retry cannot fix: a tool that is down stays down (use the "
               "step's stand-in), expired credentials need a new authentication, a rate limit "
               "needs another call in between, and a source that returns records: 0 must be "
