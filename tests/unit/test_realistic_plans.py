@@ -6,12 +6,14 @@ read back is the solved plan byte for byte, and a damaged or foreign entry is so
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import pytest
 
+from pytest_resilibench.core import faults as faults_module
 from pytest_resilibench.core import realistic_plans
+from pytest_resilibench.core.faults import task_faults
 from pytest_resilibench.core.optimum.realistic import realistic_solution
 from pytest_resilibench.core.registry import default_registry
 from pytest_resilibench.core.tasks import Task, load_tasks, task_set_dir
@@ -39,7 +41,7 @@ def tasks() -> list[Task]:
     return [by_id[i] for i in IDS]
 
 
-def _solve(tasks: list[Task]) -> int:
+def _solve(tasks: Sequence[Task]) -> int:
     before = realistic_plans.solved_count()
     returned = realistic_plans.solve_missing(tasks, default_registry())
     assert realistic_plans.solved_count() - before == returned
@@ -89,7 +91,7 @@ def test_a_damaged_or_foreign_entry_is_solved_again(
     task, other = tasks[0], tasks[1]
     assert _solve([task, other]) == 2
     entries = {p.name: p.read_bytes() for p in cache.iterdir()}
-    key = realistic_plans._disk_key(realistic_plans.task_faults(task, default_registry()),
+    key = realistic_plans._disk_key(task_faults(task, default_registry()),
                                     default_registry())
     good = json.loads(entries[key])
     path = cache / key
@@ -120,19 +122,19 @@ def test_a_damaged_or_foreign_entry_is_solved_again(
 def test_the_key_holds_the_profile_and_the_solver(
         cache: Path, tasks: list[Task], monkeypatch: pytest.MonkeyPatch) -> None:
     """Another rate or another solver source is another entry, never a stale plan."""
-    faults = realistic_plans.task_faults(tasks[0], default_registry())
+    faults = task_faults(tasks[0], default_registry())
     key = realistic_plans._disk_key(faults, default_registry())
-    monkeypatch.setattr(realistic_plans.profile, "OUTAGE_RATE", 0.2)
+    monkeypatch.setattr(faults_module, "OUTAGE_RATE", 0.2)
     assert realistic_plans._disk_key(faults, default_registry()) != key
     monkeypatch.undo()
     monkeypatch.setattr(realistic_plans, "_solver_digest", lambda: "another solver")
     assert realistic_plans._disk_key(faults, default_registry()) != key
-    other = realistic_plans.task_faults(tasks[1], default_registry())
+    other = task_faults(tasks[1], default_registry())
     assert realistic_plans._disk_key(other, default_registry()) != key
 
 
 def test_stored_plans_are_neither_solved_nor_cached(cache: Path) -> None:
-    paper = load_tasks(task_set_dir("paper")).tasks[:40]
+    paper = list(load_tasks(task_set_dir("paper")).tasks[:40])
     assert _solve(paper) == 0
     assert not cache.exists()
 
