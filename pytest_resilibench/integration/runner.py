@@ -2,7 +2,7 @@
 
 pytest runs one item at a time; a real model answers in seconds. So once this process knows
 its items (all of them without xdist, its round-robin share with it), the runner starts their
-episodes about in item order (the longest first among the next few: start_order.py),
+episodes longest first (each block of `window` cases in item order: start_order.py),
 `concurrency` at a time, and each item just waits for its own result. A model agent that
 keeps its requests in line itself (the OpenAI provider's limiter: at most `concurrency`
 requests in flight) gets `EPISODES_PER_REQUEST_SLOT` times as many episodes: while one
@@ -56,6 +56,11 @@ __all__ = ["EPISODES_PER_REQUEST_SLOT", "EpisodeRunner"]
 # 97% at 4; more buys little and holds more conversations in memory).
 EPISODES_PER_REQUEST_SLOT = 4
 
+# The least run-ahead window: the start order is longest first over a window of cases
+# (start_order.py), so a larger one shortens the tail of larger runs; the records waiting for
+# their items are about 1024 conversations at most (tens of MB) however long the run.
+MIN_WINDOW = 1024
+
 AgentFactory = Callable[[str], AnyAgent]
 # May be async: opening an MCP connection is.
 EnvironmentFactory = Callable[[Case], Environment | Awaitable[Environment] | None]
@@ -92,7 +97,8 @@ class EpisodeRunner:
         self._inline = inline or (lambda case: False)
         self._report_text = report_text
         self._episodes_per_slot = max(1, episodes_per_slot)
-        self._window = window or max(64, 2 * self._episodes_per_slot * config.concurrency)
+        self._window = window or max(MIN_WINDOW,
+                                     2 * self._episodes_per_slot * config.concurrency)
         self._agents: dict[str, AnyAgent] = {}
         # One line per agent whose `aclose` raised or hung (the run goes on; the summary says).
         self.close_problems: list[str] = []
@@ -263,8 +269,9 @@ class EpisodeRunner:
         claimed = self._claimed
         pending: set[asyncio.Task[None]] = set()
         try:
-            # Longest first within a look-ahead of one slot each: a shorter tail (start_order.py).
-            for case in longest_first(cases, self.config.concurrency, _plan_steps):
+            # Longest first, a window at a time: a shorter tail (start_order.py). Every case of
+            # a window starts before its items wait, so none runs on demand.
+            for case in longest_first(cases, self._window, expected_turns, _case_id):
                 await claimed.acquire()  # released when an item takes its result
                 with self._lock:
                     taken = self._started_by.setdefault(case.id, "feeder") != "feeder"
@@ -412,6 +419,11 @@ class EpisodeRunner:
         self._agents.clear()
 
 
-def _plan_steps(case: Case) -> int:
-    """What an episode's length is expected from: its reference plan's steps."""
+def expected_turns(case: Case) -> int:
+    """What an episode's length is expected from: its task's reference plan's steps (a turn
+    each, about: the plan the agent is given differs from it by a flaw's step or two)."""
     return len(case.task.reference_workflow().steps)
+
+
+def _case_id(case: Case) -> str:
+    return case.id
