@@ -105,6 +105,12 @@ class EpisodeRunner:
         self._futures: dict[str, concurrent.futures.Future[EpisodeRecord]] = {}
         # Who started each case: the feeder (holds a window slot) or an item on demand.
         self._started_by: dict[str, str] = {}
+        # The feeder starts each window-sized block of an announcement longest first
+        # (start_order.py): each announced case's block, and how many cases of each block
+        # no item has taken yet (`_reachable`).
+        self._block_of: dict[str, tuple[int, int]] = {}
+        self._untaken: dict[tuple[int, int], int] = {}
+        self._announcements = 0
         self._lock = threading.Lock()
         self._local_loop: asyncio.AbstractEventLoop | None = None  # inline cases, item thread
         self._helpers = helpers
@@ -145,6 +151,10 @@ class EpisodeRunner:
                 if not self._inline(case) and case.id not in self._futures:
                     self._futures[case.id] = concurrent.futures.Future()
                     fresh.append(case)
+            self._announcements += 1
+            for index, case in enumerate(fresh):
+                block = self._block_of[case.id] = (self._announcements, index // self._window)
+                self._untaken[block] = self._untaken.get(block, 0) + 1
         if fresh:
             for model in dict.fromkeys(case.model for case in fresh):
                 # Made on pytest's thread: its imports too (preload.py). A factory that fails
@@ -163,7 +173,12 @@ class EpisodeRunner:
             return self._batches.take(case) if self._batches else self._episode_here(case)
         with self._lock:
             future = self._futures.get(case.id)
-            started_by = self._started_by.setdefault(case.id, "item")
+            # Not started yet: the feeder will start it (longest first) if every earlier
+            # block is taken, so the item waits for it; else it runs now.
+            if case.id not in self._started_by and not self._reachable(case.id):
+                self._started_by[case.id] = "item"
+            started_by = self._started_by.get(case.id, "feeder")
+            self._take(case.id)
         if future is None or started_by == "item":
             with self._lock:
                 self._futures.pop(case.id, None)
@@ -205,6 +220,22 @@ class EpisodeRunner:
         if self._local_loop is not None:
             self._local_loop.close()
             self._local_loop = None
+
+    def _reachable(self, case_id: str) -> bool:
+        """Whether the feeder will start `case_id` with no more results taken: every case of
+        the blocks before its own is taken (the feeder holds a block's worth of window, and
+        starts a block's cases before the next block's). Under `_lock`."""
+        block = self._block_of.get(case_id)
+        return block is not None and not any(
+            left for other, left in self._untaken.items() if other < block)
+
+    def _take(self, case_id: str) -> None:
+        """`case_id`'s item has asked for its result: one fewer untaken in its block."""
+        block = self._block_of.pop(case_id, None)
+        if block is not None:
+            self._untaken[block] -= 1
+            if not self._untaken[block]:
+                del self._untaken[block]
 
     @property
     def peak_in_flight(self) -> int:
