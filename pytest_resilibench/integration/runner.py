@@ -42,7 +42,7 @@ from pytest_resilibench.integration.preload import import_before_threads
 from pytest_resilibench.integration.start_order import longest_first
 from pytest_resilibench.runtime.agent_boundary import CLOSE_TIMEOUT_S as BOUNDARY_CLOSE_TIMEOUT_S
 from pytest_resilibench.runtime.agent_boundary import AgentError, AgentLimits, close_agent
-from pytest_resilibench.runtime.agents.limiter import EXPECTED_TURNS, AdaptiveLimiter
+from pytest_resilibench.runtime.agents.limiter import AdaptiveLimiter
 from pytest_resilibench.runtime.environment import Environment
 from pytest_resilibench.runtime.protocol import AnyAgent
 
@@ -388,9 +388,6 @@ class EpisodeRunner:
     async def _run_episode(self, case: Case) -> EpisodeRecord:
         from pytest_resilibench.runtime.episode import run_episode
 
-        # Its plan's length ranks its requests in the provider's line (limiter.py); this
-        # task's context only, and no result depends on it.
-        EXPECTED_TURNS.set(expected_turns(case))
         made = self._environment_factory(case) if self._environment_factory else None
         environment = await made if inspect.isawaitable(made) else made
         try:

@@ -24,14 +24,10 @@ process that exits or crashes stops counting when its pid is gone (or unseen for
 
 Within a process, requests wait for a slot in line. The runner keeps more episodes in flight
 than the ceiling (integration/runner.py), so that a reply's episode, busy with its tools, leaves
-its slot to one whose request is ready. The line goes by rank, the provider's (`line_rank`):
-the request of the episode with the most turns still to go first, where the runner says how
-many it expects (`EXPECTED_TURNS`, its plan's steps; most remaining work first, as the
-runner starts the longest episodes first: integration/start_order.py), so that none is left
-alone with many turns to go at the end of the run, slots idle around it; else the episode
-with the fewest turns behind it (least attained service); first come first served among
-equals. (Issue 47: least attained service alone held back the long episodes the runner had
-started first, and they made the tail: bench/bench_plugin_concurrency.py --tail.)
+its slot to one whose request is ready. The line goes by rank, the provider's: the request of
+the episode with the fewest turns behind it first (least attained service), so episodes move
+on about together and none is left alone with many turns to go at the end of the run, slots
+idle around it; first come first served among equals.
 """
 
 from __future__ import annotations
@@ -50,20 +46,17 @@ import re
 import tempfile
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
-from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, Protocol, TypeVar
 
 __all__ = [
     "DEFAULT_MAX_WAIT_S",
-    "EXPECTED_TURNS",
     "AdaptiveLimiter",
     "FileStore",
     "Limits",
     "MemoryStore",
     "RateLimitWait",
-    "line_rank",
     "parse_duration",
     "read_limits",
     "shared_path",
@@ -77,18 +70,6 @@ STALE_S = 120.0  # a process unseen this long holds no share any more
 POLL_S = 0.25  # how often a waiting request looks at the shared window again
 _T = TypeVar("_T")
 Outcome = Literal["ok", "limited", "other"]
-
-
-# The turns the episode running in this context is expected to take (set by the runner for
-# each episode's task; None: unknown).
-EXPECTED_TURNS: ContextVar[int | None] = ContextVar("resili_expected_turns", default=None)
-
-
-def line_rank(turns_behind: int) -> int:
-    """A request's rank in line (lowest first) from its episode's turns so far: minus the
-    turns it still expects (most remaining first), else the turns behind it."""
-    expected = EXPECTED_TURNS.get()
-    return turns_behind if expected is None else turns_behind - expected
 
 
 class RateLimitWait(Exception):

@@ -53,7 +53,6 @@ from pytest_resilibench.runtime.agents.limiter import (
     FileStore,
     Limits,
     RateLimitWait,
-    line_rank,
     read_limits,
     shared_path,
 )
@@ -380,9 +379,8 @@ class OpenAIAgent:
                                      len(request.messages))
         limiter = self.limiter
         deadline = time.time() + self.max_wait_s
-        # The episode's turns so far and to go rank it in the limiter's line (limiter.py).
-        rank = line_rank(sum(1 for message in request.messages
-                             if message.get("role") == "assistant"))
+        # The episode's turns so far: the fewest go first (the limiter's line, limiter.py).
+        rank = sum(1 for message in request.messages if message.get("role") == "assistant")
         attempt = refusals = 0
         last_429 = ""
 

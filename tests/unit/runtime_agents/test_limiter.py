@@ -14,13 +14,11 @@ from typing import Any
 import pytest
 
 from pytest_resilibench.runtime.agents.limiter import (
-    EXPECTED_TURNS,
     AdaptiveLimiter,
     FileStore,
     Limits,
     RateLimitWait,
     Ticket,
-    line_rank,
     parse_duration,
     read_limits,
     shared_path,
@@ -197,25 +195,6 @@ def test_a_full_window_waits_for_a_release() -> None:
 async def _settle_loop() -> None:
     for _ in range(20):
         await asyncio.sleep(0)
-
-
-def test_with_an_expected_length_the_most_turns_to_go_rank_first() -> None:
-    """The runner says how many turns each episode expects (its plan): the request with the
-    most still to go ranks first; without it, the fewest behind (least attained service)."""
-    import contextvars
-
-    def rank(expected: int | None, behind: int) -> int:
-        def inside() -> int:
-            EXPECTED_TURNS.set(expected)
-            return line_rank(behind)
-        return contextvars.copy_context().run(inside)
-
-    # a long episode 2 turns in (6 to go) before a short one just started (3 to go)
-    assert rank(8, 2) < rank(3, 0)
-    # an episode past its plan goes after those still inside theirs
-    assert rank(3, 0) < rank(2, 4)
-    assert (rank(None, 2), rank(None, 0)) == (2, 0)
-    assert EXPECTED_TURNS.get() is None  # each episode's own context only
 
 
 def test_the_line_goes_by_fewest_turns_then_arrival() -> None:
