@@ -271,8 +271,9 @@ class OpenAITestServer:
     `resolve_model` (by default the built-in agents, ``builtin:NAME``). `strict` refuses what
     OpenAI refuses; `api_key`, when given, is the only key accepted; `echo_request` quotes the
     request's method, URL and `Authorization` header in every error body; `record_requests`
-    keeps every request in `recorded`; a request whose body is not all in `body_timeout_s`
-    after its head is answered 408 and its connection closed (servers/loopback.py).
+    keeps every request in `recorded`; `latency_sd_ms` makes each latency lognormal (`_latency`);
+    a request whose body is not all in `body_timeout_s` after its head is answered 408 and its
+    connection closed (servers/loopback.py).
     """
 
     def __init__(
