@@ -400,6 +400,7 @@ def _cmd_serve_openai(args: argparse.Namespace) -> int:
                              "(async complete) can answer as a model")
         served[name.strip()] = cast(Agent, agent)
     server = OpenAITestServer(served, seed=args.seed, latency_ms=args.latency_ms,
+                              latency_sd_ms=args.latency_sd_ms,
                               faults=faults, host=args.host, port=args.port,
                               strict=args.strict, api_key=args.api_key,
                               max_in_flight=args.max_in_flight,
@@ -427,6 +428,9 @@ def _add_serve_openai(sub: _Subparsers) -> None:
     p.add_argument("--port", type=_PORT, default=0, help="port (0: any free one, printed)")
     _add_listen_options(p)
     p.add_argument("--latency-ms", type=_SECONDS, default=0.0, help="delay of every reply")
+    p.add_argument("--latency-sd-ms", type=_SECONDS, default=0.0,
+                   help="with it, each reply's delay is lognormal of mean --latency-ms and "
+                        "this standard deviation (seeded by --seed and the request)")
     p.add_argument("--fault-rate", type=_float_in(0.0, 1.0), default=0.0,
                    help="share of requests answered with a fault, in [0, 1]")
     p.add_argument("--faults", default="all",

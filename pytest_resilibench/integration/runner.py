@@ -2,7 +2,7 @@
 
 pytest runs one item at a time; a real model answers in seconds. So once this process knows
 its items (all of them without xdist, its round-robin share with it), the runner starts their
-episodes about in item order (the longest first among the next few: start_order.py),
+episodes longest first (each block of `window` cases in item order: start_order.py),
 `concurrency` at a time, and each item just waits for its own result. A model agent that
 keeps its requests in line itself (the OpenAI provider's limiter: at most `concurrency`
 requests in flight) gets `EPISODES_PER_REQUEST_SLOT` times as many episodes: while one
@@ -56,6 +56,11 @@ __all__ = ["EPISODES_PER_REQUEST_SLOT", "EpisodeRunner"]
 # 97% at 4; more buys little and holds more conversations in memory).
 EPISODES_PER_REQUEST_SLOT = 4
 
+# The least run-ahead window: the start order is longest first over a window of cases
+# (start_order.py), so a larger one shortens the tail of larger runs; the records waiting for
+# their items are about 1024 conversations at most (tens of MB) however long the run.
+MIN_WINDOW = 1024
+
 AgentFactory = Callable[[str], AnyAgent]
 # May be async: opening an MCP connection is.
 EnvironmentFactory = Callable[[Case], Environment | Awaitable[Environment] | None]
@@ -92,13 +97,20 @@ class EpisodeRunner:
         self._inline = inline or (lambda case: False)
         self._report_text = report_text
         self._episodes_per_slot = max(1, episodes_per_slot)
-        self._window = window or max(64, 2 * self._episodes_per_slot * config.concurrency)
+        self._window = window or max(MIN_WINDOW,
+                                     2 * self._episodes_per_slot * config.concurrency)
         self._agents: dict[str, AnyAgent] = {}
         # One line per agent whose `aclose` raised or hung (the run goes on; the summary says).
         self.close_problems: list[str] = []
         self._futures: dict[str, concurrent.futures.Future[EpisodeRecord]] = {}
         # Who started each case: the feeder (holds a window slot) or an item on demand.
         self._started_by: dict[str, str] = {}
+        # The feeder starts each window-sized block of an announcement longest first
+        # (start_order.py): each announced case's block, and how many cases of each block
+        # no item has taken yet (`_reachable`).
+        self._block_of: dict[str, tuple[int, int]] = {}
+        self._untaken: dict[tuple[int, int], int] = {}
+        self._announcements = 0
         self._lock = threading.Lock()
         self._local_loop: asyncio.AbstractEventLoop | None = None  # inline cases, item thread
         self._helpers = helpers
@@ -139,6 +151,10 @@ class EpisodeRunner:
                 if not self._inline(case) and case.id not in self._futures:
                     self._futures[case.id] = concurrent.futures.Future()
                     fresh.append(case)
+            self._announcements += 1
+            for index, case in enumerate(fresh):
+                block = self._block_of[case.id] = (self._announcements, index // self._window)
+                self._untaken[block] = self._untaken.get(block, 0) + 1
         if fresh:
             for model in dict.fromkeys(case.model for case in fresh):
                 # Made on pytest's thread: its imports too (preload.py). A factory that fails
@@ -157,7 +173,12 @@ class EpisodeRunner:
             return self._batches.take(case) if self._batches else self._episode_here(case)
         with self._lock:
             future = self._futures.get(case.id)
-            started_by = self._started_by.setdefault(case.id, "item")
+            # Not started yet: the feeder will start it (longest first) if every earlier
+            # block is taken, so the item waits for it; else it runs now.
+            if case.id not in self._started_by and not self._reachable(case.id):
+                self._started_by[case.id] = "item"
+            started_by = self._started_by.get(case.id, "feeder")
+            self._take(case.id)
         if future is None or started_by == "item":
             with self._lock:
                 self._futures.pop(case.id, None)
@@ -199,6 +220,22 @@ class EpisodeRunner:
         if self._local_loop is not None:
             self._local_loop.close()
             self._local_loop = None
+
+    def _reachable(self, case_id: str) -> bool:
+        """Whether the feeder will start `case_id` with no more results taken: every case of
+        the blocks before its own is taken (the feeder holds a block's worth of window, and
+        starts a block's cases before the next block's). Under `_lock`."""
+        block = self._block_of.get(case_id)
+        return block is not None and not any(
+            left for other, left in self._untaken.items() if other < block)
+
+    def _take(self, case_id: str) -> None:
+        """`case_id`'s item has asked for its result: one fewer untaken in its block."""
+        block = self._block_of.pop(case_id, None)
+        if block is not None:
+            self._untaken[block] -= 1
+            if not self._untaken[block]:
+                del self._untaken[block]
 
     @property
     def peak_in_flight(self) -> int:
@@ -263,8 +300,9 @@ class EpisodeRunner:
         claimed = self._claimed
         pending: set[asyncio.Task[None]] = set()
         try:
-            # Longest first within a look-ahead of one slot each: a shorter tail (start_order.py).
-            for case in longest_first(cases, self.config.concurrency, _plan_steps):
+            # Longest first, a window at a time: a shorter tail (start_order.py). Every case of
+            # a window starts before its items wait, so none runs on demand.
+            for case in longest_first(cases, self._window, expected_turns, _case_id):
                 await claimed.acquire()  # released when an item takes its result
                 with self._lock:
                     taken = self._started_by.setdefault(case.id, "feeder") != "feeder"
@@ -412,6 +450,11 @@ class EpisodeRunner:
         self._agents.clear()
 
 
-def _plan_steps(case: Case) -> int:
-    """What an episode's length is expected from: its reference plan's steps."""
+def expected_turns(case: Case) -> int:
+    """What an episode's length is expected from: its task's reference plan's steps (a turn
+    each, about: the plan the agent is given differs from it by a flaw's step or two)."""
     return len(case.task.reference_workflow().steps)
+
+
+def _case_id(case: Case) -> str:
+    return case.id

@@ -137,9 +137,12 @@ class ServerStats:
     reasoning_issued: int = 0
     reasoning_returned: int = 0
     reasoning_missing: int = 0
+    # The latencies drawn for the requests that got that far (Little's law's numerator).
+    latency_s: float = 0.0
 
     def to_json(self) -> dict[str, Any]:
         return {"requests": self.requests, "replies": self.replies, "limited": self.limited,
+                "latency_s": round(self.latency_s, 3),
                 "rpm_limited": self.rpm_limited, "peak_in_flight": self.peak_in_flight,
                 "faults": dict(sorted(self.faults.items())), "models": dict(self.models),
                 "refused": dict(sorted(self.refused.items())),
@@ -268,8 +271,9 @@ class OpenAITestServer:
     `resolve_model` (by default the built-in agents, ``builtin:NAME``). `strict` refuses what
     OpenAI refuses; `api_key`, when given, is the only key accepted; `echo_request` quotes the
     request's method, URL and `Authorization` header in every error body; `record_requests`
-    keeps every request in `recorded`; a request whose body is not all in `body_timeout_s`
-    after its head is answered 408 and its connection closed (servers/loopback.py).
+    keeps every request in `recorded`; `latency_sd_ms` makes each latency lognormal (`_latency`);
+    a request whose body is not all in `body_timeout_s` after its head is answered 408 and its
+    connection closed (servers/loopback.py).
     """
 
     def __init__(
@@ -278,6 +282,7 @@ class OpenAITestServer:
         *,
         seed: int = 0,
         latency_ms: float = 0.0,
+        latency_sd_ms: float = 0.0,
         faults: FaultConfig | None = None,
         host: str = "127.0.0.1",
         port: int = 0,
@@ -291,8 +296,9 @@ class OpenAITestServer:
         record_requests: bool = False,
         body_timeout_s: float = BODY_TIMEOUT_S,
     ) -> None:
-        if latency_ms < 0:
-            raise ValueError(f"latency_ms must be >= 0, got {latency_ms}")
+        if latency_ms < 0 or latency_sd_ms < 0:
+            raise ValueError(f"latency_ms and latency_sd_ms must be >= 0, got {latency_ms}, "
+                             f"{latency_sd_ms}")
         if (max_in_flight is not None and max_in_flight < 1) or limit_retry_after_s < 0:
             raise ValueError("max_in_flight must be >= 1 and limit_retry_after_s >= 0")
         if rpm is not None and not (math.isfinite(rpm) and rpm > 0):
@@ -303,6 +309,7 @@ class OpenAITestServer:
         self._bucket = RequestBucket(rpm) if rpm is not None else None
         self.seed = seed
         self.latency_s = latency_ms / 1000.0
+        self.latency_sd_s = latency_sd_ms / 1000.0
         self.faults = faults or FaultConfig()
         self.host = host
         self.strict = strict
@@ -504,6 +511,20 @@ class OpenAITestServer:
                 1 for item in outputs if self._reasoning_of.get(str(item.get("id"))) not in sent)
         return None
 
+    def _latency(self, identity: str, attempt: int) -> float:
+        """This request's latency: `latency_s`, or with `latency_sd_s` a lognormal draw of that
+        mean and standard deviation, a pure function of (seed, request, attempt) so that a
+        rerun sees the same latencies whatever the arrival order (Box-Muller on two seeded
+        uniforms; mu, sigma from the mean and sd: sigma^2 = ln(1 + sd^2/mean^2))."""
+        if self.latency_sd_s <= 0 or self.latency_s <= 0:
+            return self.latency_s
+        sigma2 = math.log1p((self.latency_sd_s / self.latency_s) ** 2)
+        mu = math.log(self.latency_s) - sigma2 / 2
+        u1 = 1.0 - rng.uniform(self.seed, "latency-1", identity, attempt)  # in (0, 1]
+        u2 = rng.uniform(self.seed, "latency-2", identity, attempt)
+        normal = math.sqrt(-2.0 * math.log(u1)) * math.cos(2.0 * math.pi * u2)
+        return math.exp(mu + math.sqrt(sigma2) * normal)
+
     def _reasoning_item(self, model: str, body: Mapping[str, Any],
                         identity: str) -> dict[str, Any] | None:
         if not family_of(model).reasoning:
@@ -519,7 +540,8 @@ class OpenAITestServer:
         self.stats.requests += 1
         # `latency_ms` is the whole answer's time, the policy's own work included (a provider
         # that answers in 0.5 s answers in 0.5 s, whatever its load): Little's law holds.
-        deadline = asyncio.get_running_loop().time() + self.latency_s
+        arrived = asyncio.get_running_loop().time()
+        deadline = arrived + self.latency_s  # until the request's own draw is known
         try:
             body = json.loads(await request.body())
         except (json.JSONDecodeError, UnicodeDecodeError):
@@ -554,6 +576,9 @@ class OpenAITestServer:
         identity = hashlib.sha256(_canonical([body, task_id, repeat])).hexdigest()[:32]
         attempt = self._attempts[identity]
         self._attempts[identity] += 1
+        latency = self._latency(identity, attempt)
+        deadline = arrived + latency
+        self.stats.latency_s += latency
 
         fault = self._fault(identity, attempt)
         if fault == "timeout":

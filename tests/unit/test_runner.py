@@ -11,7 +11,7 @@ from pytest_resilibench.core.registry import default_registry
 from pytest_resilibench.core.tasks import load_tasks
 from pytest_resilibench.integration.cases import Case, build_cases
 from pytest_resilibench.integration.options import RunConfig
-from pytest_resilibench.integration.runner import EpisodeRunner
+from pytest_resilibench.integration.runner import EpisodeRunner, expected_turns
 from pytest_resilibench.runtime.protocol import ModelReply, ModelRequest
 from tests.unit.sample_records import summaries
 
@@ -66,6 +66,35 @@ def test_runs_ahead_with_bounded_concurrency() -> None:
     assert [rec.id for rec in records] == [c.id for c in todo]
     assert all(rec.outcome in ("failed", "partial") for rec in records)
     assert 1 < agent.peak <= CONFIG.concurrency
+
+
+def _start_order(todo: list[Case]) -> list[str]:
+    """The task ids of `todo` in the order the runner started their episodes (one slot)."""
+    agent = CountingAgent(delay=0.0)
+    r = runner(agent, replace(CONFIG, concurrency=1))
+    try:
+        r.start(todo)
+        records = [r.result(c) for c in todo]
+    finally:
+        r.close()
+    assert [rec.id for rec in records] == [c.id for c in todo]  # items keep their order
+    return list(dict.fromkeys(agent.seen))
+
+
+def test_the_longest_planned_episodes_start_first_in_any_partition() -> None:
+    """Longest plan first, equals by case id; the same in a second session, and each share
+    of a two-worker partition (xdist's round robin) starts in the one-worker order
+    restricted to it (issue 47, start_order.py)."""
+    todo = cases()
+    order = _start_order(todo)
+    by_task = {c.task.id: c for c in todo}
+    assert [(-expected_turns(by_task[t]), by_task[t].id) for t in order] == sorted(
+        (-expected_turns(c), c.id) for c in todo)
+    assert expected_turns(by_task[order[0]]) > expected_turns(by_task[order[-1]])
+    assert _start_order(cases()) == order
+    for share in (todo[0::2], todo[1::2]):
+        mine = {c.task.id for c in share}
+        assert _start_order(share) == [t for t in order if t in mine]
 
 
 def test_window_bounds_unclaimed_results() -> None:

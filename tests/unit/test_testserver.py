@@ -263,6 +263,25 @@ def test_fault_config_rejects_bad_values() -> None:
         OpenAITestServer(text_policy, latency_ms=-1)
 
 
+def test_lognormal_latency_is_seeded_and_has_its_mean_and_sd() -> None:
+    """`latency_sd_ms`: each request's latency a lognormal draw of that mean and sd, a pure
+    function of (seed, request, attempt) (no clock read; issue 47's tail benchmark)."""
+    import statistics
+
+    server = OpenAITestServer(text_policy, latency_ms=500, latency_sd_ms=500, seed=3)
+    draws = [server._latency(f"req-{i}", 0) for i in range(4000)]
+    assert draws == [OpenAITestServer(text_policy, latency_ms=500, latency_sd_ms=500,
+                                      seed=3)._latency(f"req-{i}", 0) for i in range(4000)]
+    assert server._latency("req-0", 1) != draws[0]  # a retry draws anew
+    assert all(d > 0 for d in draws)
+    assert statistics.mean(draws) == pytest.approx(0.5, rel=0.1)
+    assert statistics.stdev(draws) == pytest.approx(0.5, rel=0.2)
+    fixed = OpenAITestServer(text_policy, latency_ms=500)
+    assert fixed._latency("req-0", 0) == 0.5
+    with pytest.raises(ValueError, match="latency"):
+        OpenAITestServer(text_policy, latency_ms=500, latency_sd_ms=-1)
+
+
 def test_completion_json_estimates_missing_usage() -> None:
     reply = ModelReply(content="x" * 40)
     body = completion_json(reply, model="m", request_id="r", messages=MESSAGES)
