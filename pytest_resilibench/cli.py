@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeAlias, cast
 
 from pytest_resilibench.base.names import FAULT_PROFILES, SEVERITIES, TOOL_MODES, VARIANT_KINDS
-from pytest_resilibench.integration.options import GATE_OPTIONS
+from pytest_resilibench.integration.options import GATE_OPTIONS, argparse_help
 
 if TYPE_CHECKING:
     from pytest_resilibench.integration.gate_policy import GatePolicy
@@ -588,8 +588,8 @@ def _add_report(sub: _Subparsers) -> None:
     # unset, each takes the value the run recorded, else the run's default.
     for name, (parse, default, text) in GATE_OPTIONS.items():
         p.add_argument(f"--{name}", type=_argparse_type(parse), default=None,
-                       help=f"with --compare: {text} (default: the run's, else "
-                            f"{default or 'none'})")
+                       help=argparse_help(f"with --compare: {text} (default: the run's, "
+                                          f"else {default or 'none'})"))
     p.set_defaults(handler=_cmd_report)
 
 

@@ -564,18 +564,25 @@ _OPTIONS: list[tuple[str, Callable[[str], Any] | None, str | None, str]] = [
 ]
 
 
+def argparse_help(text: str) -> str:
+    """Help text as argparse wants it: it %-formats help, so a literal % is doubled (an
+    unescaped "(2%)" made `pytest --help` crash)."""
+    return text.replace("%", "%%")
+
+
 def add_options(parser: pytest.Parser) -> None:
     group = parser.getgroup("resilibench", "ResiliBench agent benchmark")
     for name, parse, default, help_text in _OPTIONS:
         dest = "resili_" + name.replace("-", "_")
         if parse is None:  # a flag
             group.addoption(f"--resili-{name}", action="store_true", dest=dest, default=None,
-                            help=help_text)
+                            help=argparse_help(help_text))
             parser.addini(dest, help_text, type="bool", default=False)
             continue
         group.addoption(f"--resili-{name}", dest=dest, default=_NOT_GIVEN, metavar="VALUE",
                         type=_argparse_type(parse, name),
-                        help=f"{help_text} (default: {default})" if default else help_text)
+                        help=argparse_help(f"{help_text} (default: {default})" if default
+                                           else help_text))
         # No ini default: an empty value means "not set" (`benchmark_requested`), and
         # `read_config` applies the default itself.
         parser.addini(dest, f"{help_text} (default: {default})" if default else help_text,
