@@ -13,7 +13,8 @@ text. A task can fall in several. The target is 0 in every category (docs/BENCHM
 - destination_at_source: the text checks "the destination's" health at the source's URL;
 - phantom_service: "the service's reply" is checked where no step talks to a service;
 - unexplained_prerequisite: a prerequisite of the plan (credentials, a connection) that the
-  text states in a sentence of its own, naming no step that needs it;
+  text states in a sentence naming no step that needs it (a value of a step of the plan
+  whose prerequisite it is);
 - repeated_sentence: a sentence of the text shared with more than 1% of the set's tasks (the
   count is of tasks holding such a sentence; the most shared sentence and its count are shown).
 
@@ -103,11 +104,14 @@ def phantom_service(task: Task, registry: ToolRegistry) -> bool:
 
 def unexplained_prerequisite(task: Task, registry: ToolRegistry) -> bool:
     required = set(task.required_tools)
-    values = [str(v) for t in task.required_tools
-              for v in task.step_arguments.get(t, {}).values()]
-    for step in task.reference_workflow().steps:
+    steps = task.reference_workflow().steps
+    for step in steps:
         if step.tool in required:
             continue
+        # The values of the steps that need it (a prerequisite's prerequisite is needed by
+        # the prerequisite, which the text names in its own sentence).
+        needers = [s for s in steps if step.tool in registry[s.tool].prerequisites]
+        values = [str(v) for s in needers for v in s.arguments.values()]
         for value in map(str, step.arguments.values()):
             holding = [s for s in _sentences(task.description) if value in s]
             if holding and not any(v in s for s in holding for v in values):

@@ -49,7 +49,9 @@ from . import templates
 __all__ = ["CONDITION_WORDINGS", "FLOW_SHAPES", "WORDED_CLAUSES", "FlowDraw", "FlowShape",
            "bind_flow_value", "draw_flow", "flow_data"]
 
-SOURCES = ("read", "scan", "fetch", "connect", "monitor")
+# Steps that bring records (issue 50, typed flows): a health monitor reports on a service,
+# not records, so it is never a flow's source (it stays a router's prerequisite).
+SOURCES = ("read", "scan", "fetch", "connect")
 PROCESSORS = ("parse", "validate", "check_response", "transform", "filter", "convert",
               "compress", "calculate", "analyze", "optimize", "simulate", "predict", "map")
 JOINS = ("aggregate", "enqueue")
@@ -57,19 +59,23 @@ OUTPUTS = ("write", "post", "route", "schedule", "notify")
 SIDES = ("log", "cache", "track", "tidy")
 # Processors whose options the text states in words (core/wording.py).
 WORDED_PROCESSORS = ("transform", "analyze", "optimize", "predict")
-# The share of flows offered one guarded step beyond their drawn length.
-GUARD_EXTRA = 0.85
+# The share of flows offered one guarded step beyond their drawn length, by difficulty
+# (harder texts carry more conditions: the paper's "fewer hints" as difficulty rises).
+GUARD_EXTRA = {"easy": 0.6, "medium": 0.85, "hard": 0.85}
 # Steps a text may name and then decline (a condition that does not hold): each takes a value
 # of its own the Inputs block shows, like the steps a flawed plan drops, by kind with its
 # weight (a flawed plan most often loses a source's or a deliverable's value).
 DECLINED_OPS: dict[str, tuple[float, tuple[str, ...]]] = {
-    "source": (0.35, ("read", "scan", "fetch", "connect", "monitor")),
+    "source": (0.35, ("read", "scan", "fetch", "connect")),
     "output": (0.35, ("write", "post", "route", "notify")),
     "other": (0.3, ("enqueue", "log", "cache", "track", "filter", "calculate", "map",
                     "convert")),
 }
-# The share of flows that name a declined step (where one fits).
-DECLINED_SHARE = 0.45
+# The share of flows that name a declined step (where one fits), by difficulty.
+DECLINED_SHARE = {"easy": 0.55, "medium": 0.65, "hard": 0.75}
+# The share of hard flows whose deliverable goes through a step with a prerequisite (a
+# credential, a connection, a health check): longer plans as difficulty rises.
+HARD_GATED = 0.6
 # Formats a source's data may arrive in (what a guarded step's condition names).
 RAW_FORMATS = tuple(f for f in DATA_FORMATS if f != "binary")
 
@@ -98,7 +104,7 @@ FLOW_SHAPES: dict[str, FlowShape] = {
         ("write", "enqueue", "aggregate", "notify", "route"), (),
         {"processor": 3.0, "join": 1.5, "source": 0.7, "side": 1.0, "guarded": 2.5}),
     "api_integration": FlowShape(
-        ("fetch", "monitor", "connect"), ("authenticate", "fetch"),
+        ("fetch", "connect"), ("authenticate", "fetch"),
         ("parse", "validate", "check_response", "transform", "filter", "map", "convert",
          "calculate"),
         ("post", "route", "notify", "enqueue", "write", "schedule"), (),
@@ -127,27 +133,32 @@ WORDED_CLAUSES: dict[str, dict[str, tuple[str, ...]]] = {
     "data_processing_aggregator": {
         "easy": ("aggregate the records into {function} per group",
                  "aggregate the {function} for each group"),
-        "medium": ("boil the records down to {function} per group",),
+        "medium": ("boil the records down to {function} per group, aggregated",
+                   "aggregate the records, keeping the {function} per group"),
         "hard": ("management only wants the {function} per group, aggregated",),
     },
     "data_processing_transformer": {
         "easy": ("transform the records: {operation}",),
-        "medium": ("reshape the records, that is, {operation}",),
+        "medium": ("reshape the records with a transformation: {operation}",
+                   "transform the layout of the records, that is, {operation}"),
         "hard": ("consumers expect another layout: transform the records to {operation}",),
     },
     "computation_analyzer": {
         "easy": ("analyze the data for {method}",),
-        "medium": ("look into {method}",),
+        "medium": ("look into the data with an analysis of {method}",
+                   "analyze what the numbers say about {method}"),
         "hard": ("the numbers need someone to analyze {method}",),
     },
     "computation_optimizer": {
         "easy": ("optimize the allocation to push the objective {objective}",),
-        "medium": ("search for the configuration that takes the objective {objective}",),
+        "medium": ("search for the configuration that optimizes the objective {objective}",
+                   "optimize the settings so the objective goes {objective}"),
         "hard": ("the aim is to optimize the outcome, {objective}",),
     },
     "utility_helper": {
         "easy": ("run a helper chore on the records: {action}",),
-        "medium": ("do some housekeeping and {action}",),
+        "medium": ("do some housekeeping with a helper chore: {action}",
+                   "run a small helper chore, namely {action}"),
         "hard": ("a small data chore is overdue: {action}",),
     },
     "integration_scheduler": {
@@ -162,6 +173,142 @@ WORDED_CLAUSES: dict[str, dict[str, tuple[str, ...]]] = {
     },
 }
 
+
+# Hard clauses in several words each: a clause with no value of its own would otherwise recur
+# word for word in hundreds of texts (issue 50, bench/check_task_sense.py). Each keeps a word
+# of what the tool does (the built-in readers match clauses to tools by it).
+FLOW_CLAUSES: dict[str, dict[str, tuple[str, ...]]] = {
+    "data_processing_parser": {
+        "hard": ("the raw content is of no use until its structure is recovered",
+                 "someone has to make sense of the raw layout",
+                 "the raw text still has to be parsed before anyone can use it")},
+    "data_processing_validator": {
+        "hard": ("bad rows have slipped through before, and that must not happen again",
+                 "the quality of the data has been questioned",
+                 "nobody trusts the data until every row is validated against the schema")},
+    "network_validator": {
+        "hard": ("the upstream replies have been malformed now and then",
+                 "the service's replies cannot be taken on trust; validate each response",
+                 "broken responses from the service have caused trouble before")},
+    "file_operations_compressor": {
+        "hard": ("storage is tight, so the result should take as little space as possible",
+                 "the result has to be compressed, as disk space is short",
+                 "only a compressed archive will fit where this is kept")},
+    "computation_simulator": {
+        "hard": ("leadership wants to know what could happen under different conditions",
+                 "someone should simulate what-if scenarios over the data",
+                 "the planners want simulated scenarios before they decide")},
+    "data_processing_aggregator": {
+        "hard": ("management only wants the {function} per group, aggregated",
+                 "what counts is the {function} for each group, aggregated",
+                 "the report needs only the {function} per group once aggregated")},
+    "data_processing_transformer": {
+        "hard": ("consumers expect another layout: transform the records to {operation}",
+                 "the records need transforming downstream: {operation}",
+                 "the layout has to be transformed first, namely to {operation}")},
+    "computation_analyzer": {
+        "hard": ("the numbers need someone to analyze {method}",
+                 "someone has to analyze the data for {method}",
+                 "the question is open until an analysis looks into {method}")},
+    "computation_optimizer": {
+        "hard": ("the aim is to optimize the outcome, {objective}",
+                 "the configuration should be optimized so the objective goes {objective}",
+                 "an optimizer has to push the objective {objective}")},
+    "utility_helper": {
+        "hard": ("a small data chore is overdue: {action}",
+                 "one housekeeping chore is left on the records: {action}",
+                 "before anything else ships, a helper chore: {action}")},
+}
+
+# A prerequisite the text does not list as a step, stated with the step that needs it (its
+# first dependent in the flow): (prerequisite, dependent) -> difficulty -> sentence.
+PREREQUISITE_SENTENCES: dict[tuple[str, str], dict[str, str]] = {
+    ("integration_authenticator", "network_poster"): {
+        "easy": "Posting to {target_url} needs credentials from the {service} service.",
+        "medium": "Only callers with credentials from {service} may post to {target_url}.",
+        "hard": "The partner behind {target_url} trusts only callers vouched for by "
+                "{service}.",
+    },
+    ("integration_authenticator", "integration_connector"): {
+        "easy": "Connecting to {endpoint} needs credentials from the {service} service.",
+        "medium": "Sessions on {endpoint} need credentials from {service}.",
+        "hard": "Whoever opens {endpoint} has to prove who they are to {service} first.",
+    },
+    ("integration_connector", "integration_queue"): {
+        "easy": "The queue {queue_name} is reached through the connection {endpoint}.",
+        "medium": "The broker holding {queue_name} answers on the connection {endpoint}.",
+        "hard": "Whatever lands in {queue_name} goes through {endpoint}.",
+    },
+    ("integration_connector", "integration_scheduler"): {
+        "easy": "Jobs such as {job_name} are registered through the connection {endpoint}.",
+        "medium": "The scheduler that will run {job_name} is reached through {endpoint}.",
+        "hard": "Registering {job_name} means talking to the system at {endpoint}.",
+    },
+    ("network_monitor", "network_router"): {
+        "easy": "The health of {route_to} is reported at {url}.",
+        "medium": "Whether {route_to} is healthy can be read from {url}.",
+        "hard": "Word is that {route_to} publishes its health at {url}.",
+    },
+}
+
+# Hard texts open with a context and carry distractors, composed from parts with the task's
+# own values so that no sentence recurs across hundreds of texts.
+CONTEXTS: tuple[str, ...] = (
+    "The {team} team is preparing its {period} review of the {label}.",
+    "Ahead of the {period} planning meeting, the {team} team needs the {label} sorted out.",
+    "A customer escalation in {site} has put the {label} on the {team} team's desk.",
+    "The {team} team in {site} inherited this chore about the {label} from a colleague on "
+    "leave.",
+    "The {site} office asked the {team} team to deal with the {label} for {period}.",
+    "Before the {period} close, the {team} team wants the {label} handled.",
+)
+DISTRACTORS: tuple[str, ...] = (
+    "The {site} office's dashboard redesign is out of scope.",
+    "Last time the {team} team did this by hand and it took {days} days.",
+    "An old copy from {old_year} sits on a retired laptop in {site}; it is irrelevant.",
+    "The {org} vendor contract renews in {month}, which is someone else's concern.",
+    "The colour scheme of the {site} charts does not matter.",
+    "There is a wiki page about this from {old_year}, but it is outdated.",
+    "Legal signed off on the data usage back in {month}.",
+    "Please ignore the mirror at /archive/{site}/legacy, it is stale.",
+    "The {other} team asked about this too, but their request is separate.",
+    "A spreadsheet kept in {site} is not the source of truth.",
+    "A migration of the {org} wiki is planned for {month}; it changes nothing here.",
+    "Nobody in {site} needs a printout this time.",
+    "The {team} lead is away in {month}, which does not affect this.",
+    "Ticket {ticket} about this was closed as a duplicate.",
+    "The {old_year} review in {site} is finished and needs no follow-up.",
+    "The {other} team's old numbers from {site} are a test set; leave them alone.",
+)
+_MONTHS = ("January", "February", "March", "April", "May", "June", "July", "August",
+           "September", "October", "November", "December")
+_TEAMS = ("finance", "platform", "facilities", "billing", "logistics", "support",
+          "operations", "people", "growth", "energy", "research", "forecasting", "security")
+
+
+def distractors(rng: DrawStream, values: Mapping[str, Any], k: int) -> list[str]:
+    """k distractor sentences drawn without repeats, each with drawn parts of its own."""
+    picked: list[str] = []
+    pool = list(DISTRACTORS)
+    for _ in range(k):
+        template = pool.pop(rng.randint(0, len(pool) - 1))
+        picked.append(template.format(**values, days=rng.randint(2, 9),
+                                      old_year=rng.randint(2009, 2020),
+                                      month=rng.choice(_MONTHS),
+                                      other=rng.choice([t for t in _TEAMS
+                                                        if t != values.get("team")]),
+                                      ticket=f"#{rng.randint(1000, 9999)}"))
+    return picked
+
+
+def prerequisite_sentence(tool: str, closure: Sequence[str], difficulty: str,
+                          registry: ToolRegistry) -> tuple[str, str] | None:
+    """The (prerequisite, dependent) wording of a prerequisite: its first dependent in the
+    closure that has one (None: no sentence names it)."""
+    for other in closure:
+        if tool in registry[other].prerequisites and (tool, other) in PREREQUISITE_SENTENCES:
+            return PREREQUISITE_SENTENCES[(tool, other)][difficulty], other
+    return None
 
 # Wider value pools than the paper's: a fresh seed draws mostly new values.
 ORGS = ("acme", "globex", "initech", "umbrella", "hooli", "stark", "wayne", "tyrell",
@@ -186,12 +333,13 @@ class FlowDraw:
 
 
 def _length(rng: DrawStream, difficulty: str, lo: int, hi: int) -> int:
-    """How many steps: easy flows are short, hard ones long."""
+    """How many steps: easy flows are the type's shortest, hard ones its longest, medium
+    ones in between (the paper's strata: more steps as difficulty rises)."""
     if difficulty == "easy":
-        return lo if rng.random() < 0.4 else min(hi, lo + 1)
+        return lo
     if difficulty == "hard":
-        return hi if rng.random() < 0.6 else max(lo, hi - 1)
-    return rng.randint(lo, hi)
+        return hi
+    return (lo + hi) // 2
 
 
 def _weighted(rng: DrawStream, weights: Mapping[str, float]) -> str:
@@ -228,7 +376,52 @@ def _clash(a: str, b: str, registry: ToolRegistry) -> bool:
 def _fits(op: str, used: Sequence[str], matcher: ToolMatcher, registry: ToolRegistry) -> bool:
     tool = _tool_of(op, matcher)
     closure = registry.closure([*used, tool])
-    return tool not in used and not any(_clash(tool, other, registry) for other in closure)
+    return (tool not in used and not any(_clash(tool, other, registry) for other in closure)
+            and not sense_problems([*used, tool], registry, partial=True))
+
+
+# Typed data flows (issue 50): what a step needs before it, and what may not meet in a flow.
+RECORD_TOOLS = frozenset({"file_operations_reader", "file_operations_scanner",
+                          "network_fetcher", "integration_connector"})
+SERVICE_TOOLS = frozenset({"network_fetcher", "integration_connector", "network_poster"})
+# Tools whose output is a result to deliver, never records to parse, filter or aggregate.
+RESULT_TOOLS = frozenset({"computation_optimizer"})
+RECORD_READERS = frozenset({"data_processing_parser", "data_processing_transformer",
+                            "data_processing_filter", "data_processing_aggregator"})
+# The rank of a branch in the order a reader takes it: parse first,
+# an archive last; equal ranks keep the drawn order (two branches only the text orders).
+_BRANCH_RANK = {"data_processing_parser": 0, "computation_optimizer": 1,
+                "file_operations_compressor": 3}
+
+
+def sense_problems(tools: Sequence[str], registry: ToolRegistry, *,
+                   partial: bool = False) -> list[str]:
+    """What makes a flow (its stated tools, in order) one no person would ask for: a step
+    that works on records before any step brings them, records read from an optimiser's
+    result, an event of work done before any work, a response check with no service, a
+    router whose health check would share the source's URL (one `url` per task). With
+    `partial` (a flow still being drawn), only what no later step can mend."""
+    problems: list[str] = []
+    present = set(tools)
+    if RESULT_TOOLS & present and RECORD_READERS & present:
+        problems.append("records read from an optimiser's result")
+    if "network_router" in present and "network_fetcher" in present:
+        problems.append("a router's health check at the source's URL")
+    if partial:
+        return problems
+    if "network_validator" in present and not SERVICE_TOOLS & present:
+        problems.append("a service's reply checked with no service")
+    sourced = worked = False
+    for tool in tools:
+        spec = registry[tool]
+        works = spec.role in (Role.PROCESSOR, Role.AGGREGATOR) or tool == "utility_helper"
+        if works and not sourced:
+            problems.append(f"{tool} works on records before any step brings them")
+        if tool == "utility_tracker" and not worked:
+            problems.append("an event of work done before any work")
+        sourced |= tool in RECORD_TOOLS
+        worked |= works
+    return problems
 
 
 def draw_flow(rng: DrawStream, task_type: str, difficulty: str, steps: tuple[int, int],
@@ -247,7 +440,12 @@ def draw_flow(rng: DrawStream, task_type: str, difficulty: str, steps: tuple[int
         return tool
 
     sources = [take(rng.choice(shape.sources))]
-    deliver = take(rng.choice(shape.delivers))
+    delivers = [op for op in shape.delivers if _fits(op, used, matcher, registry)]
+    if difficulty == "hard" and rng.random() < HARD_GATED:
+        # Hard flows deliver through a gated step where they can (more steps to the plan).
+        delivers = [op for op in delivers if registry[_tool_of(op, matcher)].prerequisites] \
+            or delivers
+    deliver = take(rng.choice(delivers or list(shape.delivers)))
     processors: list[str] = []
     joins: list[str] = []
     outputs: list[str] = []
@@ -256,7 +454,7 @@ def draw_flow(rng: DrawStream, task_type: str, difficulty: str, steps: tuple[int
     # The n - 2 steps between the first source and the deliverable; then, in a share of the
     # flows that have room for it, one guarded step more (required or not, the flow keeps
     # within the type's tool counts).
-    extra = rng.random() < GUARD_EXTRA
+    extra = rng.random() < GUARD_EXTRA[difficulty]
     for slot in range(n - 2 + 1):
         if slot == n - 2 and not (extra and guarded is None and n < hi):
             break
@@ -287,25 +485,40 @@ def draw_flow(rng: DrawStream, task_type: str, difficulty: str, steps: tuple[int
             kind = "side" if registry[tool].role is Role.UTILITY else "processor"
         {"processor": processors, "join": joins, "source": sources, "output": outputs,
          "side": sides}[kind].append(tool)
-    guarded = _settle(rng, shape, hi, guarded, used, take, matcher, registry,
+    # Settling may add a step where the stratum leaves room: none at easy (its flows stay the
+    # type's shortest), one at medium.
+    room = {"easy": n, "medium": min(hi, n + 1), "hard": hi}[difficulty]
+    guarded = _settle(rng, shape, room, guarded, used, take, matcher, registry,
                       sources, processors, joins, outputs, sides, deliver)
     deliver = _quiet_step(shape, guarded, used, matcher, registry,
                           [*sources, *processors, *joins, *outputs, *sides], deliver)
-    # A compressed archive feeds nothing else: compression is the last branch.
-    processors.sort(key=lambda t: t == "file_operations_compressor")
+    # Branches in the order a reader takes them (a compressed archive feeds nothing else).
+    processors.sort(key=lambda t: _BRANCH_RANK.get(t, 1))
     body = [*sources, *processors, *joins, *outputs]
-    for side in sides:  # anywhere before the final deliverable
-        body.insert(rng.randint(0, len(body)), side)
+    for side in sides:  # before the final deliverable, after what it needs
+        body.insert(rng.randint(_earliest(side, body, registry), len(body)), side)
     tools = (*body, deliver)
-    return FlowDraw(tools, guarded, _declined(rng, tools, matcher, registry))
+    return FlowDraw(tools, guarded, _declined(rng, difficulty, tools, matcher, registry))
 
 
-def _declined(rng: DrawStream, tools: Sequence[str], matcher: ToolMatcher,
+def _earliest(side: str, body: Sequence[str], registry: ToolRegistry) -> int:
+    """The first place a side step fits: a log anywhere; a cache or a chore once records
+    exist (after the first source); an event of work once a step has worked on them."""
+    if side == "utility_logger":
+        return 0
+    if side == "utility_tracker":
+        worked = [i for i, t in enumerate(body)
+                  if registry[t].role in (Role.PROCESSOR, Role.AGGREGATOR)]
+        return worked[0] + 1 if worked else len(body)
+    return 1
+
+
+def _declined(rng: DrawStream, difficulty: str, tools: Sequence[str], matcher: ToolMatcher,
               registry: ToolRegistry) -> str | None:
     """In `DECLINED_SHARE` of the flows, a step the text names but declines: one with a value
     of its own (not an option the text words), none of whose parameters a step of the flow
     takes, that needs no prerequisite the flow lacks."""
-    if rng.random() >= DECLINED_SHARE:
+    if rng.random() >= DECLINED_SHARE[difficulty]:
         return None
     closure = set(registry.closure(list(tools)))
     taken = {p for t in closure for p in registry[t].parameters.get("properties", {})}
@@ -314,6 +527,7 @@ def _declined(rng: DrawStream, tools: Sequence[str], matcher: ToolMatcher,
         params = set(registry[tool].required_parameters) - {"format", "source"}
         return (tool not in closure and bool(params) and not params & (taken | WORDED_PARAMS)
                 and set(registry.closure([*tools, tool])) == closure | {tool}
+                and not sense_problems([*tools, tool], registry, partial=True)
                 and not any(_clash(tool, other, registry) for other in closure))
 
     candidates = {kind: [t for t in dict.fromkeys(_tool_of(op, matcher) for op in ops)
@@ -432,7 +646,9 @@ def bind_flow_value(param: str, rng: DrawStream, ctx: Mapping[str, Any], consume
     dashed = stem.replace("_", "-")
     values: dict[str, Any] = {
         "directory": f"/data/{site}/{stem}/incoming/{year}",
-        "url": f"https://api.{org}.example.com/v{rng.randint(1, 4)}/{site}/{resource}",
+        # A router's health check is at the destination (the flow has no fetcher then).
+        "url": (f"https://{dashed}-{site}.{org}.example.com/health" if ctx.get("health")
+                else f"https://api.{org}.example.com/v{rng.randint(1, 4)}/{site}/{resource}"),
         "target_url": f"https://partners.{org}.example.com/ingest/{site}/{resource}",
         "route_to": f"{dashed}-{site}",
         "endpoint": f"postgresql://db-{site}.{org}.internal:5432/{stem}",
@@ -460,10 +676,13 @@ def flow_data() -> dict[str, Any]:
     return {
         "sources": SOURCES, "processors": PROCESSORS, "joins": JOINS, "outputs": OUTPUTS,
         "sides": SIDES, "worded_processors": WORDED_PROCESSORS, "raw_formats": RAW_FORMATS,
-        "guard_extra": GUARD_EXTRA, "declined_share": DECLINED_SHARE,
+        "guard_extra": GUARD_EXTRA, "declined_share": DECLINED_SHARE, "hard_gated": HARD_GATED,
         "declined_ops": {k: [w, list(ops)] for k, (w, ops) in DECLINED_OPS.items()},
         "orgs": ORGS, "sites": SITES, "periods": PERIODS, "condition_wordings": CONDITION_WORDINGS,
-        "worded_clauses": WORDED_CLAUSES,
+        "worded_clauses": WORDED_CLAUSES, "flow_clauses": FLOW_CLAUSES,
+        "prerequisite_sentences": {f"{a}>{b}": w for (a, b), w in
+                                   PREREQUISITE_SENTENCES.items()},
+        "contexts": CONTEXTS, "distractors": DISTRACTORS,
         "phrases": {param: {str(v): list(p) for v, p in by_value.items()}
                     for param, by_value in PHRASES.items()},
         "shapes": {k: {"sources": s.sources, "second_sources": s.second_sources,

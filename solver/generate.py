@@ -41,6 +41,7 @@ __all__ = [
     "MANIFEST_SCHEMA",
     "STEP_COUNTS",
     "GeneratorConfig",
+    "drawn_flow",
     "generate",
     "generate_task",
     "generate_tasks",
@@ -52,7 +53,7 @@ __all__ = [
 
 MANIFEST_SCHEMA = "resilibench.manifest/1"
 GENERATOR_VERSION = 1  # the paper's templates (the frozen `paper` task set)
-FLOWS_VERSION = 3      # the grammar of data flows (`flows.py`, the default task set)
+FLOWS_VERSION = 4      # the grammar of data flows (`flows.py`, the default task set)
 GRAMMARS = ("flows", "templates")
 # Required tools per task type (docs/BENCHMARK.md: Tasks).
 STEP_COUNTS: dict[str, tuple[int, int]] = {
@@ -303,20 +304,25 @@ def _describe(
 
 
 def _arrange(rng: DrawStream, clauses: Sequence[str], hidden: Sequence[str],
-             difficulty: str, values: Mapping[str, Any]) -> str:
+             difficulty: str, values: Mapping[str, Any], *,
+             contexts: Sequence[str] = templates.CONTEXTS,
+             noise: Callable[[DrawStream, Mapping[str, Any], int], list[str]] | None = None,
+             ) -> str:
     """A description's sentences: the stated clauses as the difficulty words them (hard adds
-    a context and two distractors), then the hidden prerequisites."""
+    a context and two distractors, `noise` drawing them; the paper's fixed ones by
+    default), then the hidden prerequisites."""
     if difficulty == "easy":
         body = [_sentence(_join(clauses, last=", and finally "))]
     elif difficulty == "medium":
         body = [_sentence(clauses[0]), _sentence(_join(clauses[1:], last=" and then "))]
     else:
-        context = rng.choice(templates.CONTEXTS).format(**values)
-        noise = _sample(rng, templates.DISTRACTORS, 2)
+        context = rng.choice(contexts).format(**values)
+        drawn = (_sample(rng, templates.DISTRACTORS, 2) if noise is None
+                 else noise(rng, values, 2))
         body = [context, *(_sentence(c) for c in clauses)]
         # Distractors land between the facts that matter, not only at the end.
-        body.insert(1 + rng.randint(0, len(clauses)), noise[0])
-        body.append(noise[1])
+        body.insert(1 + rng.randint(0, len(clauses)), drawn[0])
+        body.append(drawn[1])
     return " ".join(body + [_sentence(h) for h in hidden])
 
 
@@ -381,7 +387,41 @@ def generate_task(
 def _flow_task(rng: DrawStream, task_id: str, task_type: str, difficulty: str,
                registry: ToolRegistry, matcher: ToolMatcher) -> Task:
     """A task of the default set: a flow drawn from the grammar (`flows.py`), its guarded
-    step required only when the condition the text states holds for the task's data."""
+    step required only when the condition the text states holds for the task's data; a
+    flow a person would not ask for (`flows.sense_problems`) is drawn again from the same
+    stream."""
+    return _sensible_flow_task(rng, task_id, task_type, difficulty, registry, matcher)[0]
+
+
+def drawn_flow(index: int, *, config: GeneratorConfig = GeneratorConfig(),
+               registry: ToolRegistry | None = None,
+               matcher: ToolMatcher | None = None) -> flows.FlowDraw:
+    """The flow a default-set task was drawn from (the first sensible draw of its stream)."""
+    registry = registry or default_registry()
+    task_type, difficulty = task_cell(index)
+    rng = DrawStream(config.seed, "task", f"t{index:04d}")
+    return _sensible_flow_task(rng, f"t{index:04d}", task_type, difficulty, registry,
+                               matcher or ToolMatcher.default())[1]
+
+
+def _sensible_flow_task(rng: DrawStream, task_id: str, task_type: str, difficulty: str,
+                        registry: ToolRegistry, matcher: ToolMatcher
+                        ) -> tuple[Task, flows.FlowDraw]:
+    for _ in range(_SENSE_TRIES):
+        task, flow = _flow_task_once(rng, task_id, task_type, difficulty, registry, matcher)
+        # (the steps it runs, and those it states: a skipped guarded step is read too)
+        if not (flows.sense_problems(task.required_tools, registry)
+                or flows.sense_problems(order_by_dependencies(flow.tools, registry), registry)):
+            return task, flow
+    raise ValueError(f"{task_id}: no sensible flow in {_SENSE_TRIES} draws")
+
+
+_SENSE_TRIES = 64
+
+
+def _flow_task_once(rng: DrawStream, task_id: str, task_type: str, difficulty: str,
+                    registry: ToolRegistry, matcher: ToolMatcher
+                    ) -> tuple[Task, flows.FlowDraw]:
     flow = flows.draw_flow(rng, task_type, difficulty, STEP_COUNTS[task_type], matcher,
                            registry)
     stated = order_by_dependencies(flow.tools, registry)
@@ -389,7 +429,8 @@ def _flow_task(rng: DrawStream, task_id: str, task_type: str, difficulty: str,
     ctx = _Context(theme, rng.randint(2022, 2027), rng.choice(flows.PERIODS),
                    rng.choice(flows.ORGS))
     pools = {"theme": theme, "year": ctx.year, "period": ctx.period, "org": ctx.org,
-             "site": rng.choice(flows.SITES), "batch": f"b{rng.randint(100, 999)}"}
+             "site": rng.choice(flows.SITES), "batch": f"b{rng.randint(100, 999)}",
+             "health": "network_router" in registry.closure(flow.tools)}
 
     def bind(param: str, rng: DrawStream, fmt: str) -> Any:
         value = flows.bind_flow_value(param, rng, pools, fmt)
@@ -425,21 +466,28 @@ def _flow_task(rng: DrawStream, task_id: str, task_type: str, difficulty: str,
     worded = tuple(sorted(k for k in inputs if k in WORDED_PARAMS))
     words = {k: rng.choice(PHRASES[k][inputs[k]]) for k in worded}
     values = {**inputs, **words, "label": theme["label"], "team": theme["team"],
-              "period": f"{ctx.period} {ctx.year}"}
+              "period": f"{ctx.period} {ctx.year}", "site": pools["site"], "org": ctx.org}
     output = required[-1]
     param, kind = _DELIVERABLES[output]
-    return Task(
+    # The deliverable by its kind and format; an option the text gives in words is not
+    # restated here (the answer would be in the question: issue 50).
+    expected = {"kind": kind, "format": produced[output]}
+    if param not in WORDED_PARAMS:
+        expected["deliverable"] = inputs[param]
+    task = Task(
         id=task_id,
         type=task_type,
         difficulty=difficulty,
-        description=_describe_flow(rng, difficulty, stated, closure, conditions, values),
+        description=_describe_flow(rng, difficulty, stated, closure, conditions, values,
+                                   registry),
         inputs=inputs,
-        expected_outputs={"deliverable": inputs[param], "kind": kind, "format": produced[output]},
+        expected_outputs=expected,
         required_tools=required,
         constraints=_constraints(rng, required),
         step_arguments=_step_arguments(closure, inputs, consumed, registry),
         worded=worded,
     )
+    return task, flow
 
 
 def _placed(rng: DrawStream, stated: tuple[str, ...], tool: str,
@@ -456,22 +504,30 @@ def _placed(rng: DrawStream, stated: tuple[str, ...], tool: str,
 
 def _describe_flow(
     rng: DrawStream, difficulty: str, stated: Sequence[str], closure: Sequence[str],
-    conditions: Mapping[str, str], values: Mapping[str, Any],
+    conditions: Mapping[str, str], values: Mapping[str, Any], registry: ToolRegistry,
 ) -> str:
     """`_describe` for a flow: a guarded or declined step's clause, at its place, states its
     condition, the format it names (`conditions`: tool -> format); both are in `stated`
-    whether or not they are required."""
+    whether or not they are required. A prerequisite no clause states comes with the step
+    that needs it; hard texts draw their context and distractors from the flows' parts."""
     clauses = []
     for tool in stated:
-        wordings = flows.WORDED_CLAUSES.get(tool, templates.WORDINGS[tool])
+        wordings = {**templates.WORDINGS[tool], **flows.WORDED_CLAUSES.get(tool, {}),
+                    **flows.FLOW_CLAUSES.get(tool, {})}
         clause = rng.choice(wordings[difficulty]).format(**values)
         if tool in conditions:
             clause = rng.choice(flows.CONDITION_WORDINGS[difficulty]).format(
                 clause=clause, **{**values, "if_format": conditions[tool]})
         clauses.append(clause)
-    hidden = [templates.PREREQUISITE_WORDINGS[t][difficulty].format(**values)
-              for t in closure if t not in stated]
-    return _arrange(rng, clauses, hidden, difficulty, values)
+    hidden = []
+    for tool in closure:
+        if tool in stated:
+            continue
+        found = flows.prerequisite_sentence(tool, closure, difficulty, registry)
+        hidden.append(found[0].format(**values) if found else
+                      templates.PREREQUISITE_WORDINGS[tool][difficulty].format(**values))
+    return _arrange(rng, clauses, hidden, difficulty, values,
+                    contexts=flows.CONTEXTS, noise=flows.distractors)
 
 
 def generate_tasks(

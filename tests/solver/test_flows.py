@@ -5,6 +5,10 @@ default set is neither small nor a lookup (issue 34)."""
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -13,6 +17,7 @@ from pytest_resilibench.solver import flows
 from pytest_resilibench.solver.generate import (
     STEP_COUNTS,
     GeneratorConfig,
+    drawn_flow,
     generate_task,
     generate_tasks,
     task_problems,
@@ -24,7 +29,6 @@ from pytest_resilibench.solver.task_stats import (
     overlap,
 )
 
-from pytest_resilibench.base.rng import DrawStream
 from pytest_resilibench.core.matcher import ToolMatcher
 from pytest_resilibench.core.registry import default_registry
 from pytest_resilibench.core.tasks import Task, load_tasks, task_set_dir
@@ -56,9 +60,8 @@ def test_a_guarded_step_runs_exactly_when_its_stated_condition_holds(seed: int,
                                                                       index: int) -> None:
     """And a declined step never runs: its condition names a format the data do not have."""
     task = _task(seed, index)
-    rng = DrawStream(seed, "task", task.id)
-    flow = flows.draw_flow(rng, task.type, task.difficulty, STEP_COUNTS[task.type], MATCHER,
-                           REGISTRY)
+    flow = drawn_flow(index, config=GeneratorConfig(seed=seed), registry=REGISTRY,
+                      matcher=MATCHER)
     named = _CONDITION.findall(task.description)
     assert len(named) == (flow.guarded is not None) + (flow.declined is not None)
     if flow.declined is not None:
@@ -77,11 +80,15 @@ def test_a_guarded_step_runs_exactly_when_its_stated_condition_holds(seed: int,
 
 
 def test_guarded_steps_go_both_ways_and_their_keys_stay() -> None:
-    tasks = generate_tasks(GeneratorConfig(seed=11, per_cell=20), registry=REGISTRY)
-    stated = [t for t in tasks if _CONDITION.search(t.description)]
-    kept = [t for t in stated if t.inputs["format"] in _CONDITION.findall(t.description)]
-    assert 0.3 < len(kept) / len(stated) < 0.7, (len(kept), len(stated))
-    assert len(stated) > len(tasks) / 3
+    config = GeneratorConfig(seed=11, per_cell=20)
+    tasks = generate_tasks(config, registry=REGISTRY)
+    guarded = [(t, flow.guarded) for i, t in enumerate(tasks)
+               if (flow := drawn_flow(i, config=config, registry=REGISTRY,
+                                      matcher=MATCHER)).guarded is not None]
+    kept = [t for t, tool in guarded if tool in t.required_tools]
+    assert 0.3 < len(kept) / len(guarded) < 0.7, (len(kept), len(guarded))
+    assert len(guarded) > len(tasks) / 4
+    assert all(set(REGISTRY[tool].required_parameters) <= set(t.inputs) for t, tool in guarded)
 
 
 def test_a_genuine_plan_leaves_a_shown_value_unused_about_as_often_as_a_flawed_one() -> None:
@@ -113,7 +120,9 @@ def default_set() -> list[Task]:
 def test_the_shipped_default_set_is_many_structures_and_no_lookup(
         default_set: list[Task]) -> None:
     assert diversity(default_set).tool_sets >= 1000
-    assert lookup_prediction(default_set).share <= 0.10
+    # (typed flows, issue 50: a monitor is no source, strata have fixed lengths, so sensible
+    # plans follow their inputs more often: 4.9% before, 12.7% measured)
+    assert lookup_prediction(default_set).share <= 0.15
     fixed, _shared = fixed_by_keys(default_set)
     assert fixed / len(default_set) < 0.05  # few input-key sets fix the plan
 
@@ -130,14 +139,14 @@ def test_nearly_every_default_task_can_be_flawed_where_only_reading_tells(
 
     worded = sum(any(set(REGISTRY[t].required_parameters) & WORDED_PARAMS
                      for t in task.required_tools) for task in default_set)
-    assert worded >= 0.9 * len(default_set)
+    assert worded >= 0.85 * len(default_set)  # (easy flows add no step for it: issue 50)
     sample = default_set[::10]
     free = 0
     for task in sample:
         plan, _ = plan_for(task, Variant("optimal"), REGISTRY)
         assert plan is not None
         free += bool(_free_moves(_Plan(list(plan.steps), task, REGISTRY, Stream("t"))))
-    assert free >= 0.9 * len(sample)
+    assert free >= 0.8 * len(sample)  # (0.9 before issue 50: easy flows keep their short length)
 
 
 def test_most_default_plans_can_lose_a_step_without_a_trace(default_set: list[Task]) -> None:
@@ -164,7 +173,7 @@ def test_most_default_plans_can_lose_a_step_without_a_trace(default_set: list[Ta
                 if kept:
                     quiet += 1
                     break
-    assert quiet >= 0.6 * len(sample), quiet
+    assert quiet >= 0.5 * len(sample), quiet  # (0.6 before issue 50's shorter easy flows)
 
 
 def test_the_shipped_default_set_is_what_the_grammar_draws(default_set: list[Task]) -> None:
@@ -185,3 +194,42 @@ def test_a_wrong_value_draws_its_parts_from_the_pools_the_generators_draw_from()
     for drawn in (flows.ORGS, flows.SITES, flows.PERIODS, generate._ORGS, generate._PERIODS,
                   tuple(str(y) for y in range(2022, 2028))):
         assert any(set(drawn) <= pool for pool in pools), drawn
+
+
+def test_no_shipped_default_task_asks_what_no_person_would(default_set: list[Task]) -> None:
+    """The grammar's own rules (flows.sense_problems) and the independent checker
+    (bench/check_task_sense.py, run as users run it) both find nothing in the default set;
+    the checker still finds the paper set's nonsense (it can fail)."""
+    assert [t.id for t in default_set if flows.sense_problems(t.required_tools, REGISTRY)] == []
+    script = Path(__file__).parents[2] / "bench" / "check_task_sense.py"
+    for name, nonsense in (("default", False), ("paper", True)):
+        done = subprocess.run([sys.executable, str(script), "--task-set", name, "--sample",
+                               "0"], capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr[-2000:]
+        counts = [int(m.group(1)) for m in re.finditer(r"^  \w+ +(\d+) ", done.stdout,
+                                                          re.MULTILINE)]
+        assert len(counts) == 8, done.stdout
+        assert (sum(counts) > 0) == nonsense, done.stdout
+
+
+def test_expected_outputs_never_restate_an_option_the_text_words(
+        default_set: list[Task]) -> None:
+    """The answer is not in the question (issue 50): an option the text gives in words is
+    not the Expected outputs' deliverable; the kind and format always are there."""
+    for task in default_set:
+        assert {"kind", "format"} <= set(task.expected_outputs)
+        for key in task.worded:
+            assert task.inputs[key] not in task.expected_outputs.values(), task.id
+
+
+def test_plans_lengthen_as_difficulty_rises(default_set: list[Task]) -> None:
+    """The paper's strata: more steps as difficulty rises, in required tools and in the
+    plan (prerequisites included)."""
+    def mean(difficulty: str, size: Callable[[Task], int]) -> float:
+        sizes = [size(t) for t in default_set if t.difficulty == difficulty]
+        return sum(sizes) / len(sizes)
+
+    for size in (lambda t: len(t.required_tools),
+                 lambda t: len(t.reference_workflow().steps)):
+        easy, medium, hard = (mean(d, size) for d in ("easy", "medium", "hard"))
+        assert easy + 0.3 < medium and medium + 0.15 < hard, (easy, medium, hard)

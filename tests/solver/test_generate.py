@@ -114,7 +114,9 @@ def test_descriptions_get_harder_with_difficulty(tasks: list[Task]) -> None:
         words[task.difficulty].append(len(task.description.split()))
     mean = {d: sum(v) / len(v) for d, v in recall.items()}
     assert mean["easy"] > 0.9
-    assert mean["easy"] > mean["medium"] + 0.1
+    # (the default set's medium clauses name what the step does, as its hard ones do: before
+    # issue 50 they were vaguer than hard ones, which inverted the strata for a reader)
+    assert mean["easy"] > mean["medium"] + 0.05
     assert mean["medium"] > mean["hard"] + 0.1
     assert sum(words["hard"]) / len(words["hard"]) > 1.5 * sum(words["easy"]) / len(words["easy"])
     hard_steps = sum(len(t.required_tools) for t in tasks if t.difficulty == "hard")
@@ -124,7 +126,8 @@ def test_descriptions_get_harder_with_difficulty(tasks: list[Task]) -> None:
 
 def test_expected_outputs_name_the_deliverable(tasks: list[Task]) -> None:
     for task in tasks:
-        assert task.expected_outputs["deliverable"] in task.inputs.values()
+        if "deliverable" in task.expected_outputs or not task.worded:
+            assert task.expected_outputs["deliverable"] in task.inputs.values()
         assert task.expected_outputs["format"] in ("csv", "json", "xml", "yaml", "text", "binary")
         assert task.constraints and all(len(c) < 60 for c in task.constraints)
 
