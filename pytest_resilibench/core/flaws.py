@@ -11,7 +11,9 @@ stream, so severity is monotone by construction.
 and shared keywords score a candidate; ties break by name.
 
 Record: `{"flaw", "severity", "changes": [...]}`, one change per edit, each with its `kind`
-(moved, removed, duplicated, replaced, drifted, parameter, format, source), the `tool` and where:
+(moved, removed, duplicated, inserted, replaced, drifted, parameter, format, source), the `tool`
+and where (inserted: the step lands `at` with its `arguments`, `declined` or the step it
+`repeats` with the `parameter` whose `old` value it changed to `new`):
 `index` is the step's position in the parent plan (moved: `from`/`to` positions at the time of the
 move, and the step it now stands `before` or `after`; duplicated: the copy lands `at`), plus the
 old and new tool or value; a swapped-in tool's `arguments`; for parameter and data-flow edits
@@ -493,26 +495,101 @@ def _missing_step(plan: _Plan, count: int) -> list[Change]:
 
 
 def _redundant_operations(plan: _Plan, count: int) -> list[Change]:
-    """Repeat steps: a copy right after the original or later in the plan. The first copy
-    is of a step that acts outside the data (`ToolSpec.acts_outside`: a second post, write
-    or notification spoils the deliverable, scoring.py) where the plan has one; the others
-    are drawn from every step (a repeat costs a turn and a draw of luck)."""
+    """Add operations the task does not need and that hurt when run (issue 50: the paper's
+    unnecessary operation, not a verbatim copy). In order, as many as the severity asks:
+    1. a step the text names but declines (a guarded step whose condition does not hold, a
+       step stated under a condition the data do not meet), at the place the text names it:
+       a source read too, a branch the data should not take, a deliverable the text turned
+       down (its data or its side effect make the deliverable not the task's);
+    2. a second run of a step that acts outside the data, to a destination of the same form
+       the task never names (a post, write or notification nobody asked for);
+    3. only where neither is left, a verbatim copy of a step (the paper's repeat)."""
     steps, changes = plan.steps, list[Change]()
-    origin: list[int | None] = list(range(len(steps)))  # None marks an inserted copy
-    acting = [i for i, s in enumerate(steps)
-              if s.tool in plan.registry and plan.registry[s.tool].acts_outside]
-    drawn = plan.permutation(range(len(steps)))
-    if acting:
-        first = plan.stream.choice(acting)
-        drawn = [first, *(i for i in drawn if i != first)]
-    for original in (drawn * count)[:count]:
-        at = origin.index(original) + 1
-        at = plan.stream.randint(at, min(at + 1, len(steps)))
-        steps.insert(at, steps[origin.index(original)])
+    origin: list[int | None] = list(range(len(steps)))  # None marks an added step
+
+    def insert(at: int, step: PlanStep, change: Change) -> None:
+        steps.insert(at, step)
         origin.insert(at, None)
-        changes.append({"kind": "duplicated", "tool": steps[at].tool, "index": original,
-                        "at": at})
+        changes.append(change)
+
+    for tool in _declined_steps(plan):
+        if len(changes) >= count:
+            return changes
+        at = _stated_place(plan, tool)
+        arguments = plan.arguments_for(plan.registry[tool], at)
+        if arguments is not None:
+            insert(at, PlanStep(tool, "", arguments, _near(steps, at).on_failure),
+                   {"kind": "inserted", "tool": tool, "at": at, "arguments": arguments,
+                    "declined": True})
+    acting = [i for i, s in enumerate(steps)
+              if origin[i] is not None and plan.registry[s.tool].acts_outside]
+    for i in sorted(acting, reverse=True):  # the deliverable's step first
+        if len(changes) >= count:
+            return changes
+        step = steps[i]
+        target = next((k for k in _TARGETS if isinstance(step.arguments.get(k), str)), None)
+        new = _sibling(str(step.arguments[target]), plan.stream) if target else None
+        if target is None or new is None:
+            continue
+        arguments = dict(sorted({**step.arguments, target: new}.items()))
+        insert(i + 1, PlanStep(step.tool, "", arguments, _near(steps, i + 1).on_failure),
+               {"kind": "inserted", "tool": step.tool, "at": i + 1, "arguments": arguments,
+                "repeats": i, "parameter": target, "old": step.arguments[target],
+                "new": new})
+    drawn = plan.permutation(range(len(plan.parent_steps)))
+    for original in (drawn * count)[:count - len(changes)]:
+        at = origin.index(original) + 1
+        insert(at, steps[at - 1], {"kind": "duplicated", "tool": steps[at - 1].tool,
+                                   "index": original, "at": at})
     return changes
+
+
+def _near(steps: Sequence[PlanStep], at: int) -> PlanStep:
+    """The step an added step at `at` stands beside (whose contingency it takes)."""
+    return steps[min(at, len(steps) - 1)]
+
+
+# The parameters naming where a step that acts outside the data sends it.
+_TARGETS = ("target_url", "destination", "recipient", "route_to", "queue_name", "job_name")
+
+
+def _declined_steps(plan: _Plan) -> list[str]:
+    """Steps the text names but the task does not run, in the text's order: tools outside
+    the plan's closure whose own values (none a step of the plan takes) the Inputs block
+    shows and the text states (a declined step, or a guarded one whose condition fails);
+    never a side step (a log or a cache run for nothing costs a turn, nothing more)."""
+    task, registry = plan.task, plan.registry
+    closure = registry.closure(task.required_tools)
+    taken = {p for t in closure for p in registry[t].required_parameters}
+    found: list[tuple[int, str]] = []
+    for spec in registry:
+        own = [p for p in spec.required_parameters if p not in ("format", "source")]
+        if (spec.name in closure or spec.role is Role.UTILITY or not own
+                or any(p in taken or p not in task.inputs for p in own)):
+            continue
+        shown = [str(task.inputs[p]) for p in own if p not in WORDED_PARAMS]
+        spots = [task.description.find(v) for v in shown]
+        if shown and all(at >= 0 for at in spots):
+            found.append((min(spots), spec.name))
+    return [tool for _, tool in sorted(found)]
+
+
+def _stated_place(plan: _Plan, tool: str) -> int:
+    """Where the text names `tool` among the plan's steps: before the first step whose
+    values it states later, and never after the last step (the deliverable's)."""
+    text, registry = plan.task.description, plan.registry
+
+    def spot(name: str, arguments: Mapping[str, Any]) -> int:
+        spots = [text.find(str(v)) for k, v in arguments.items()
+                 if k not in FLOW_PARAMS and text.find(str(v)) >= 0]
+        return min(spots) if spots else -1
+
+    own = spot(tool, {p: plan.task.inputs[p] for p in registry[tool].required_parameters
+                      if p in plan.task.inputs})
+    for i, step in enumerate(plan.steps[:-1]):
+        if spot(step.tool, step.arguments) > own:
+            return i
+    return len(plan.steps) - 1
 
 
 def _tool_misuse(plan: _Plan, count: int) -> list[Change]:

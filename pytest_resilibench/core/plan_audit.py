@@ -113,6 +113,11 @@ def replay(
             at = origin.index(change["index"])
             steps.insert(change["at"], steps[at])
             origin.insert(change["at"], None)
+        elif kind == "inserted":  # a step the task does not need (redundant_operations)
+            near = steps[min(change["at"], len(steps) - 1)]
+            steps.insert(change["at"], PlanStep(change["tool"], "", dict(change["arguments"]),
+                                                near.on_failure))
+            origin.insert(change["at"], None)
         elif kind in ("replaced", "drifted"):
             i = change["index"]
             steps[i] = PlanStep(change["new_tool"], "", dict(change["arguments"]),

@@ -223,15 +223,32 @@ def test_missing_step_drops_steps_the_task_needs(task: Task, severity: str) -> N
 
 @PROPERTY
 @given(tasks(), st.sampled_from(SEVERITIES))
-def test_redundant_operations_keeps_every_step_and_adds_duplicates(
+def test_redundant_operations_keeps_every_step_and_adds_unneeded_ones(
     task: Task, severity: str
 ) -> None:
+    """Issue 50: each added step is one the task does not need: a step its text names but
+    declines, a second run of a step that acts outside the data to a destination the task
+    never names, or (where neither is left) a verbatim copy."""
     parent = parent_of(task)
     flawed, record = inject("redundant_operations", severity, task)
     assert is_subsequence(parent.tools, flawed.tools)
-    added = Counter(step_keys(flawed)) - Counter(step_keys(parent))
+    added = Counter(step_keys(flawed, ("source",))) - Counter(step_keys(parent, ("source",)))
     assert sum(added.values()) == len(record["changes"]) >= 1
-    assert set(added) <= set(step_keys(parent))  # copies, nothing new
+    closure = set(REGISTRY.closure(task.required_tools))
+    for change in record["changes"]:
+        if change.get("declined"):
+            assert change["tool"] not in closure
+            assert all(str(task.inputs[p]) in task.description
+                       for p in REGISTRY[change["tool"]].required_parameters
+                       if p not in ("format", "source") and p not in task.worded)
+        elif change["kind"] == "inserted":
+            assert REGISTRY[change["tool"]].acts_outside
+            assert change["new"] != change["old"] and change["new"] not in task.description
+        else:
+            assert change["kind"] == "duplicated"
+    kinds = [("declined" if c.get("declined") else c["kind"]) for c in record["changes"]]
+    # Verbatim copies only after every unneeded step of the other two kinds.
+    assert kinds == sorted(kinds, key=("declined", "inserted", "duplicated").index)
 
 
 @PROPERTY
@@ -388,9 +405,13 @@ def test_a_tasks_flawed_plans_are_pinned() -> None:
          "new": "file_operations_reader",
          "arguments": {"function": "sum", "source": "file_operations_reader"},
          "skips": ["data_processing_transformer"], "accepted": True}]
-    # The first repeat is of the step that acts outside the data (issue 34).
+    # No step its text declines: a second post to a URL the task never names (issue 50).
     assert changes["redundant_operations"] == [
-        {"kind": "duplicated", "tool": "network_poster", "index": 4, "at": 5}]
+        {"kind": "inserted", "tool": "network_poster", "at": 5,
+         "arguments": {"source": "data_processing_aggregator",
+                       "target_url": "https://api.example.com/v4/reports"},
+         "repeats": 4, "parameter": "target_url", "old": "https://api.example.com/v1/reports",
+         "new": "https://api.example.com/v4/reports"}]
     # Issue 34: a swap and a drift that leave the plan as a genuine one looks (every shown
     # value used), and a move that breaks no dependency (two branches).
     assert changes["tool_misuse"] == [
