@@ -16,14 +16,23 @@ call), in the order made; `arguments` is read for deviations from the plan, `out
   task asks it (`Deliverable.acting`: a second notification or enqueue mid-flow spoils it too): a
   success of the output step whose call and every call its data descends from used the task's
   values (no `deviations`: not another destination, function or condition), whose data went
-  through every required step the task's data flow passes through (no skipped step; the
-  format follows from the data's path, so a deliverable in another format is caught there, and
-  a prerequisite the exact DP may skip does not count against it); environments whose outputs
-  name no inputs (the live services) are judged on the deviations alone. Without a
-  `Deliverable` (callers that know no task), a success of the output step;
+  through every required step the task's data flow passes through (no skipped step; a
+  prerequisite the exact DP may skip does not count against it) and whose output is in the
+  task's format where the task states one (`Deliverable.format`: a binary archive written to
+  the task's csv destination is not its csv file); and no side effect the task did not ask
+  for: no success of a tool that acts outside the data (`ToolSpec.acts_outside`: a post, a
+  file write, a notification, a route, a schedule, an enqueue) that is no step of the task,
+  nor of a step's tool with another value than the task's (`deviations`: another destination
+  or recipient); environments whose outputs name no inputs (the live services) are judged on
+  the deviations and side effects alone. Without a `Deliverable` (callers that know no task),
+  a success of the output step;
 - completion: the model sent the explicit completion signal.
 Full success needs all four, partial at least two of which one is output or order (progress
 itself: every tool called in any order plus the signal is not), anything less is a failure.
+Penalties then cost a level each (full to partial, partial to failed): excess runs
+(`excess_runs`: a required step succeeding again after it was done soundly as often as the
+task asks) where the task's constraints say "do not run a step more often than needed"
+(`NO_RERUNS`); elsewhere they are counted (`Score.excess_runs`) and cost nothing.
 A different tool never counts for a step: the prompt says so (prompts.py), and only the
 realistic profile's listed stand-ins (below) are documented alternatives.
 
@@ -56,6 +65,7 @@ __all__ = [
     "deliverable_of",
     "deviation",
     "errors_met_and_recovered",
+    "excess_runs",
     "first_success_order",
     "lcs_length",
     "order_adherence",
@@ -91,6 +101,11 @@ class Score:
     order_adherence: float
     errors_met: int
     errors_recovered: int
+    # Successes of a step beyond what the task asks and what failures justify (`excess_runs`),
+    # counted whatever the task says; `penalties` names what cost the outcome a level
+    # ("excess_runs" where the task says not to run a step more often than needed).
+    excess_runs: int = 0
+    penalties: tuple[str, ...] = ()
 
 
 def first_success_order(calls: Sequence[Call], required: Sequence[str]) -> list[str]:
@@ -166,6 +181,21 @@ class Deliverable:
     # (twice where the text asks it again): one success more does it once too often (a second
     # notification, a second enqueue of the same messages) and spoils the deliverable.
     acting: tuple[tuple[str, int], ...] = ()
+    # Every tool of the registry that acts outside the data: a success of one the task does
+    # not ask, or of an asked one done with another value (`deviations`: another destination,
+    # recipient or target), is a side effect the task never asked for and spoils the output.
+    outside: frozenset[str] = frozenset()
+    # Per required tool, the required steps its data must have gone through (as `lineage` for
+    # the output step): an earlier success whose data did not is no sound run of the step.
+    lineages: tuple[tuple[str, frozenset[str]], ...] = ()
+    # Whether the task's constraints say "do not run a step more often than needed": then an
+    # excess run (`excess_runs`) costs the outcome a level.
+    runs_once: bool = False
+
+
+# The task constraint that makes a step run more often than needed cost a level
+# (solver/templates.py CONSTRAINTS; docs/BENCHMARK.md: Excess runs).
+NO_RERUNS = "do not run a step more often than needed"
 
 
 def deliverable_of(task: Task, registry: ToolRegistry) -> Deliverable:
@@ -195,11 +225,27 @@ def deliverable_of(task: Task, registry: ToolRegistry) -> Deliverable:
     output = required[-1]
     fmt = task.expected_outputs.get("format")
     spec = registry.get(output)
+    asked = frozenset(required)
     return Deliverable(output, fmt if isinstance(fmt, str) else None,
-                       lineage.get(output, frozenset({output})) & frozenset(required),
+                       lineage.get(output, frozenset({output})) & asked,
                        once=spec is not None and spec.acts_outside,
                        acting=tuple((t, required.count(t)) for t in dict.fromkeys(required)
-                                    if t in registry and registry[t].acts_outside))
+                                    if t in registry and registry[t].acts_outside),
+                       outside=_outside_tools(registry),
+                       lineages=tuple((t, lineage.get(t, frozenset({t})) & asked)
+                                      for t in dict.fromkeys(required)),
+                       runs_once=NO_RERUNS in task.constraints)
+
+
+def _outside_tools(registry: ToolRegistry) -> frozenset[str]:
+    """The registry's tools that act outside the data (memoised per registry)."""
+    found = _OUTSIDE.get(registry)
+    if found is None:
+        found = _OUTSIDE[registry] = frozenset(t.name for t in registry if t.acts_outside)
+    return found
+
+
+_OUTSIDE: weakref.WeakKeyDictionary[ToolRegistry, frozenset[str]] = weakref.WeakKeyDictionary()
 
 
 def _done_too_often(steps: Sequence[Call], deliverable: Deliverable) -> bool:
@@ -211,13 +257,36 @@ def _done_too_often(steps: Sequence[Call], deliverable: Deliverable) -> bool:
     return any(done[tool] > asked for tool, asked in deliverable.acting)
 
 
-def _delivered_as_asked(steps: Sequence[Call], deliverable: Deliverable) -> bool:
-    """Whether some success of the output step is the task's deliverable (module docstring)."""
+def _made(steps: Sequence[Call]) -> dict[str, Call]:
+    """Each successful call by the ref of the output it made."""
     made: dict[str, Call] = {}
     for call in steps:
         output = call.get("output")
         if call.get("ok") and isinstance(output, Mapping) and isinstance(output.get("ref"), str):
             made[output["ref"]] = call
+    return made
+
+
+def _ancestry(call: Call, made: Mapping[str, Call]) -> tuple[set[str], bool]:
+    """The tools a call's data went through (itself included), back through the outputs it
+    descends from, and whether all those calls used the task's values (no `deviations`)."""
+    tools: set[str] = set()
+    refs: set[str] = set()
+    sound = True
+    at: Call | None = call
+    while at is not None:  # back through the data it descends from (made earlier)
+        tools.add(str(at.get("tool")))
+        sound = sound and not at.get("deviations")
+        inputs = (at.get("output") or {}).get("inputs")
+        ref = inputs[0] if isinstance(inputs, list) and inputs else None
+        at = made.get(ref) if isinstance(ref, str) and ref not in refs else None
+        refs.add(str(ref))
+    return tools, sound
+
+
+def _delivered_as_asked(steps: Sequence[Call], deliverable: Deliverable) -> bool:
+    """Whether some success of the output step is the task's deliverable (module docstring)."""
+    made = _made(steps)
     for at_call, call in enumerate(steps):
         output = call.get("output")
         if not (call.get("ok") and call.get("tool") == deliverable.tool
@@ -227,20 +296,61 @@ def _delivered_as_asked(steps: Sequence[Call], deliverable: Deliverable) -> bool
             if not call.get("deviations"):
                 return _once(steps[at_call + 1:], deliverable)
             continue
-        tools: set[str] = set()
-        refs: set[str] = set()
-        sound = True
-        at: Call | None = call
-        while at is not None:  # back through the data it descends from (made earlier)
-            tools.add(str(at.get("tool")))
-            sound = sound and not at.get("deviations")
-            inputs = (at.get("output") or {}).get("inputs")
-            ref = inputs[0] if isinstance(inputs, list) and inputs else None
-            at = made.get(ref) if isinstance(ref, str) and ref not in refs else None
-            refs.add(str(ref))
+        # The format is part of what was asked: a binary archive written to the task's csv
+        # destination is not its csv file (a stray step on the way can change the format).
+        fmt = output.get("format")
+        if deliverable.format is not None and isinstance(fmt, str) and fmt != deliverable.format:
+            continue
+        tools, sound = _ancestry(call, made)
         if sound and deliverable.lineage <= tools:
             return _once(steps[at_call + 1:], deliverable)
     return False
+
+
+def _side_effect(steps: Sequence[Call], required: Sequence[str],
+                 deliverable: Deliverable) -> bool:
+    """Whether a call acted outside the data where the task did not ask: a success of a tool
+    that acts outside the data (a post, a file write, a notification, a route, a schedule,
+    an enqueue) that is no step of the task, or a step's tool done with another destination,
+    recipient or target than the task's (`deviations`)."""
+    asked = set(required)
+    for call in steps:  # a loop, not any() over a generator: every episode is scored
+        tool = call.get("tool")
+        if (call.get("ok") and tool in deliverable.outside
+                and (tool not in asked or call.get("deviations"))):
+            return True
+    return False
+
+
+def excess_runs(steps: Sequence[Call], required: Sequence[str],
+                deliverable: Deliverable) -> int:
+    """Successes of a required step, with the task's values, after the step was already done
+    soundly as often as the task asks it (docs/BENCHMARK.md: Excess runs). A success is sound
+    when its data are: not silently empty or built on empty data (`event` silent/tainted,
+    realistic profile) and, where outputs name their inputs, gone through every required step
+    the task's data pass through before it; redoing an unsound run is a repair, not a rerun.
+    A retry after a failure is no rerun either (a failed call did nothing)."""
+    asked = Counter(required)
+    lineages = dict(deliverable.lineages)
+    made = _made(steps)
+    sound: Counter[str] = Counter()
+    excess = 0
+    for call in steps:
+        tool = str(call.get("tool"))
+        if not (call.get("ok") and asked.get(tool) and not call.get("deviations")):
+            continue
+        if sound[tool] >= asked[tool]:
+            excess += 1
+            continue
+        output = call.get("output")
+        if call.get("event") in ("silent", "tainted"):
+            continue
+        if isinstance(output, Mapping) and "inputs" in output:
+            tools, _ = _ancestry(call, made)
+            if not lineages.get(tool, frozenset()) <= tools:
+                continue
+        sound[tool] += 1
+    return excess
 
 
 def _once(later: Sequence[Call], deliverable: Deliverable) -> bool:
@@ -264,13 +374,19 @@ def _delivered(steps: Sequence[Call], required: Sequence[str]) -> bool:
         for c in steps)
 
 
-def outcome(conds: Conditions) -> Outcome:
+def outcome(conds: Conditions, penalties: int = 0) -> Outcome:
     """Full: all four. Partial: at least two, one of them progress itself (the deliverable
     as asked, or every step in order): calling every tool in any order and saying done is
-    not progress. Anything less fails."""
+    not progress. Anything less fails. Each penalty costs a level (full to partial, partial
+    to failed)."""
     if conds.count == 4:
-        return "full"
-    return "partial" if conds.count >= 2 and (conds.output or conds.order) else "failed"
+        level = 2
+    else:
+        level = 1 if conds.count >= 2 and (conds.output or conds.order) else 0
+    return _LEVELS[max(0, level - penalties)]
+
+
+_LEVELS: tuple[Outcome, Outcome, Outcome] = ("failed", "partial", "full")
 
 
 def _alternatives(tool: str, registry: ToolRegistry | None) -> frozenset[str]:
@@ -330,19 +446,27 @@ def score_calls(
     if alternatives is not None:
         steps = _as_steps(calls, alternatives)
         delivered = _delivered(steps, required)
+    excess = 0
+    penalties: tuple[str, ...] = ()
     if deliverable is not None:
         delivered = ((delivered is not False) and _delivered_as_asked(steps, deliverable)
-                     and not _done_too_often(steps, deliverable))
+                     and not _done_too_often(steps, deliverable)
+                     and not _side_effect(steps, required, deliverable))
+        excess = excess_runs(steps, required, deliverable)
+        if excess and deliverable.runs_once:
+            penalties = ("excess_runs",)
     done = first_success_order(steps, required)
     conds = _conditions(done, required, completed=completed, delivered=delivered)
     met, recovered = errors_met_and_recovered(calls, registry=registry)
     return Score(
-        outcome=outcome(conds),
+        outcome=outcome(conds, len(penalties)),
         conditions=conds,
         coverage=_coverage(done, required),
         order_adherence=_adherence(done, required),
         errors_met=met,
         errors_recovered=recovered,
+        excess_runs=excess,
+        penalties=penalties,
     )
 
 

@@ -31,6 +31,7 @@ SLIM_FIELDS = (
     "stop_reason",
     "agent_error",  # stop reason `agent_error` only
     "faults", "events",  # realistic fault profile only (absent from paper records)
+    "penalties",  # a scoring penalty only (absent where none: scoring.py `Score.penalties`)
 )
 
 _SLIM = frozenset(SLIM_FIELDS)

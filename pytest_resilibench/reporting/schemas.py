@@ -73,6 +73,7 @@ def episode_schema() -> dict[str, Any]:
             "events": {"type": "object"},
             "tokens_by_model": {"type": "object", "additionalProperties": {
                 "type": "object", "additionalProperties": _COUNT}},
+            "penalties": {"type": "object", "additionalProperties": _COUNT},
         },
     }
 

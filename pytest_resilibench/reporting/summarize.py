@@ -125,6 +125,9 @@ class Counts(TypedDict):
     models: list[str]
     variants: list[str]
     outcomes: dict[str, int]
+    # Episodes a penalty cost a level, by penalty (scoring.py `Score.penalties`: "excess_runs");
+    # only where some episode has one, so runs without are summarised as before.
+    penalties: NotRequired[dict[str, int]]
 
 
 class SurfacePoint(TypedDict):
@@ -566,6 +569,7 @@ def summary(
     for ep, scored in zip(eps, table.scored.tolist(), strict=True):
         if not scored:
             errors[str(ep.get("model"))] += 1
+    penalised = _penalised(eps)
     result: Summary = {
         "schema": SUMMARY_SCHEMA,
         "confidence": confidence,
@@ -602,6 +606,8 @@ def summary(
             if len({ep.get("severity") for ep in flawed}) > 1 else [],
         },
     }
+    if penalised:
+        result["counts"]["penalties"] = penalised
     agent_errors = _agent_errors(eps)
     if agent_errors:
         result["agent_errors"] = agent_errors
@@ -609,6 +615,17 @@ def summary(
     if sections:
         result["faults"], result["by_event"] = sections["faults"], sections["by_event"]
     return result
+
+
+def _penalised(eps: Sequence[Episode]) -> dict[str, int]:
+    """Scored episodes a penalty cost a level, by penalty (the record's `penalties`)."""
+    found: dict[str, int] = defaultdict(int)
+    for ep in eps:
+        penalties = ep.get("penalties")
+        if isinstance(penalties, Mapping) and is_scored(ep.get("outcome")):
+            for name in penalties:
+                found[str(name)] += 1
+    return dict(sorted(found.items()))
 
 
 def _by_model_profile(eps: Sequence[Episode]) -> dict[tuple[Any, ...], list[Episode]]:

@@ -529,6 +529,8 @@ def _score(
     elif record.outcome != "error":
         record.outcome = score.outcome
     record.conditions = score.conditions.to_json()
+    record.penalties = ({name: score.excess_runs for name in score.penalties}
+                        if score.penalties else None)
     record.coverage = score.coverage
     record.order_adherence = score.order_adherence
     record.errors_met = score.errors_met + record.protocol_errors

@@ -73,6 +73,16 @@ def test_agent_errors_are_failed_in_the_rates_and_counted_apart() -> None:
     assert table.links == [[{"model": "m", "stop_reason": "agent_error"}] * 3]
 
 
+def test_penalised_episodes_are_counted_by_penalty() -> None:
+    """Issue 50: an episode whose steps ran more often than its task allows lost a level; the
+    summary counts such episodes (scored ones only), and says nothing where there are none."""
+    eps = [episode(outcome="partial", penalties={"excess_runs": 3}),
+           episode(outcome="failed", penalties={"excess_runs": 1}), episode(outcome="full"),
+           episode(outcome="error", penalties={"excess_runs": 2})]
+    assert summarize.summary(eps)["counts"]["penalties"] == {"excess_runs": 2}
+    assert "penalties" not in summarize.summary(eps[2:3])["counts"]
+
+
 def test_a_run_where_every_episode_is_an_infra_error_has_no_result() -> None:
     down = "model 'm' at http://h/v1: HTTP 503 (after 3 attempts)"
     s = summarize.summary([episode(outcome="error", infra_error=down)] * 3)

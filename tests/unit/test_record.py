@@ -82,6 +82,9 @@ def test_the_readers_field_types_are_the_published_schemas() -> None:
     assert "'turns' is bool" in str(episode_problem({"model": "m", "variant": "v",
                                                      "task_id": "t", "outcome": "full",
                                                      "turns": True}))
+    base = {"model": "m", "variant": "v", "task_id": "t", "outcome": "partial"}
+    assert episode_problem({**base, "penalties": {"excess_runs": 2}}) is None
+    assert "penalty counts" in str(episode_problem({**base, "penalties": {"excess_runs": "2"}}))
 
 
 def test_a_packed_record_is_the_record_its_trajectory_unpacked_when_read() -> None:

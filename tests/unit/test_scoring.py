@@ -201,7 +201,8 @@ def test_a_step_asked_twice_is_done_by_the_tool_s_second_success() -> None:
 def test_a_step_that_acts_outside_the_data_done_too_often_spoils_the_deliverable() -> None:
     """A notice more than the task asks (a third notification, a second enqueue mid-flow)
     did something the task did not ask for: no full success, whatever else went right. A
-    failed call, or one with other values (another step), is no repeat."""
+    failed call is no repeat; one with other values (another recipient) is no repeat either,
+    but a side effect the task never asked for (issue 50), which spoils it as well."""
     task = Task(id="t1", type="basic_task", difficulty="easy", description="",
                 inputs={"path": "/in.csv", "recipient": "#ops", "destination": "/out.csv"},
                 expected_outputs={}, required_tools=NOTICED,
@@ -221,10 +222,12 @@ def test_a_step_that_acts_outside_the_data_done_too_often_spoils_the_deliverable
         assert not spoiled.conditions.output and spoiled.outcome != "full"
     other = [{"tool": N, "ok": True, "arguments": {"recipient": "#all"},
               "deviations": ["recipient"]}]
-    for harmless in (made((N, False)), other):
-        score = score_calls([*right[:-1], *harmless, right[-1]], NOTICED, completed=True,
+    harmless = score_calls([*right[:-1], *made((N, False)), right[-1]], NOTICED,
+                           completed=True, deliverable=deliverable)
+    assert harmless.conditions.output
+    elsewhere = score_calls([*right[:-1], *other, right[-1]], NOTICED, completed=True,
                             deliverable=deliverable)
-        assert score.conditions.output
+    assert elsewhere.conditions.coverage and not elsewhere.conditions.output
 
 
 def test_deviation_counts_a_step_asked_twice_as_two_steps() -> None:
