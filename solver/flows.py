@@ -40,6 +40,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pytest_resilibench.base.rng import DrawStream
+from pytest_resilibench.core.flow_sense import BRANCH_RANK, sense_problems
 from pytest_resilibench.core.matcher import ToolMatcher
 from pytest_resilibench.core.registry import DATA_FORMATS, FILE_EXTENSIONS, Role, ToolRegistry
 from pytest_resilibench.core.wording import PHRASES, WORDED_PARAMS
@@ -380,50 +381,6 @@ def _fits(op: str, used: Sequence[str], matcher: ToolMatcher, registry: ToolRegi
             and not sense_problems([*used, tool], registry, partial=True))
 
 
-# Typed data flows (issue 50): what a step needs before it, and what may not meet in a flow.
-RECORD_TOOLS = frozenset({"file_operations_reader", "file_operations_scanner",
-                          "network_fetcher", "integration_connector"})
-SERVICE_TOOLS = frozenset({"network_fetcher", "integration_connector", "network_poster"})
-# Tools whose output is a result to deliver, never records to parse, filter or aggregate.
-RESULT_TOOLS = frozenset({"computation_optimizer"})
-RECORD_READERS = frozenset({"data_processing_parser", "data_processing_transformer",
-                            "data_processing_filter", "data_processing_aggregator"})
-# The rank of a branch in the order a reader takes it: parse first,
-# an archive last; equal ranks keep the drawn order (two branches only the text orders).
-_BRANCH_RANK = {"data_processing_parser": 0, "computation_optimizer": 1,
-                "file_operations_compressor": 3}
-
-
-def sense_problems(tools: Sequence[str], registry: ToolRegistry, *,
-                   partial: bool = False) -> list[str]:
-    """What makes a flow (its stated tools, in order) one no person would ask for: a step
-    that works on records before any step brings them, records read from an optimiser's
-    result, an event of work done before any work, a response check with no service, a
-    router whose health check would share the source's URL (one `url` per task). With
-    `partial` (a flow still being drawn), only what no later step can mend."""
-    problems: list[str] = []
-    present = set(tools)
-    if RESULT_TOOLS & present and RECORD_READERS & present:
-        problems.append("records read from an optimiser's result")
-    if "network_router" in present and "network_fetcher" in present:
-        problems.append("a router's health check at the source's URL")
-    if partial:
-        return problems
-    if "network_validator" in present and not SERVICE_TOOLS & present:
-        problems.append("a service's reply checked with no service")
-    sourced = worked = False
-    for tool in tools:
-        spec = registry[tool]
-        works = spec.role in (Role.PROCESSOR, Role.AGGREGATOR) or tool == "utility_helper"
-        if works and not sourced:
-            problems.append(f"{tool} works on records before any step brings them")
-        if tool == "utility_tracker" and not worked:
-            problems.append("an event of work done before any work")
-        sourced |= tool in RECORD_TOOLS
-        worked |= works
-    return problems
-
-
 def draw_flow(rng: DrawStream, task_type: str, difficulty: str, steps: tuple[int, int],
               matcher: ToolMatcher, registry: ToolRegistry) -> FlowDraw:
     """Draw a flow of the type's shape: its tools in level order (sources, branches, join,
@@ -485,15 +442,16 @@ def draw_flow(rng: DrawStream, task_type: str, difficulty: str, steps: tuple[int
             kind = "side" if registry[tool].role is Role.UTILITY else "processor"
         {"processor": processors, "join": joins, "source": sources, "output": outputs,
          "side": sides}[kind].append(tool)
-    # Settling may add a step where the stratum leaves room: none at easy (its flows stay the
-    # type's shortest), one at medium.
+    # Settling may add a worded step where the stratum leaves room (none at easy, one at
+    # medium), and one side step more whose order only the text fixes (without one, a
+    # disorder would have to break a dependency, which marks it).
     room = {"easy": n, "medium": min(hi, n + 1), "hard": hi}[difficulty]
-    guarded = _settle(rng, shape, room, guarded, used, take, matcher, registry,
+    guarded = _settle(rng, shape, room, hi, guarded, used, take, matcher, registry,
                       sources, processors, joins, outputs, sides, deliver)
     deliver = _quiet_step(shape, guarded, used, matcher, registry,
                           [*sources, *processors, *joins, *outputs, *sides], deliver)
     # Branches in the order a reader takes them (a compressed archive feeds nothing else).
-    processors.sort(key=lambda t: _BRANCH_RANK.get(t, 1))
+    processors.sort(key=lambda t: BRANCH_RANK.get(t, 1))
     body = [*sources, *processors, *joins, *outputs]
     for side in sides:  # before the final deliverable, after what it needs
         body.insert(rng.randint(_earliest(side, body, registry), len(body)), side)
@@ -536,7 +494,7 @@ def _declined(rng: DrawStream, difficulty: str, tools: Sequence[str], matcher: T
     return rng.choice(candidates[_weighted(rng, weights)]) if weights else None
 
 
-def _settle(rng: DrawStream, shape: FlowShape, hi: int, guarded: str | None,
+def _settle(rng: DrawStream, shape: FlowShape, room: int, hi: int, guarded: str | None,
             used: list[str], take: Callable[[str], str], matcher: ToolMatcher,
             registry: ToolRegistry, sources: list[str], processors: list[str],
             joins: list[str], outputs: list[str], sides: list[str], deliver: str) -> str | None:
@@ -568,7 +526,7 @@ def _settle(rng: DrawStream, shape: FlowShape, hi: int, guarded: str | None,
             processors.append(take(rng.choice(fitting)) if fitting else replaced)
             if not fitting:
                 used.append(replaced)
-        elif count() < hi:
+        elif count() < room:
             fitting = [op for op in options if _fits(op, used, matcher, registry)]
             if fitting:
                 processors.append(take(rng.choice(fitting)))
@@ -576,14 +534,20 @@ def _settle(rng: DrawStream, shape: FlowShape, hi: int, guarded: str | None,
                 sides.append(take("tidy"))
         stated = [*firm(sources), *firm(processors), *firm(joins), *firm(outputs),
                   *firm(sides), deliver]
-    free = (len(firm(processors)) >= 2 or firm(sides) or len(firm(sources)) >= 2
+    # A side step's order is free only where a reader would take either order: a log
+    # anywhere, a cache or a chore beside a branch, an event of work among two that work.
+    works = len(firm(processors)) + len(firm(joins))
+    side_op = {"utility_logger": "log", "utility_cache": "cache", "utility_tracker": "track",
+               "utility_helper": "tidy"}
+    free = (len(firm(processors)) >= 2 or len(firm(sources)) >= 2
+            or any(_side_is_free(side_op.get(t, "log"), works) for t in firm(sides))
             or (firm(outputs) and registry[deliver].role is Role.OUTPUT))
     if free:
         return guarded
     # No room for a side step: it takes the place of the guarded step, else of a branch.
     groups = (processors, sides, joins)
     dropped: str | None = None
-    if count() >= hi:
+    if count() >= min(hi, room + 1):
         dropped = guarded if guarded is not None else (
             rng.choice(firm(processors)) if firm(processors) else None)
         if dropped is None or (dropped != guarded and worded(dropped) and not any(
@@ -594,6 +558,8 @@ def _settle(rng: DrawStream, shape: FlowShape, hi: int, guarded: str | None,
         used.remove(dropped)
     others = [t for t in stated if t != dropped]
     pool = SIDES if any(worded(t) for t in others) else ("tidy",)
+    works -= dropped is not None and dropped not in sides
+    pool = tuple(op for op in pool if _side_is_free(op, works)) or pool
     fitting = [op for op in pool if _fits(op, used, matcher, registry)]
     if fitting:
         sides.append(take(rng.choice(fitting)))
@@ -602,6 +568,12 @@ def _settle(rng: DrawStream, shape: FlowShape, hi: int, guarded: str | None,
         (sides if registry[dropped].role is Role.UTILITY else processors).append(dropped)
         used.append(dropped)
     return guarded
+
+
+def _side_is_free(op: str, works: int) -> bool:
+    """Whether a side step of `op` has a sensible free order in a flow with `works` steps
+    that work on the records (core/flow_sense.py)."""
+    return {"log": True, "cache": works >= 1, "tidy": works >= 1, "track": works >= 2}[op]
 
 
 def _quiet_step(shape: FlowShape, guarded: str | None, used: list[str], matcher: ToolMatcher,

@@ -24,6 +24,7 @@ from typing import Any, TypeVar
 
 from pytest_resilibench.base.rng import DrawStream
 from pytest_resilibench.core.fixture_files import write_fixture_file
+from pytest_resilibench.core.flow_sense import sense_problems
 from pytest_resilibench.core.matcher import ToolMatcher
 from pytest_resilibench.core.registry import (
     DATA_FORMATS,
@@ -388,7 +389,7 @@ def _flow_task(rng: DrawStream, task_id: str, task_type: str, difficulty: str,
                registry: ToolRegistry, matcher: ToolMatcher) -> Task:
     """A task of the default set: a flow drawn from the grammar (`flows.py`), its guarded
     step required only when the condition the text states holds for the task's data; a
-    flow a person would not ask for (`flows.sense_problems`) is drawn again from the same
+    flow a person would not ask for (`core/flow_sense.py`) is drawn again from the same
     stream."""
     return _sensible_flow_task(rng, task_id, task_type, difficulty, registry, matcher)[0]
 
@@ -410,8 +411,8 @@ def _sensible_flow_task(rng: DrawStream, task_id: str, task_type: str, difficult
     for _ in range(_SENSE_TRIES):
         task, flow = _flow_task_once(rng, task_id, task_type, difficulty, registry, matcher)
         # (the steps it runs, and those it states: a skipped guarded step is read too)
-        if not (flows.sense_problems(task.required_tools, registry)
-                or flows.sense_problems(order_by_dependencies(flow.tools, registry), registry)):
+        if not (sense_problems(task.required_tools, registry)
+                or sense_problems(order_by_dependencies(flow.tools, registry), registry)):
             return task, flow
     raise ValueError(f"{task_id}: no sensible flow in {_SENSE_TRIES} draws")
 

@@ -83,7 +83,8 @@ REMOTE_CATEGORIES = frozenset({"network", "integration"})
 # Outside tools a policy may call to let a rate limit pass, with harmless arguments.
 _WAIT_TOOLS = (("utility_logger", {"message": "waiting before the retry"}),
                ("utility_tracker", {"event": "waiting"}),
-               ("utility_helper", {"action": "format"}))
+               ("utility_helper", {"action": "format"}),
+               ("utility_cache", {"key": "waiting"}))
 # Values for the required parameters of a stand-in that the task does not bind.
 _FILLERS: Mapping[str, Any] = {
     "target_format": "json", "operation": "normalize", "condition": "records are complete",
@@ -197,8 +198,10 @@ def task_faults(task: Any, registry: ToolRegistry) -> TaskFaults:
     rate_limited = frozenset(t for t in remote if t in step_tools)
     silent = frozenset(s for s in steps[:-1]
                        if registry[s].role is Role.SOURCE and s != AUTHENTICATOR)
-    wait_tool, wait_args = next((t, a) for t, a in _WAIT_TOOLS if t not in closure)
-    arguments[wait_tool] = dict(wait_args)
+    # (a task whose plan holds every utility has no turn to wait with: it waits by retrying)
+    wait_tool, wait_args = next(((t, a) for t, a in _WAIT_TOOLS if t not in closure),
+                                _WAIT_TOOLS[0])
+    arguments.setdefault(wait_tool, dict(wait_args))
     faults = TaskFaults(steps=steps, closure=closure, alternatives=alternatives,
                         arguments=arguments, remote=remote, rate_limited=rate_limited,
                         silent=silent, wait_tool=wait_tool,

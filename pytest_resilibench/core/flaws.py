@@ -42,6 +42,7 @@ from typing import Any, NamedTuple
 
 from pytest_resilibench.base.names import FLAWS, FLOW_PARAMS, SEVERITIES
 from pytest_resilibench.base.rng import DrawStream
+from pytest_resilibench.core.flow_sense import sense_problems
 from pytest_resilibench.core.plan_text import plan_advice, shown_plan
 from pytest_resilibench.core.registry import (
     DATA_FORMATS,
@@ -79,10 +80,11 @@ class Marks(NamedTuple):
     ordered: bool           # no step before one it depends on
     reads_source: bool      # a step reads a source
     delivers_last: bool     # the last step delivers
+    sensible: bool          # a flow a person would ask for (core/flow_sense.py)
 
 
 # The marks every genuine plan shows (`Marks` fields).
-HARD_MARKS = (2, 3, 4)
+HARD_MARKS = (2, 3, 4, 5)
 
 # How many of the most similar tools a swap draws from (variety without absurd swaps), among
 # how many of the most similar ones (those the task's values fit).
@@ -248,7 +250,8 @@ class _Plan:
         return Marks(frozenset(k for k, v in shown.items() if (k, str(v)) not in used),
                      any(k in WORDED_PARAMS for s in self.steps for k in s.arguments), ordered,
                      any(spec is not None and spec.role is Role.SOURCE for spec in specs),
-                     bool(specs) and specs[-1] is not None and specs[-1].produces_output)
+                     bool(specs) and specs[-1] is not None and specs[-1].produces_output,
+                     not sense_problems(tools, self.registry))
 
     def keeps(self, marks: Marks, which: Sequence[int] = range(len(Marks._fields))) -> bool:
         """Whether the plan still shows what `marks` (a parent's) showed, of the fields at
@@ -403,6 +406,12 @@ def _sequence_disorder(plan: _Plan, count: int) -> list[Change]:
                 pairs = [(0, len(steps) - 1)]  # no dependency at all: bring the last first
         if not pairs:
             break
+        # Moves that leave a sensible flow sensible first (a branch out of a reader's order,
+        # an event before any work, would mark the plan: core/flow_sense.py).
+        sensible = [p for p in pairs if _move_keeps_sense(plan, *p)]
+        if changes and not sensible:
+            break  # a second move that marks the plan would only mark it the more
+        pairs = sensible or pairs
         i, j = plan.stream.choice(pairs)
         step = steps.pop(j)
         steps.insert(i, step)
@@ -410,6 +419,17 @@ def _sequence_disorder(plan: _Plan, count: int) -> list[Change]:
                         **({"before": steps[i + 1].tool} if i < j
                            else {"after": steps[i - 1].tool})})
     return changes
+
+
+def _move_keeps_sense(plan: _Plan, i: int, j: int) -> bool:
+    """Whether moving step j to position i keeps the plan's `Marks.sensible` (or it had
+    none)."""
+    before = plan.marks().sensible
+    steps = plan.steps
+    steps.insert(i, steps.pop(j))
+    after = plan.marks().sensible
+    steps.insert(j, steps.pop(i))
+    return after or not before
 
 
 def _free_moves(plan: _Plan) -> list[tuple[int, int]]:

@@ -413,14 +413,15 @@ def test_a_tasks_flawed_plans_are_pinned() -> None:
          "repeats": 4, "parameter": "target_url", "old": "https://api.example.com/v1/reports",
          "new": "https://api.example.com/v4/reports"}]
     # Issue 34: a swap and a drift that leave the plan as a genuine one looks (every shown
-    # value used), and a move that breaks no dependency (two branches).
+    # value used), and a move that breaks no dependency (two branches); issue 50: a sensible
+    # flow (an archive first would be a branch out of a reader's order: core/flow_sense.py).
     assert changes["tool_misuse"] == [
         {"kind": "replaced", "index": 1, "tool": "data_processing_parser",
-         "new_tool": "file_operations_compressor", "arguments": {}}]
+         "new_tool": "computation_simulator", "arguments": {}}]
     assert changes["semantic_drift"] == [
         {"kind": "drifted", "index": 1, "tool": "data_processing_parser",
-         "new_tool": "file_operations_compressor", "neighbour_of": "file_operations_reader",
-         "arguments": {}}]
+         "new_tool": "file_operations_scanner", "neighbour_of": "file_operations_reader",
+         "arguments": {"directory": "data/sales_2025.csv"}}]
     assert changes["sequence_disorder"] == [
         {"kind": "moved", "tool": "data_processing_transformer", "from": 2, "to": 1,
          "before": "data_processing_parser"}]

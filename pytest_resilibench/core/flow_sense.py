@@ -1,0 +1,63 @@
+"""Typed data flows (issue 50, docs/BENCHMARK.md: Tasks): what makes a sequence of steps one
+no person would ask for. The default set's generator draws only flows without a problem here
+(solver/flows.py), and the flaw injectors keep a plan as sensible as its parent where they
+can (core/flaws.py: `Marks.sensible`), so that "the plan makes no sense" is no tell.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from pytest_resilibench.core.registry import Role, ToolRegistry
+
+__all__ = ["BRANCH_RANK", "RECORD_TOOLS", "sense_problems"]
+
+# Steps that bring records (a health monitor reports on a service, not records).
+RECORD_TOOLS = frozenset({"file_operations_reader", "file_operations_scanner",
+                          "network_fetcher", "integration_connector"})
+SERVICE_TOOLS = frozenset({"network_fetcher", "integration_connector", "network_poster"})
+# Tools whose output is a result to deliver, never records to parse, filter or aggregate.
+RESULT_TOOLS = frozenset({"computation_optimizer"})
+RECORD_READERS = frozenset({"data_processing_parser", "data_processing_transformer",
+                            "data_processing_filter", "data_processing_aggregator"})
+# The rank of a branch in the order a reader takes it: a parse first, an archive last (1 for
+# every other); equal ranks keep the drawn order (two branches only the text orders).
+BRANCH_RANK = {"data_processing_parser": 0, "file_operations_compressor": 2}
+
+
+def sense_problems(tools: Sequence[str], registry: ToolRegistry, *,
+                   partial: bool = False) -> list[str]:
+    """What makes a flow (its steps' tools, in order) one no person would ask for: a step
+    that works on records before any step brings them, records read from an optimiser's
+    result, an event of work done before any work, a response check with no service, a
+    router whose health check would share the source's URL (one `url` per task), branches
+    out of the order a reader takes them. With `partial` (a flow still being drawn), only
+    what no later step can mend. Tools the registry lacks are skipped."""
+    problems: list[str] = []
+    present = set(tools)
+    if RESULT_TOOLS & present and RECORD_READERS & present:
+        problems.append("records read from an optimiser's result")
+    if "network_router" in present and "network_fetcher" in present:
+        problems.append("a router's health check at the source's URL")
+    if partial:
+        return problems
+    if "network_validator" in present and not SERVICE_TOOLS & present:
+        problems.append("a service's reply checked with no service")
+    sourced = worked = False
+    rank = -1
+    for tool in tools:
+        spec = registry.get(tool)
+        if spec is None:
+            continue
+        works = spec.role in (Role.PROCESSOR, Role.AGGREGATOR) or tool == "utility_helper"
+        if works and not sourced:
+            problems.append(f"{tool} works on records before any step brings them")
+        if tool == "utility_tracker" and not worked:
+            problems.append("an event of work done before any work")
+        if spec.role is Role.PROCESSOR:
+            if BRANCH_RANK.get(tool, 1) < rank:
+                problems.append(f"{tool} out of the order a reader takes the branches")
+            rank = max(rank, BRANCH_RANK.get(tool, 1))
+        sourced |= tool in RECORD_TOOLS
+        worked |= works
+    return problems
