@@ -23,7 +23,7 @@ $(RUN_STAMP): pyproject.toml | $(BIN)/python
 # The tests need every extra: PPO (torch, pinned to a CPU wheel), MCP, plots, the agent
 # framework adapters, dev tools.
 $(DEV_STAMP): pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install --quiet -e ".[dev,solver,mcp,report,agents-sdk,langgraph]"
+	$(BIN)/python -m pip install --quiet -e ".[dev,solver,mcp,report,agents-sdk,langgraph,otel]"
 	touch $(DEV_STAMP) $(RUN_STAMP)
 
 run: $(RUN_STAMP)

@@ -42,6 +42,7 @@ from pytest_resilibench.integration.gate_policy import (
     InfraTolerance,
     parse_infra_tolerance,
 )
+from pytest_resilibench.integration.shards import Shard, parse_shard
 
 __all__ = [
     "RunConfig",
@@ -118,6 +119,10 @@ class RunConfig:
     summary: str = "headline"  # the terminal's: the headline, or the full tables too
     task_set: str = "default"  # a shipped set (TASK_SET_NAMES), unless `tasks` names a folder
     tasks: Path | None = None
+    shard: Shard | None = None  # this job's part of the run (integration/shards.py)
+    # OpenTelemetry export (integration/otel.py): on, and with the messages' contents
+    otel: bool = False
+    otel_content: bool = False
 
     @property
     def task_set_name(self) -> str:
@@ -168,6 +173,8 @@ class RunConfig:
             # what `resilibench report --compare` judges by unless told otherwise
             "gate_policy": self.gate_policy.to_json(),
             "task_set": self.task_set_name,
+            # Only a shard's report says so: a merged report's config is the whole run's.
+            **({"shard": str(self.shard)} if self.shard is not None else {}),
         }
 
 
@@ -558,6 +565,16 @@ _OPTIONS: list[tuple[str, Callable[[str], Any] | None, str | None, str]] = [
     ("skip-bad-agents", None, None,
      "with several models, run the ones whose agent can be built and warn about each other "
      "one (by default one bad spec stops the run, naming each)"),
+    ("shard", parse_shard, None,
+     "run only part K of N of the planned episodes (e.g. 2/4; whole tasks together, balanced "
+     "by expected length): one CI job per shard, then `resilibench report merge` joins "
+     "their reports into the whole run's"),
+    ("otel", None, None,
+     "export every episode as an OpenTelemetry trace (GenAI semantic conventions) to "
+     "OTEL_EXPORTER_OTLP_ENDPOINT (the [otel] extra; docs/OTEL.md)"),
+    ("otel-content", None, None,
+     "with --resili-otel: put the messages' contents on the spans too (redacted; off by "
+     "default, as OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true)"),
     ("summary", _one_of(("headline", "full")), "headline",
      "what the terminal prints at the end: the headline per model, or full (every table "
      "too, as -v does)"),
@@ -732,7 +749,16 @@ def read_config(config: pytest.Config) -> RunConfig:
         summary=values["summary"],
         task_set=values["task-set"],
         tasks=values["tasks"],
+        shard=values["shard"],
+        otel=bool(values["otel"]),
+        otel_content=bool(values["otel-content"]) or _content_env(),
     )
+
+
+def _content_env() -> bool:
+    """The GenAI instrumentations' content-capture switch, read as they read it."""
+    value = os.environ.get("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", "")
+    return value.strip().lower() == "true"
 
 
 def benchmark_requested(config: pytest.Config) -> bool:

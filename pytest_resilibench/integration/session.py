@@ -58,6 +58,10 @@ def _check_sample(config: RunConfig, tasks: TaskSet) -> None:
                          f"{config.task_set_name} has at most {biggest} (use all)")
 
 
+def _task_id(case: Case) -> str:
+    return case.task.id
+
+
 def _lock_report(report: Path) -> PidLock | None:
     """The lock beside the report (`REPORT.lock`), held while this run writes it
     (`pidlock.py`); another run's is a ValueError that names it."""
@@ -193,13 +197,26 @@ class ResiliSession:
         return f"task set: {found['name']} ({found['tasks']} tasks, tasks.jsonl.gz sha256 {sha})"
 
     @cached_property
-    def cases(self) -> list[Case]:
+    def all_cases(self) -> list[Case]:
+        """The whole run's cases, every shard's (`cases` is this job's)."""
         tasks = list(self.task_set)
         config = self._config
         if config.env == "live":  # eight sequential tasks: one type, every task, no cells
             config = replace(config, task_types=tuple({t.type for t in tasks}),
                              difficulties=tuple({t.difficulty for t in tasks}), sample=None)
         return build_cases(config, tasks)
+
+    @cached_property
+    def cases(self) -> list[Case]:
+        """The cases this run plans: all of them, or its shard's (`--resili-shard`)."""
+        shard = self._config.shard
+        if shard is None:
+            return self.all_cases
+        from pytest_resilibench.integration.runner import expected_turns
+        from pytest_resilibench.integration.shards import split_tasks
+
+        owner = split_tasks(self.all_cases, shard.count, _task_id, expected_turns)
+        return [case for case in self.all_cases if owner[case.task.id] == shard.index]
 
     @cached_property
     def cases_by_id(self) -> dict[str, Case]:
@@ -840,7 +857,7 @@ class ResiliSession:
         from pytest_resilibench.integration.prompt_cache import shared_prefix
 
         picked: dict[str, list[Case]] = {}
-        for case in self.cases:
+        for case in self.all_cases:  # the whole run's: a shard's report says the same
             chosen = picked.setdefault(case.variant.label, [])
             if len(chosen) < 3 and all(c.task.id != case.task.id for c in chosen):
                 chosen.append(case)
