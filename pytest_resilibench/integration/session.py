@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from pytest_resilibench.base.pidlock import PidLock
     from pytest_resilibench.core.tasks import TaskSet
     from pytest_resilibench.integration.gate import GateResult
+    from pytest_resilibench.integration.otel import EpisodeTracer
     from pytest_resilibench.integration.resume import EpisodeLog
     from pytest_resilibench.reporting.comparison import Comparison
     from pytest_resilibench.reporting.sequential import SequentialGate
@@ -153,6 +154,11 @@ class ResiliSession:
         # `--resili-skip-bad-agents` left out, with why.
         self.agent_names: dict[str, str] = {}
         self.skipped_agents: dict[str, str] = {}
+        self._tracer: EpisodeTracer | None = None  # --resili-otel, at the first episode
+        if config.otel:  # the turn keeper keeps the spans' times (runtime/episode.py)
+            from pytest_resilibench.runtime.episode import trace_turns
+
+            trace_turns(True)
 
     @property
     def config(self) -> RunConfig:
@@ -290,6 +296,9 @@ class ResiliSession:
         if self._live is not None:
             self._live.stop()
             self._live = None
+        if self._tracer is not None:  # the spans still queued go out now
+            self._tracer.close()
+            self._tracer = None
 
     def close(self) -> None:
         """At the very end: stop everything and drop the spool."""
@@ -635,7 +644,18 @@ class ResiliSession:
         parse). The one kept when the episode ended, or made now (a replayed episode);
         counted, so the controller can tell whether all arrived."""
         self._attached += 1
+        if self._config.otel and record.id not in self._resumed:  # exported when it ran
+            self._export_trace(record)
         return record.report_text() or self._report_text(record)
+
+    def _export_trace(self, record: EpisodeRecord) -> None:
+        """The episode as a trace (integration/otel.py), from the process that ran its item."""
+        if self._tracer is None:
+            from pytest_resilibench.integration.otel import EpisodeTracer
+
+            self._tracer = EpisodeTracer(content=self._config.otel_content,
+                                         agent_names=self.agent_names)
+        self._tracer.export(record)
 
     def _report_text(self, record: EpisodeRecord) -> str:
         config = self._config

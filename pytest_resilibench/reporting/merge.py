@@ -83,7 +83,7 @@ def merged_providers(reports: Sequence[ShardReport]) -> dict[str, Any]:
     return {model: throughput(stats) for model, stats in sorted(total.items())}
 
 
-def merged_head(reports: Sequence[ShardReport], summary: dict[str, Any], *,
+def merged_head(reports: Sequence[ShardReport], summary: Mapping[str, Any], *,
                 rootdir: Path) -> dict[str, Any]:
     """Everything of the merged report but its episodes and gate lines (`environment.gate`,
     the caller's): the run's config, the shards' counts added up, each shard named."""

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from pytest_resilibench.cli import main
-from pytest_resilibench.reporting.merge import check_shards
 from pytest_resilibench.core.record import EpisodeRecord
+from pytest_resilibench.reporting.merge import check_shards
 
 CONFIG = {"models": ["builtin:adaptive"], "seed": 0, "fixture_hash": "abc", "task_set": "default"}
 
