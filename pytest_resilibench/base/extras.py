@@ -3,7 +3,7 @@ error naming the install command, at start-up, never an ImportError per item.
 
 Extras (pyproject.toml): `solver` (torch, tqdm: PPO training), `mcp` (the MCP server and
 `--resili-env=mcp`), `report` (matplotlib: PNG plots on request, `resilibench report --png`; the
-HTML report needs none), `otel` (OpenTelemetry SDK and OTLP exporter: `--resili-otel`), `dev`.
+HTML report needs none), `otel` (the OpenTelemetry SDK: `--resili-otel`), `dev`.
 """
 
 from __future__ import annotations
@@ -35,4 +35,3 @@ def check_run(config: Any) -> None:
         require("mcp", "mcp", "--resili-env=mcp")
     if config.otel:
         require("otel", "opentelemetry.sdk", "--resili-otel")
-        require("otel", "opentelemetry.exporter.otlp.proto.http", "--resili-otel")

@@ -14,7 +14,8 @@ instrumentations' switch, OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=tru
 as every output is (base/redact.py); free text (errors) is redacted too.
 
 Spans are made from the finished record, in the process that ran its item (each xdist worker
-exports its own), with the times the turn keeper kept (runtime/episode.py `trace_turns`).
+exports its own), with the times the turn keeper kept (runtime/episode.py `trace_turns`),
+encoded by hand (otlp_wire.py) and sent in batches from a thread (otlp_http.py).
 This module is imported only when the option is on: nothing here loads opentelemetry
 otherwise.
 """
@@ -23,19 +24,15 @@ from __future__ import annotations
 
 import json
 import os
+import random
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
-
-from opentelemetry import trace
-from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
-from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
-from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from pytest_resilibench import __version__
 from pytest_resilibench.base.redact import redact
 from pytest_resilibench.core.record import EpisodeRecord
+from pytest_resilibench.integration.otlp_http import OtlpSender
+from pytest_resilibench.integration.otlp_wire import CLIENT, INTERNAL, encode_span
 from pytest_resilibench.runtime.episode import TURN_TRACE
 
 __all__ = ["SEMCONV_VERSION", "EpisodeTracer"]
@@ -52,27 +49,22 @@ _EPISODE_FIELDS = ("id", "model", "variant", "flaw", "severity", "task_id", "tas
 
 
 class EpisodeTracer:
-    """This process's exporter: `export(record)` per episode, `close()` at the end (flushes)."""
+    """This process's exporter: `export(record)` per episode, `close()` at the end (sends
+    what waits; a line saying what was lost, else None)."""
 
-    def __init__(self, *, content: bool, agent_names: Mapping[str, str] | None = None,
-                 exporter: SpanExporter | None = None) -> None:
-        attributes = {"service.version": __version__}
+    def __init__(self, *, content: bool, agent_names: Mapping[str, str] | None = None) -> None:
+        resource: dict[str, Any] = {"service.version": __version__}
         if not os.environ.get("OTEL_SERVICE_NAME"):
-            attributes["service.name"] = "resilibench"
-        self._provider = TracerProvider(resource=Resource.create(attributes))
-        # A large queue: a run makes spans faster than a collector may take them, and a full
-        # queue drops spans; `close` waits for the rest.
-        self._provider.add_span_processor(BatchSpanProcessor(
-            exporter or OTLPSpanExporter(), max_queue_size=1 << 18,
-            max_export_batch_size=2048, schedule_delay_millis=500))
-        self._tracer = self._provider.get_tracer("pytest_resilibench", __version__,
-                                                 schema_url=_SCHEMA_URL)
+            resource["service.name"] = "resilibench"
+        self._sender = OtlpSender(scope="pytest_resilibench", version=__version__,
+                                  schema_url=_SCHEMA_URL, resource=resource)
         self._content = content
         self._agent_names = dict(agent_names or {})
+        self._ids = random.Random(int.from_bytes(os.urandom(16), "big"))
         self.exported = 0
 
-    def close(self) -> None:
-        self._provider.shutdown()
+    def close(self) -> str | None:
+        return self._sender.close()
 
     def export(self, record: EpisodeRecord) -> None:
         """One trace: the agent span, its chat and tool spans, its evaluation events."""
@@ -81,22 +73,22 @@ class EpisodeTracer:
         start = trace_events[0][1] if trace_events else end - int(record.wall_time_s * 1e9)
         model = _model_name(record.model)
         agent = self._agent_names.get(record.model, record.model)
-        root = self._tracer.start_span(
-            f"invoke_agent {agent}", kind=SpanKind.INTERNAL, start_time=start,
-            attributes=self._agent_attributes(record, agent, model))
-        context = trace.set_span_in_context(root)
+        bits = self._ids.getrandbits
+        trace_id = bits(128).to_bytes(16, "big")
+        root_id = bits(64).to_bytes(8, "big")
+        spans = [encode_span(
+            trace_id=trace_id, span_id=root_id, parent_id=None, name=f"invoke_agent {agent}",
+            kind=INTERNAL, start_ns=start, end_ns=end,
+            attributes=self._agent_attributes(record, agent, model),
+            events=[("gen_ai.evaluation.result", end, event) for event in _evaluations(record)],
+            error=record.outcome == "error" or record.stop_reason == "agent_error")]
         for name, kind, t0, t1, attributes, error in self._children(record, trace_events,
                                                                      model, start):
-            span = self._tracer.start_span(name, context=context, kind=kind, start_time=t0,
-                                           attributes=attributes)
-            if error:
-                span.set_status(Status(StatusCode.ERROR))
-            span.end(end_time=t1)
-        for event in _evaluations(record):
-            root.add_event("gen_ai.evaluation.result", event, timestamp=end)
-        if record.outcome == "error" or record.stop_reason == "agent_error":
-            root.set_status(Status(StatusCode.ERROR))
-        root.end(end_time=end)
+            spans.append(encode_span(
+                trace_id=trace_id, span_id=bits(64).to_bytes(8, "big"), parent_id=root_id,
+                name=name, kind=kind, start_ns=t0, end_ns=t1, attributes=attributes,
+                error=error))
+        self._sender.add(spans)
         self.exported += 1
 
     def _agent_attributes(self, record: EpisodeRecord, agent: str,
@@ -132,42 +124,36 @@ class EpisodeTracer:
         return attributes
 
     def _children(self, record: EpisodeRecord, events: Sequence[tuple[Any, ...]], model: str,
-                  start: int) -> Iterator[tuple[str, SpanKind, int, int, dict[str, Any], bool]]:
-        """(name, kind, start, end, attributes, failed) of each chat and tool span, in order."""
-        replies = [e for e in events if e[0] == "reply"]
-        call_times = [e for e in events if e[0] == "call"]
-        assistants = [i for i, m in enumerate(record.messages) if m.get("role") == "assistant"]
+                  start: int) -> Iterator[tuple[str, int, int, int, dict[str, Any], bool]]:
+        """(name, kind, start, end, attributes, failed) of each chat and tool span, in order:
+        from the turn keeper's events, without reading the trajectory (but for contents)."""
+        if len(events) <= 1:  # no times kept: the trajectory, every span at the start
+            events = _events_of(record, start)
         provider = _provider(record.model)
-        previous_end = start
-        calls, times_of = iter(record.calls), iter(call_times)
-        # The n-th reply (from 0) played turn n + 1 when that turn made a call (the last
-        # reply may end the episode unplayed; a format error's turn has no call).
-        played = {int(c.get("turn") or 0) for c in record.calls}
-        for n, message_at in enumerate(assistants):
-            received = replies[n] if n < len(replies) else None
-            t1 = received[1] if received is not None else previous_end
-            usage: Mapping[str, Any] = (received[2] if received is not None else None) or {}
-            raw: Mapping[str, Any] = (received[3] if received is not None else None) or {}
-            message = record.messages[message_at]
-            attributes = _chat_attributes(message, usage, raw, model, provider)
-            if self._content:
-                before = assistants[n - 1] + 1 if n else 0
-                attributes["gen_ai.input.messages"] = _messages(record.messages[before:message_at])
-                attributes["gen_ai.output.messages"] = _messages([message])
-            yield f"chat {model}", SpanKind.CLIENT, previous_end, t1, attributes, False
-            previous_end = t1
-            turn_calls = message.get("tool_calls") or ()
-            if n + 1 not in played:
-                continue
-            call, times = next(calls, None), next(times_of, None)
-            if call is None:
-                continue
-            t0, t2 = (times[1], times[2]) if times is not None else (t1, t1)
-            call_id = turn_calls[0]["id"] if turn_calls else f"turn-{call.get('turn')}"
-            attributes = self._tool_attributes(record, call, call_id)
-            yield (f"execute_tool {attributes['gen_ai.tool.name']}", SpanKind.INTERNAL, t0, t2,
-                   attributes, not call.get("ok"))
-            previous_end = t2
+        assistants = [i for i, m in enumerate(record.messages) if m.get("role") == "assistant"] \
+            if self._content else []
+        previous_end, replies, call_id = start, 0, None
+        for event in events:
+            if event[0] == "reply":
+                _, t1, usage, raw, tool_calls = event
+                attributes = _chat_attributes(bool(tool_calls), usage or {}, raw or {}, model,
+                                              provider)
+                if self._content and replies < len(assistants):
+                    at = assistants[replies]
+                    before = assistants[replies - 1] + 1 if replies else 0
+                    attributes["gen_ai.input.messages"] = _messages(record.messages[before:at])
+                    attributes["gen_ai.output.messages"] = _messages([record.messages[at]])
+                call_id = _call_id(tool_calls[0]) if tool_calls else None
+                replies += 1
+                yield f"chat {model}", CLIENT, previous_end, t1, attributes, False
+                previous_end = t1
+            elif event[0] == "call":
+                _, t0, t1, call = event
+                attributes = self._tool_attributes(
+                    record, call, call_id or f"turn-{call.get('turn')}")
+                yield (f"execute_tool {attributes['gen_ai.tool.name']}", INTERNAL, t0, t1,
+                       attributes, not call.get("ok"))
+                previous_end = t1
 
     def _tool_attributes(self, record: EpisodeRecord, call: Mapping[str, Any],
                          call_id: str) -> dict[str, Any]:
@@ -208,16 +194,33 @@ class EpisodeTracer:
         return attributes
 
 
-def _chat_attributes(message: Mapping[str, Any], usage: Mapping[str, Any],
-                     raw: Mapping[str, Any], model: str, provider: str) -> dict[str, Any]:
+def _events_of(record: EpisodeRecord, at: int) -> list[tuple[Any, ...]]:
+    """The turn keeper's events rebuilt from the trajectory, all at `at` (a record that ran
+    without them)."""
+    events: list[tuple[Any, ...]] = [("start", at)]
+    calls = {int(c.get("turn") or 0): c for c in record.calls}
+    replies = [m for m in record.messages if m.get("role") == "assistant"]
+    for n, message in enumerate(replies):
+        events.append(("reply", at, None, None, message.get("tool_calls")))
+        if (call := calls.get(n + 1)) is not None:
+            events.append(("call", at, at, call))
+    return events
+
+
+def _call_id(call: Any) -> str:
+    """A reply's tool call id: a `ToolCall`'s, or an assistant message's."""
+    return str(call["id"] if isinstance(call, Mapping) else call.id)
+
+
+def _chat_attributes(calls: bool, usage: Mapping[str, Any], raw: Mapping[str, Any],
+                     model: str, provider: str) -> dict[str, Any]:
     attributes: dict[str, Any] = {"gen_ai.operation.name": "chat",
                                   "gen_ai.provider.name": provider,
                                   "gen_ai.request.model": model}
     choices = raw.get("choices") if isinstance(raw, Mapping) else None
     first = choices[0] if isinstance(choices, list) and choices and \
         isinstance(choices[0], Mapping) else {}
-    finish = first.get("finish_reason") or ("tool_calls" if message.get("tool_calls")
-                                            else "stop")
+    finish = first.get("finish_reason") or ("tool_calls" if calls else "stop")
     attributes["gen_ai.response.finish_reasons"] = [str(finish)]
     for key, name in (("model", "gen_ai.response.model"), ("id", "gen_ai.response.id")):
         if isinstance(raw.get(key), str):

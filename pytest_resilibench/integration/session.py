@@ -297,7 +297,9 @@ class ResiliSession:
             self._live.stop()
             self._live = None
         if self._tracer is not None:  # the spans still queued go out now
-            self._tracer.close()
+            problem = self._tracer.close()
+            if problem is not None:
+                self._close_problems.append(problem)
             self._tracer = None
 
     def close(self) -> None:

@@ -348,7 +348,9 @@ class TurnKeeper:
         self.completed = False
         self.over = False
         record.messages.extend(dict(m) for m in prompt.messages)
-        # ("start", ns), then ("reply", ns, usage, raw) and ("call", start ns, end ns)
+        # ("start", ns), then ("reply", ns, usage, raw, tool calls) and ("call", start ns,
+        # end ns, the call's entry in `record.calls`): the spans need no trajectory
+        # (a helper's record keeps it packed: record.py)
         self.trace: list[tuple[Any, ...]] | None = None
         if _tracing:
             self.trace = record.__dict__[TURN_TRACE] = [("start", time.time_ns())]
@@ -359,7 +361,8 @@ class TurnKeeper:
         episode."""
         record = self.record
         if self.trace is not None:
-            self.trace.append(("reply", time.time_ns(), reply.usage, reply.raw))
+            self.trace.append(("reply", time.time_ns(), reply.usage, reply.raw,
+                               reply.tool_calls))
         self.count_usage(reply.usage)
         record.messages.append(reply.to_message())
         parsed = (parse_native(reply.tool_calls, reply.content) if reply.tool_calls
@@ -390,10 +393,10 @@ class TurnKeeper:
         else:
             started = time.time_ns() if self.trace is not None else 0
             result = await self.environment.call(call.name, call.arguments)
-            if self.trace is not None:
-                self.trace.append(("call", started, time.time_ns()))
             entry = result.to_json()  # a new dict: the turn goes in without another copy
             entry["turn"] = turns.used
+            if self.trace is not None:
+                self.trace.append(("call", started, time.time_ns(), entry))
             record.calls.append(entry)
             record.tool_calls += 1
             turns.note_call(_call_key(call.name, call.arguments), result)
