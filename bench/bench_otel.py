@@ -36,7 +36,7 @@ class _Sink(BaseHTTPRequestHandler):
 
     received = 0
 
-    def do_POST(self) -> None:  # noqa: N802
+    def do_POST(self) -> None:
         size = int(self.headers.get("Content-Length") or 0)
         type(self).received += len(self.rfile.read(size))
         self.send_response(200)

@@ -57,32 +57,37 @@ def _any_value(value: Any) -> bytes:
 
 
 def key_values(attributes: Mapping[str, Any], tag: bytes) -> bytes:
-    """Attributes as repeated KeyValue fields under `tag` (None values left out). Most pairs
-    recur (an operation's name, a model, a tool, a flag), so each scalar pair is encoded once
-    and remembered (up to `_MEMO_SIZE` of them)."""
+    """Attributes as repeated KeyValue fields under `tag` (None values left out). Text and
+    flags recur (an operation's name, a model, a tool), so each such pair is encoded once and
+    remembered (up to `_MEMO_SIZE`); numbers, mostly new (tokens, times), go straight."""
     out = []
     memo = _PAIRS
     for key, value in attributes.items():
         if value is None:
             continue
-        if isinstance(value, list | tuple):
+        kind = type(value)
+        if kind is str or kind is bool:
+            found = memo.get((tag, key, value, kind))
+            if found is None:
+                if len(memo) >= _MEMO_SIZE:
+                    memo.clear()
+                found = memo[(tag, key, value, kind)] = _pair(key, value, tag)
+            out.append(found)
+        else:
             out.append(_pair(key, value, tag))
-            continue
-        found = memo.get((tag, key, type(value), value))
-        if found is None:
-            if len(memo) >= _MEMO_SIZE:
-                memo.clear()
-            found = memo[(tag, key, type(value), value)] = _pair(key, value, tag)
-        out.append(found)
     return b"".join(out)
 
 
-_PAIRS: dict[tuple[bytes, str, type, Any], bytes] = {}
-_MEMO_SIZE = 1 << 16
+_PAIRS: dict[tuple[bytes, str, Any, type], bytes] = {}
+_MEMO_SIZE = 1 << 14
+_KEYS: dict[str, bytes] = {}  # an attribute's key, as KeyValue's field 1
 
 
 def _pair(key: str, value: Any, tag: bytes) -> bytes:
-    return field(tag, field(b"\x0a", key.encode()) + field(b"\x12", _any_value(value)))
+    prefix = _KEYS.get(key)
+    if prefix is None:
+        prefix = _KEYS[key] = field(b"\x0a", key.encode())
+    return field(tag, prefix + field(b"\x12", _any_value(value)))
 
 
 def encode_span(*, trace_id: bytes, span_id: bytes, parent_id: bytes | None, name: str,
