@@ -26,7 +26,7 @@ from opentelemetry.util.re import parse_env_headers
 from pytest_resilibench.base.redact import redact, register_secret
 from pytest_resilibench.integration.otlp_wire import encode_request, field, key_values
 
-__all__ = ["OtlpSender", "traces_endpoint"]
+__all__ = ["OtlpSender", "checked_endpoint", "traces_endpoint"]
 
 BATCH_SPANS = 1024
 BATCH_SECONDS = 1.0
@@ -43,6 +43,20 @@ def traces_endpoint() -> str:
     return base.rstrip("/") + "/v1/traces"
 
 
+def checked_endpoint() -> str:
+    """The traces URL, or a ValueError for one that is no http(s) URL (at start-up)."""
+    url = traces_endpoint()
+    parts = urlsplit(url)
+    try:
+        parts.port  # noqa: B018  # raises for a port that is none
+    except ValueError:
+        parts = parts._replace(scheme="")
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError(f"--resili-otel: {redact(url)!r} is not an http(s) URL (from "
+                         "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT or OTEL_EXPORTER_OTLP_ENDPOINT)")
+    return url
+
+
 def _headers() -> dict[str, str]:
     text = os.environ.get("OTEL_EXPORTER_OTLP_TRACES_HEADERS") or \
         os.environ.get("OTEL_EXPORTER_OTLP_HEADERS") or ""
@@ -57,12 +71,8 @@ class OtlpSender:
 
     def __init__(self, *, scope: str, version: str, schema_url: str,
                  resource: dict[str, Any]) -> None:
-        self.url = traces_endpoint()
-        parts = urlsplit(self.url)
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise ValueError(f"--resili-otel: {redact(self.url)!r} is not an http(s) URL "
-                             "(OTEL_EXPORTER_OTLP_ENDPOINT / _TRACES_ENDPOINT)")
-        self._parts = parts
+        self.url = checked_endpoint()
+        self._parts = urlsplit(self.url)
         self._headers = {"Content-Type": "application/x-protobuf", **_headers()}
         attributes = dict(Resource.create(resource).attributes)
         self._resource = key_values(attributes, b"\x0a")  # Resource.attributes (1)

@@ -650,6 +650,13 @@ class ResiliSession:
             self._export_trace(record)
         return record.report_text() or self._report_text(record)
 
+    def check_otel(self) -> None:
+        """At start-up, with --resili-otel: the collector's URL is one (a ValueError)."""
+        if self._config.otel:
+            from pytest_resilibench.integration.otlp_http import checked_endpoint
+
+            checked_endpoint()
+
     def _export_trace(self, record: EpisodeRecord) -> None:
         """The episode as a trace (integration/otel.py), from the process that ran its item."""
         if self._tracer is None:

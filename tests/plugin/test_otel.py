@@ -231,3 +231,12 @@ def test_off_nothing_imports_opentelemetry(tmp_path: Path) -> None:
                    "--resili-task-types=basic_task")
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     assert (tmp_path / "loaded.txt").read_text() == ""
+
+
+def test_a_bad_collector_url_is_one_usage_line(tmp_path: Path,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "localhost:4318")  # no scheme
+    done = _pytest(tmp_path, "--resili-otel", "-n", "0", "--resili-sample=1")
+    text = done.stdout + done.stderr
+    assert done.returncode == pytest.ExitCode.USAGE_ERROR, text[-2000:]
+    assert "is not an http(s) URL" in text and "Traceback" not in text
