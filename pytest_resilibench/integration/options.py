@@ -16,7 +16,7 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import pytest
 
@@ -42,7 +42,9 @@ from pytest_resilibench.integration.gate_policy import (
     InfraTolerance,
     parse_infra_tolerance,
 )
-from pytest_resilibench.integration.shards import Shard, parse_shard
+
+if TYPE_CHECKING:  # loaded with the option's value only: a project without it pays nothing
+    from pytest_resilibench.integration.shards import Shard
 
 __all__ = [
     "RunConfig",
@@ -432,6 +434,12 @@ def _output_file(text: str) -> Path:
     return path
 
 
+def _shard(text: str) -> Shard:
+    from pytest_resilibench.integration.shards import parse_shard
+
+    return parse_shard(text)
+
+
 def _api_version(text: str) -> str:
     """An Azure OpenAI api-version: a date, with an optional `-preview` (or `v1`)."""
     version = text.strip()
@@ -565,7 +573,7 @@ _OPTIONS: list[tuple[str, Callable[[str], Any] | None, str | None, str]] = [
     ("skip-bad-agents", None, None,
      "with several models, run the ones whose agent can be built and warn about each other "
      "one (by default one bad spec stops the run, naming each)"),
-    ("shard", parse_shard, None,
+    ("shard", _shard, None,
      "run only part K of N of the planned episodes (e.g. 2/4; whole tasks together, balanced "
      "by expected length): one CI job per shard, then `resilibench report merge` joins "
      "their reports into the whole run's"),
