@@ -23,7 +23,7 @@ $(RUN_STAMP): pyproject.toml | $(BIN)/python
 # The tests need every extra: PPO (torch, pinned to a CPU wheel), MCP, plots, the agent
 # framework adapters, dev tools.
 $(DEV_STAMP): pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install --quiet -e ".[dev,solver,mcp,report,agents-sdk,langgraph]"
+	$(BIN)/python -m pip install --quiet -e ".[dev,solver,mcp,report,agents-sdk,langgraph,otel]"
 	touch $(DEV_STAMP) $(RUN_STAMP)
 
 run: $(RUN_STAMP)
@@ -40,8 +40,19 @@ chromium:
 	  echo "could not install chromium: the browser test will skip"; \
 	fi
 
-test: $(DEV_STAMP) chromium
-	$(BIN)/pytest tests -n 2 --dist loadgroup -q --timeout=900 $(PYTEST_ARGS)
+# The OpenTelemetry tests' receiver: Arize Phoenix, in a venv of its own (its pins are not
+# ours); tests/plugin/otel_receiver.py finds it through RESILIBENCH_PHOENIX and skips, saying
+# why, without it.
+PHOENIX_VENV := .venv-phoenix
+PHOENIX := $(PHOENIX_VENV)/bin/phoenix
+$(PHOENIX):
+	$(PYTHON) -m venv $(PHOENIX_VENV)
+	$(PHOENIX_VENV)/bin/python -m pip install --quiet "arize-phoenix>=12" || \
+	  echo "could not install arize-phoenix: the OpenTelemetry receiver tests will skip"
+
+test: $(DEV_STAMP) chromium $(PHOENIX)
+	RESILIBENCH_PHOENIX=$(abspath $(PHOENIX)) \
+	  $(BIN)/pytest tests -n 2 --dist loadgroup -q --timeout=900 $(PYTEST_ARGS)
 
 lint: $(DEV_STAMP)
 	$(BIN)/ruff check .
@@ -51,4 +62,4 @@ bench: $(DEV_STAMP)
 	for script in bench/bench_*.py; do echo "== $$script"; $(BIN)/python $$script; done
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache build *.egg-info
+	rm -rf $(VENV) $(PHOENIX_VENV) .pytest_cache .mypy_cache .ruff_cache build *.egg-info

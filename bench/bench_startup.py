@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-EXTRAS = "solver,mcp,report,agents-sdk,langgraph"  # every extra a user installs (not dev)
+EXTRAS = "solver,mcp,report,agents-sdk,langgraph,otel"  # every extra a user installs (not dev)
 TESTS = "".join(f"def test_{i}():\n    assert {i} == {i}\n\n" for i in range(10))
 
 

@@ -566,7 +566,8 @@ def _mib(size: int) -> str:
 
 
 def _add_report(sub: _Subparsers) -> None:
-    p = sub.add_parser("report", help="tables, plots and trajectories of a run's JSON report",
+    p = sub.add_parser("report", help="tables, plots and trajectories of a run's JSON report "
+                                      "(`report merge`: join a run's shards)",
                        description="Print a run's tables and headline; write them as HTML "
                        "(charts and trajectories, one offline file), markdown or PNG plots; "
                        "with --compare, a paired verdict of RUN against OTHER per model (exit 1 "
@@ -591,6 +592,57 @@ def _add_report(sub: _Subparsers) -> None:
                        help=argparse_help(f"with --compare: {text} (default: the run's, "
                                           f"else {default or 'none'})"))
     p.set_defaults(handler=_cmd_report)
+
+
+def _cmd_merge(args: argparse.Namespace) -> int:
+    """`resilibench report merge`: the shards' reports as the whole run's (reporting/merge.py),
+    its gate lines made as the run makes them (session.finish, without a baseline)."""
+    from pytest_resilibench.base.safe_text import for_terminal
+    from pytest_resilibench.integration.gate import exit_status, fail_under, infra_errors
+    from pytest_resilibench.integration.gate_policy import GatePolicy
+    from pytest_resilibench.reporting import summarize
+    from pytest_resilibench.reporting.merge import check_shards, merged_head, merged_providers
+    from pytest_resilibench.reporting.report import load_report, write_report
+
+    reports = [(Path(path), load_report(path)) for path in args.shards]
+    check_shards(reports)
+    episodes = sorted((e for _, report in reports for e in report["episodes"]),
+                      key=lambda e: str(e["id"]))
+    summary = summarize.summary(episodes)
+    if providers := merged_providers(reports):
+        summary["providers"] = providers
+    head = merged_head(reports, summary, rootdir=Path.cwd())
+    recorded = head["config"].get("gate_policy")
+    policy = GatePolicy.from_json(recorded) if isinstance(recorded, dict) else GatePolicy()
+    labels = summarize.model_labels(head["config"])
+    results = fail_under(episodes, policy.fail_under, labels) \
+        if policy.fail_under is not None else []
+    if (infra := infra_errors(episodes, policy)) is not None:
+        results.append(infra)
+    head["environment"]["gate"] = [r.line for r in results]
+    write_report(args.out, head, (json.dumps(e, sort_keys=True) for e in episodes))
+    print(f"merged {len(reports)} shards, {len(episodes)} episodes: {args.out}")
+    for result in results:
+        print(for_terminal(f"resilibench gate: {result.line}"))
+    status, line = exit_status(int(any(r.failed for r in results)), failed_items=0,
+                               infra_items=0, results=results,
+                               incomplete=not head["complete"])
+    print(for_terminal(line))
+    return status
+
+
+def _merge_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="resilibench report merge",
+        description="Join the reports of a run's shards (--resili-shard=K/N) into the whole "
+                    "run's report: the same episodes, summary and verdicts as one unsharded "
+                    "run. Refused unless the reports are every shard of one run (same config, "
+                    "fixture hash and seed; each shard once).")
+    p.add_argument("shards", metavar="SHARD.json", nargs="+", help="each shard's JSON report")
+    p.add_argument("-o", "--out", metavar="RUN.json", type=Path, required=True,
+                   help="where to write the merged report")
+    p.set_defaults(handler=_cmd_merge, command="report merge")
+    return p
 
 
 # Each entry adds one subcommand's parser (with `handler` set) to the subparsers.
@@ -664,7 +716,11 @@ def _writable_fixtures(directory: Path, *, force: bool) -> Path:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:2] == ["report", "merge"]:  # `report RUN.json` takes a file: merge parsed apart
+        args = _merge_parser().parse_args(argv[2:])
+    else:
+        args = build_parser().parse_args(argv)
     handler: Handler = args.handler
     try:
         return handler(args)

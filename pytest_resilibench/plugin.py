@@ -133,6 +133,7 @@ def _activate(config: pytest.Config) -> ResiliSession:
     if workerinput is None:  # the controller checks once for everyone
         try:
             check_extras(session.config)
+            session.check_otel()  # --resili-otel: the collector's URL
             if not (running and _is_distributed(config)):  # else once the workers start
                 session.task_set  # noqa: B018  # the fixtures, verified: a damaged file stops
             session.check_models(probe=running)

@@ -3,7 +3,7 @@ error naming the install command, at start-up, never an ImportError per item.
 
 Extras (pyproject.toml): `solver` (torch, tqdm: PPO training), `mcp` (the MCP server and
 `--resili-env=mcp`), `report` (matplotlib: PNG plots on request, `resilibench report --png`; the
-HTML report needs none), `dev`.
+HTML report needs none), `otel` (the OpenTelemetry SDK: `--resili-otel`), `dev`.
 """
 
 from __future__ import annotations
@@ -33,3 +33,5 @@ def check_run(config: Any) -> None:
     """The extras a benchmark run's options need (a `RunConfig`)."""
     if config.env == "mcp":
         require("mcp", "mcp", "--resili-env=mcp")
+    if config.otel:
+        require("otel", "opentelemetry.sdk", "--resili-otel")

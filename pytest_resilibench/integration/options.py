@@ -16,7 +16,7 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import pytest
 
@@ -42,6 +42,9 @@ from pytest_resilibench.integration.gate_policy import (
     InfraTolerance,
     parse_infra_tolerance,
 )
+
+if TYPE_CHECKING:  # loaded with the option's value only: a project without it pays nothing
+    from pytest_resilibench.integration.shards import Shard
 
 __all__ = [
     "RunConfig",
@@ -118,6 +121,10 @@ class RunConfig:
     summary: str = "headline"  # the terminal's: the headline, or the full tables too
     task_set: str = "default"  # a shipped set (TASK_SET_NAMES), unless `tasks` names a folder
     tasks: Path | None = None
+    shard: Shard | None = None  # this job's part of the run (integration/shards.py)
+    # OpenTelemetry export (integration/otel.py): on, and with the messages' contents
+    otel: bool = False
+    otel_content: bool = False
 
     @property
     def task_set_name(self) -> str:
@@ -168,6 +175,8 @@ class RunConfig:
             # what `resilibench report --compare` judges by unless told otherwise
             "gate_policy": self.gate_policy.to_json(),
             "task_set": self.task_set_name,
+            # Only a shard's report says so: a merged report's config is the whole run's.
+            **({"shard": str(self.shard)} if self.shard is not None else {}),
         }
 
 
@@ -425,6 +434,12 @@ def _output_file(text: str) -> Path:
     return path
 
 
+def _shard(text: str) -> Shard:
+    from pytest_resilibench.integration.shards import parse_shard
+
+    return parse_shard(text)
+
+
 def _api_version(text: str) -> str:
     """An Azure OpenAI api-version: a date, with an optional `-preview` (or `v1`)."""
     version = text.strip()
@@ -558,6 +573,16 @@ _OPTIONS: list[tuple[str, Callable[[str], Any] | None, str | None, str]] = [
     ("skip-bad-agents", None, None,
      "with several models, run the ones whose agent can be built and warn about each other "
      "one (by default one bad spec stops the run, naming each)"),
+    ("shard", _shard, None,
+     "run only part K of N of the planned episodes (e.g. 2/4; whole tasks together, balanced "
+     "by expected length): one CI job per shard, then `resilibench report merge` joins "
+     "their reports into the whole run's"),
+    ("otel", None, None,
+     "export every episode as an OpenTelemetry trace (GenAI semantic conventions) to "
+     "OTEL_EXPORTER_OTLP_ENDPOINT (the [otel] extra; docs/OTEL.md)"),
+    ("otel-content", None, None,
+     "with --resili-otel: put the messages' contents on the spans too (redacted; off by "
+     "default, as OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true)"),
     ("summary", _one_of(("headline", "full")), "headline",
      "what the terminal prints at the end: the headline per model, or full (every table "
      "too, as -v does)"),
@@ -739,7 +764,16 @@ def read_config(config: pytest.Config) -> RunConfig:
         summary=values["summary"],
         task_set=values["task-set"],
         tasks=values["tasks"],
+        shard=values["shard"],
+        otel=bool(values["otel"]),
+        otel_content=bool(values["otel-content"]) or _content_env(),
     )
+
+
+def _content_env() -> bool:
+    """The GenAI instrumentations' content-capture switch, read as they read it."""
+    value = os.environ.get("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", "")
+    return value.strip().lower() == "true"
 
 
 def benchmark_requested(config: pytest.Config) -> bool:

@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from pytest_resilibench.base.pidlock import PidLock
     from pytest_resilibench.core.tasks import TaskSet
     from pytest_resilibench.integration.gate import GateResult
+    from pytest_resilibench.integration.otel import EpisodeTracer
     from pytest_resilibench.integration.resume import EpisodeLog
     from pytest_resilibench.reporting.comparison import Comparison
     from pytest_resilibench.reporting.sequential import SequentialGate
@@ -56,6 +57,10 @@ def _check_sample(config: RunConfig, tasks: TaskSet) -> None:
     if config.sample > biggest:
         raise ValueError(f"--resili-sample: {config.sample} tasks a cell, but the task set "
                          f"{config.task_set_name} has at most {biggest} (use all)")
+
+
+def _task_id(case: Case) -> str:
+    return case.task.id
 
 
 def _lock_report(report: Path) -> PidLock | None:
@@ -149,6 +154,11 @@ class ResiliSession:
         # `--resili-skip-bad-agents` left out, with why.
         self.agent_names: dict[str, str] = {}
         self.skipped_agents: dict[str, str] = {}
+        self._tracer: EpisodeTracer | None = None  # --resili-otel, at the first episode
+        if config.otel:  # the turn keeper keeps the spans' times (runtime/episode.py)
+            from pytest_resilibench.runtime.episode import trace_turns
+
+            trace_turns(True)
 
     @property
     def config(self) -> RunConfig:
@@ -193,13 +203,26 @@ class ResiliSession:
         return f"task set: {found['name']} ({found['tasks']} tasks, tasks.jsonl.gz sha256 {sha})"
 
     @cached_property
-    def cases(self) -> list[Case]:
+    def all_cases(self) -> list[Case]:
+        """The whole run's cases, every shard's (`cases` is this job's)."""
         tasks = list(self.task_set)
         config = self._config
         if config.env == "live":  # eight sequential tasks: one type, every task, no cells
             config = replace(config, task_types=tuple({t.type for t in tasks}),
                              difficulties=tuple({t.difficulty for t in tasks}), sample=None)
         return build_cases(config, tasks)
+
+    @cached_property
+    def cases(self) -> list[Case]:
+        """The cases this run plans: all of them, or its shard's (`--resili-shard`)."""
+        shard = self._config.shard
+        if shard is None:
+            return self.all_cases
+        from pytest_resilibench.integration.runner import expected_turns
+        from pytest_resilibench.integration.shards import split_tasks
+
+        owner = split_tasks(self.all_cases, shard.count, _task_id, expected_turns)
+        return [case for case in self.all_cases if owner[case.task.id] == shard.index]
 
     @cached_property
     def cases_by_id(self) -> dict[str, Case]:
@@ -273,6 +296,11 @@ class ResiliSession:
         if self._live is not None:
             self._live.stop()
             self._live = None
+        if self._tracer is not None:  # the spans still queued go out now
+            problem = self._tracer.close()
+            if problem is not None:
+                self._close_problems.append(problem)
+            self._tracer = None
 
     def close(self) -> None:
         """At the very end: stop everything and drop the spool."""
@@ -618,7 +646,25 @@ class ResiliSession:
         parse). The one kept when the episode ended, or made now (a replayed episode);
         counted, so the controller can tell whether all arrived."""
         self._attached += 1
+        if self._config.otel and record.id not in self._resumed:  # exported when it ran
+            self._export_trace(record)
         return record.report_text() or self._report_text(record)
+
+    def check_otel(self) -> None:
+        """At start-up, with --resili-otel: the collector's URL is one (a ValueError)."""
+        if self._config.otel:
+            from pytest_resilibench.integration.otlp_http import checked_endpoint
+
+            checked_endpoint()
+
+    def _export_trace(self, record: EpisodeRecord) -> None:
+        """The episode as a trace (integration/otel.py), from the process that ran its item."""
+        if self._tracer is None:
+            from pytest_resilibench.integration.otel import EpisodeTracer
+
+            self._tracer = EpisodeTracer(content=self._config.otel_content,
+                                         agent_names=self.agent_names)
+        self._tracer.export(record)
 
     def _report_text(self, record: EpisodeRecord) -> str:
         config = self._config
@@ -840,7 +886,7 @@ class ResiliSession:
         from pytest_resilibench.integration.prompt_cache import shared_prefix
 
         picked: dict[str, list[Case]] = {}
-        for case in self.cases:
+        for case in self.all_cases:  # the whole run's: a shard's report says the same
             chosen = picked.setdefault(case.variant.label, [])
             if len(chosen) < 3 and all(c.task.id != case.task.id for c in chosen):
                 chosen.append(case)

@@ -321,6 +321,20 @@ def _realistic(task: Task, registry: ToolRegistry, faults: str) -> TaskFaults:
     return task_faults(task, registry)
 
 
+# With `--resili-otel` (integration/otel.py) the books also keep when each reply came and what
+# it reported (usage, raw response), and when each tool call ran: the spans' times and usage.
+# Kept on the record outside its fields (`TURN_TRACE`), so no report changes; off, nothing is
+# kept and the loop pays one test a turn.
+TURN_TRACE = "_turn_trace"
+_tracing = False
+
+
+def trace_turns(on: bool) -> None:
+    """Keep (or not) each episode's turn times from now on, in this process."""
+    global _tracing
+    _tracing = on
+
+
 class TurnKeeper:
     """One episode's books, shared by both agent shapes: a reply goes in (a model's, or the
     one a loop-level agent's call or `finish()` stands for), its observation comes out, and
@@ -334,12 +348,21 @@ class TurnKeeper:
         self.completed = False
         self.over = False
         record.messages.extend(dict(m) for m in prompt.messages)
+        # ("start", ns), then ("reply", ns, usage, raw, tool calls) and ("call", start ns,
+        # end ns, the call's entry in `record.calls`): the spans need no trajectory
+        # (a helper's record keeps it packed: record.py)
+        self.trace: list[tuple[Any, ...]] | None = None
+        if _tracing:
+            self.trace = record.__dict__[TURN_TRACE] = [("start", time.time_ns())]
 
     def receive(self, reply: ModelReply) -> ParsedReply | None:
         """Take a reply into the record; its parse when it asks for a turn, else None: the
         completion signal, or a call once the budget is spent (not executed), ends the
         episode."""
         record = self.record
+        if self.trace is not None:
+            self.trace.append(("reply", time.time_ns(), reply.usage, reply.raw,
+                               reply.tool_calls))
         self.count_usage(reply.usage)
         record.messages.append(reply.to_message())
         parsed = (parse_native(reply.tool_calls, reply.content) if reply.tool_calls
@@ -368,9 +391,12 @@ class TurnKeeper:
                 "tool": None, "status": "error", "error_code": _FORMAT_ERROR,
                 "message": parsed.problem or "no tool call found"}
         else:
+            started = time.time_ns() if self.trace is not None else 0
             result = await self.environment.call(call.name, call.arguments)
             entry = result.to_json()  # a new dict: the turn goes in without another copy
             entry["turn"] = turns.used
+            if self.trace is not None:
+                self.trace.append(("call", started, time.time_ns(), entry))
             record.calls.append(entry)
             record.tool_calls += 1
             turns.note_call(_call_key(call.name, call.arguments), result)
