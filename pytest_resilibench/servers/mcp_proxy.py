@@ -43,9 +43,17 @@ from pytest_resilibench.core.tool_faults import Fault, FaultConfig, FaultSession
 from pytest_resilibench.servers.mcp_environment import McpConnection
 from pytest_resilibench.servers.mcp_server import META_KEY, _pipes
 
-__all__ = ["SESSION_META_KEY", "FaultProxy", "build_proxy", "serve_proxy_http",
-           "parse_overrides", "parse_rate", "serve_proxy_stdio", "spoil",
-           "upstream_target"]
+__all__ = [
+    "SESSION_META_KEY",
+    "FaultProxy",
+    "build_proxy",
+    "parse_overrides",
+    "parse_rate",
+    "serve_proxy_http",
+    "serve_proxy_stdio",
+    "spoil",
+    "upstream_target",
+]
 
 SESSION_META_KEY = "resilibench/session"
 _TRACE_TEXT = 2000  # characters of an upstream answer kept in the trace

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -110,7 +111,8 @@ def test_the_cli_proxy_over_stdio_lists_and_forwards(repo: Path, tmp_path: Path)
     async def run() -> tuple[list[Any], list[Any], list[Any]]:
         async with Client(upstream(repo), cache=None) as direct:
             theirs = (await direct.list_tools()).tools
-        server = StdioServerParameters(command=argv[0], args=argv[1:])
+        # The SDK passes a bare environment: this checkout's PYTHONPATH goes along.
+        server = StdioServerParameters(command=argv[0], args=argv[1:], env=dict(os.environ))
         async with Client(server, cache=None) as client:
             ours = (await client.list_tools()).tools
             results = [await client.call_tool("git_status", {"repo_path": str(repo)})
@@ -121,7 +123,7 @@ def test_the_cli_proxy_over_stdio_lists_and_forwards(repo: Path, tmp_path: Path)
     assert [t.model_dump() for t in ours] == [t.model_dump() for t in theirs]
     lines = trace_lines(tmp_path / "t")
     assert [line["seq"] for line in lines] == list(range(1, 13))
-    for line, result in zip(lines, results):
+    for line, result in zip(lines, results, strict=True):
         fault = line["fault"]
         assert bool(result.is_error) == (fault is not None)
         if fault is None:
@@ -209,7 +211,7 @@ def test_fault_rates_match_the_profile_over_1000_calls(repo: Path, tmp_path: Pat
         assert n >= 100, (kind, n)
         assert within(k, n, p), (kind, k, n, p)
     # Each injected failure is an error to the client, each silent fault a spoilt success.
-    for line, result in zip(lines, results):
+    for line, result in zip(lines, results, strict=True):
         kind = (line["fault"] or {}).get("kind")
         assert bool(result.is_error) == (kind not in (None, "silent")
                                          or bool(line["upstream"]["is_error"]))
