@@ -76,7 +76,7 @@ def upstream_target(command: str | None = None, url: str | None = None) -> Any:
     return StdioServerParameters(command=argv[0], args=argv[1:])
 
 
-def _text(result: types.CallToolResult) -> str:
+def text_of(result: types.CallToolResult) -> str:
     return "".join(c.text for c in result.content if isinstance(c, types.TextContent))
 
 
@@ -107,7 +107,7 @@ def _json_equal(text: str, value: Any) -> bool:
         return False
 
 
-def _error(fault: Fault) -> types.CallToolResult:
+def error_result(fault: Fault) -> types.CallToolResult:
     meta: dict[str, Any] = {"error_code": fault.code}
     if fault.retry_after is not None:
         meta["retry_after"] = fault.retry_after
@@ -181,7 +181,7 @@ class FaultProxy:
         session.settle(name, ok and (fault is None or not fault.is_error))
         self._trace(session.session, name, n, arguments, fault, answer)
         if fault is not None and fault.is_error:
-            return _error(fault)
+            return error_result(fault)
         assert answer is not None
         if fault is not None and ok:  # silent: only a success can be spoiled
             return spoil(answer, fault.mode or "empty")
@@ -193,7 +193,7 @@ class FaultProxy:
         if self.trace_dir is None:
             return
         upstream = None if answer is None else {
-            "is_error": bool(answer.is_error), "text": _text(answer)[:_TRACE_TEXT]}
+            "is_error": bool(answer.is_error), "text": text_of(answer)[:_TRACE_TEXT]}
         line = {"session": session, "seq": seq, "tool": tool, "call_index": n,
                 "arguments": arguments, "fault": None if fault is None else fault.to_json(),
                 "upstream": upstream}
