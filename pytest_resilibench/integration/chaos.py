@@ -159,7 +159,7 @@ class ResiliFaults:
         if hasattr(tool, "call_tool") and inspect.iscoroutinefunction(tool.call_tool):
             return _McpFaults(self, tool)
         if callable(tool):
-            return self._callable(tool, name or getattr(tool, "__name__", "tool"))
+            return self._callable(tool, str(name or getattr(tool, "__name__", "tool")))
         raise TypeError(f"resili_faults.wrap: cannot wrap {type(tool).__name__} (a callable, "
                         "an MCP client session, an Agents SDK FunctionTool or a LangChain "
                         "tool)")

@@ -247,3 +247,30 @@ def test_bad_upstreams_and_options_are_clear_errors(capsys: pytest.CaptureFixtur
     assert "unknown category" in capsys.readouterr().err
     assert main(["proxy-mcp", "--upstream", "no-such-command-here"]) == 2
     assert "could not open MCP server" in capsys.readouterr().err
+
+
+def test_streamable_http_both_ways(repo: Path) -> None:
+    """The proxy served over streamable HTTP on loopback, and a second proxy whose upstream
+    is that URL (`--upstream-url`): the listing goes through both unchanged."""
+    from pytest_resilibench.servers.loopback import LOOPBACK, LoopbackServer
+
+    front = FaultProxy(upstream(repo), FaultConfig(rate=0.0))
+    app = build_proxy(front).streamable_http_app(host=LOOPBACK)
+    with LoopbackServer(app) as http:
+        url = f"{http.url}/mcp"
+
+        async def run() -> tuple[list[Any], list[Any], Any]:
+            async with Client(upstream(repo), cache=None) as direct:
+                theirs = (await direct.list_tools()).tools
+            outer = FaultProxy(upstream_target(url=url), FaultConfig(rate=0.0))
+            try:
+                async with Client(build_proxy(outer), cache=None) as client:
+                    ours = (await client.list_tools()).tools
+                    answer = await client.call_tool("git_status", {"repo_path": str(repo)})
+            finally:
+                await outer.aclose()
+            return theirs, ours, answer
+
+        theirs, ours, answer = asyncio.run(run())
+    assert [t.model_dump() for t in ours] == [t.model_dump() for t in theirs]
+    assert not answer.is_error and "On branch" in answer.content[0].text
