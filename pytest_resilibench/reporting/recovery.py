@@ -24,7 +24,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-__all__ = ["MEASURES", "STORM_BOUND", "add_measures", "clean_success", "measures", "seen_ok"]
+__all__ = ["MEASURES", "STORM_BOUND", "add_measures", "clean_success", "episode_measures",
+           "episode_trace", "measures", "seen_ok"]
 
 STORM_BOUND = 3  # the same call more than this many times in a row is a storm
 MEASURES = ("failures", "retried", "recovered", "storms", "gave_up", "retry_after_honoured",
@@ -97,3 +98,34 @@ def add_measures(total: dict[str, int], one: Mapping[str, int | None]) -> dict[s
     for name in MEASURES:
         total[name] = total.get(name, 0) + (one.get(name) or 0)
     return total
+
+
+def episode_trace(calls: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """A benchmark episode's calls (core/record.py) as trace lines: a failure is an injected
+    error of its event's kind (realistic) or a random error; a silent or tainted success is a
+    silent fault."""
+    out = []
+    for call in calls:
+        if not isinstance(call, Mapping):
+            continue
+        ok, event = bool(call.get("ok")), call.get("event")
+        fault: dict[str, Any] | None = None
+        if not ok:
+            fault = {"kind": event or "error", "code": call.get("error_code")}
+        elif event in ("silent", "tainted"):
+            fault = {"kind": "silent"}
+        out.append({"tool": call.get("tool"), "arguments": call.get("arguments"),
+                    "fault": fault, "upstream": {"is_error": not ok}})
+    return out
+
+
+def episode_measures(episode: Mapping[str, Any]) -> dict[str, int | None] | None:
+    """A benchmark episode's measures, from its calls (None when the record has none: the
+    report keeps them with --resili-trajectories); saying it was done (stop `completed`) is
+    its claim, every tool it called a tool the job needed."""
+    calls = episode.get("calls")
+    if not isinstance(calls, Sequence) or not calls:
+        return None
+    claim = {"claimed": episode.get("stop_reason") == "completed", "needed": None}
+    return measures(episode_trace(calls), claim)
+
