@@ -274,3 +274,53 @@ def test_streamable_http_both_ways(repo: Path) -> None:
         theirs, ours, answer = asyncio.run(run())
     assert [t.model_dump() for t in ours] == [t.model_dump() for t in theirs]
     assert not answer.is_error and "On branch" in answer.content[0].text
+
+
+PROXY_SESSIONS = '''
+import asyncio
+import os
+
+import pytest
+from mcp import Client, StdioServerParameters
+
+from pytest_resilibench.core.tool_faults import FaultConfig
+from pytest_resilibench.servers.mcp_proxy import SESSION_META_KEY, FaultProxy, build_proxy
+
+REPO = os.environ["PROXY_REPO"]
+TOOLS = ("git_log", "git_status", "git_diff_unstaged", "git_status")
+
+
+@pytest.mark.parametrize("session", [f"s{i}" for i in range(6)])
+def test_session(session):
+    upstream = StdioServerParameters(command=os.environ["GIT_SERVER"],
+                                     args=["--repository", REPO])
+    proxy = FaultProxy(upstream, FaultConfig(profile="realistic", seed=9, auth_tool="git_status"),
+                       trace_dir=os.environ["TRACE_DIR"])
+
+    async def run():
+        try:
+            async with Client(build_proxy(proxy), cache=None) as client:
+                for i in range(16):
+                    await client.call_tool(TOOLS[i % 4], {"repo_path": REPO},
+                                           meta={SESSION_META_KEY: session})
+        finally:
+            await proxy.aclose()
+
+    asyncio.run(run())
+'''
+
+
+def test_the_proxy_s_traces_do_not_depend_on_xdist(repo: Path, pytester: pytest.Pytester,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    pytester.makepyfile(test_sessions=PROXY_SESSIONS)
+    monkeypatch.setenv("PROXY_REPO", str(repo))
+    monkeypatch.setenv("GIT_SERVER", str(GIT_SERVER))
+    found = []
+    for workers in ("0", "2"):
+        trace_dir = pytester.path / f"traces{workers}"
+        monkeypatch.setenv("TRACE_DIR", str(trace_dir))
+        result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-n", workers)
+        result.assert_outcomes(passed=6)
+        found.append({p.name: p.read_bytes() for p in sorted(trace_dir.glob("*.jsonl"))})
+    assert len(found[0]) == 6 and found[0] == found[1]
+    assert any(b'"kind"' in data for data in found[0].values())
