@@ -23,11 +23,11 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from pytest_resilibench.integration import foreign_plugins
-from pytest_resilibench.integration.chaos_options import MARKER as _CHAOS_MARKER
-from pytest_resilibench.integration.chaos_options import MARKER_HELP as _CHAOS_MARKER_HELP
-from pytest_resilibench.integration.chaos_options import add_chaos_options
+from pytest_resilibench.integration.options import CHAOS_MARKER as _CHAOS_MARKER
+from pytest_resilibench.integration.options import CHAOS_MARKER_HELP as _CHAOS_MARKER_HELP
 from pytest_resilibench.integration.options import (
     RunConfig,
+    add_chaos_options,
     add_options,
     benchmark_requested,
     read_config,

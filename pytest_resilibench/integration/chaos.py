@@ -33,7 +33,8 @@ from pathlib import Path
 from typing import Any
 
 from pytest_resilibench.core.tool_faults import DEFAULT_RATE, Fault, FaultConfig, FaultSession
-from pytest_resilibench.integration.chaos_options import MARKER, PROPERTY
+from pytest_resilibench.integration.options import CHAOS_MARKER as MARKER
+from pytest_resilibench.integration.options import CHAOS_PROPERTY as PROPERTY
 
 __all__ = ["MARKER", "PROPERTY", "SCHEMA", "ChaosRun", "ResiliFaults", "ToolFault", "base_id",
            "chaos_runs", "marker_runs", "row_of"]

@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from pytest_resilibench.integration.chaos_options import PROPERTY
+from pytest_resilibench.integration.options import CHAOS_PROPERTY as PROPERTY
 
 __all__ = ["ChaosGatherer"]
 
