@@ -767,16 +767,19 @@ def _chaos_drop(text: str) -> float:
     return value
 
 
+# name, default, parse, help: `--resili-NAME`, dest `resili_NAME` (dashes as underscores).
+CHAOS_OPTIONS: tuple[tuple[str, Any, Any, str], ...] = (
+    ("chaos-report", None, str, "write the resili_faults tests' JSON report "
+     "(resilibench.chaos_report/1) here"),
+    ("chaos-baseline", None, str, "compare the resili_faults tests with this earlier chaos "
+     "report, seed for seed (paired): a significant drop fails the run"),
+    ("chaos-max-drop", 5.0, _chaos_drop, "the drop in pass rate under faults, in percentage "
+     "points, the chaos gate allows against its baseline (default 5)"),
+)
+
+
 def add_chaos_options(parser: Any) -> None:
     group = parser.getgroup("resilibench", "ResiliBench agent benchmark")
-    group.addoption("--resili-chaos-report", dest="resili_chaos_report", default=None,
-                    metavar="PATH", help="write the resili_faults tests' JSON report "
-                    "(resilibench.chaos_report/1) here")
-    group.addoption("--resili-chaos-baseline", dest="resili_chaos_baseline", default=None,
-                    metavar="PATH", help="compare the resili_faults tests with this earlier "
-                    "chaos report, seed for seed (paired): a significant drop fails the run")
-    group.addoption("--resili-chaos-max-drop", dest="resili_chaos_max_drop", default=5.0,
-                    type=_chaos_drop, metavar="PP", help="the drop in pass rate under faults, in "
-                    "percentage points, the chaos gate allows against its baseline "
-                    "(default 5)")
-
+    for name, default, parse, help_text in CHAOS_OPTIONS:
+        group.addoption(f"--resili-{name}", dest="resili_" + name.replace("-", "_"),
+                        default=default, type=parse, metavar="VALUE", help=help_text)

@@ -74,7 +74,8 @@ async def play(repo: Path, config: FaultConfig, script: list[tuple[str, str, dic
     proxy = FaultProxy(upstream(repo), config, trace_dir=trace_dir)
     try:
         async with Client(build_proxy(proxy), cache=None) as client:
-            return [await client.call_tool(tool, args, meta={SESSION_META_KEY: session})
+            return [await client.call_tool(tool, args,
+                                           meta={SESSION_META_KEY: session})  # type: ignore[arg-type]
                     for session, tool, args in script]
     finally:
         await proxy.aclose()
@@ -207,9 +208,9 @@ def test_fault_rates_match_the_profile_over_1000_calls(repo: Path, tmp_path: Pat
             renewed.add(line["session"])
         elif line["session"] in renewed:
             assert (line["fault"] or {}).get("kind") != "auth_expired"
-    for kind, (k, n, p) in figures.items():
-        assert n >= 100, (kind, n)
-        assert within(k, n, p), (kind, k, n, p)
+    for name, (k, n, p) in figures.items():
+        assert n >= 100, (name, n)
+        assert within(k, n, p), (name, k, n, p)
     # Each injected failure is an error to the client, each silent fault a spoilt success.
     for line, result in zip(lines, results, strict=True):
         kind = (line["fault"] or {}).get("kind")

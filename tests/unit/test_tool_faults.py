@@ -3,14 +3,18 @@ that remember, the simulator's wording, bad configurations refused."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from pytest_resilibench.core.tool_faults import FaultConfig, FaultSession, silent_value
 
+Step = tuple[str, int, "dict[str, Any] | None"]
 
-def sequence(config: FaultConfig, session: str, tools: list[str]) -> list[object]:
+
+def sequence(config: FaultConfig, session: str, tools: list[str]) -> list[Step]:
     faults = FaultSession(config, session)
-    out = []
+    out: list[Step] = []
     for tool in tools:
         n, fault = faults.decide(tool, {"url": "https://api.example.com"})
         faults.settle(tool, fault is None or not fault.is_error)
@@ -32,11 +36,11 @@ def test_decisions_are_a_function_of_seed_session_tool_and_index() -> None:
 def test_paper_errors_use_the_simulators_codes_and_words() -> None:
     faults = [f for _, _, f in sequence(FaultConfig(rate=1.0), "s", TOOLS) if f]
     assert len(faults) == len(TOOLS)
-    codes = {f["code"] for f in faults}  # type: ignore[index]
+    codes = {f["code"] for f in faults}
     assert codes <= {"INVALID_INPUT", "OPERATION_FAILED", "TIMEOUT", "NETWORK_ERROR",
                      "INVALID_RESPONSE", "RATE_LIMITED"}
     assert "TIMEOUT" in codes
-    assert all(f["message"].startswith(f["code"] + ": ") for f in faults)  # type: ignore[index]
+    assert all(f["message"].startswith(f["code"] + ": ") for f in faults)
 
 
 def test_spared_tools_and_zero_rates_never_fail() -> None:
@@ -46,7 +50,7 @@ def test_spared_tools_and_zero_rates_never_fail() -> None:
         if tool == "search":
             assert fault is None
         if tool == "fetch" and fault is not None:
-            assert fault["kind"] in ("outage", "silent")  # type: ignore[index]
+            assert fault["kind"] in ("outage", "silent")
 
 
 def test_a_rate_limit_refuses_the_very_next_call_of_its_tool_again() -> None:
