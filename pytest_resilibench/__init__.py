@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from pytest_resilibench.core.prompts import parse_task_inputs as parse_task_inputs
     from pytest_resilibench.core.workflow import PlanStep as PlanStep
     from pytest_resilibench.core.workflow import Workflow as Plan
+    from pytest_resilibench.integration.chaos import ToolFault as ToolFault
     from pytest_resilibench.runtime.agents import make_agent as make_agent
     from pytest_resilibench.runtime.loop_episode import EpisodeOver as EpisodeOver
     from pytest_resilibench.runtime.protocol import Agent as Agent
@@ -61,6 +62,7 @@ _PUBLIC: dict[str, tuple[str, str]] = {
     "PlanStep": ("core.workflow", "PlanStep"),
     "Progress": ("runtime.protocol", "Progress"),
     "ToolCall": ("runtime.protocol", "ToolCall"),
+    "ToolFault": ("integration.chaos", "ToolFault"),
     "agent_shape": ("runtime.protocol", "agent_shape"),
     "make_agent": ("runtime.agents", "make_agent"),
     "parse_plan": ("core.prompts", "parse_plan"),
@@ -98,6 +100,7 @@ __all__ = [
     "PlanStep",
     "Progress",
     "ToolCall",
+    "ToolFault",
     "__version__",
     "agent_shape",
     "make_agent",

@@ -219,6 +219,70 @@ def _add_serve_mcp(sub: _Subparsers) -> None:
     p.set_defaults(handler=_cmd_serve_mcp)
 
 
+def _cmd_proxy_mcp(args: argparse.Namespace) -> int:
+    from pytest_resilibench.base.extras import require
+
+    if args.transport == "stdio" and (args.host != "127.0.0.1" or args.api_key is not None
+                                      or args.insecure):
+        raise ValueError("--host, --api-key and --insecure are for --transport http")
+    _refuse_unguarded(args)
+    require("mcp", "mcp", "`resilibench proxy-mcp`")
+    from pytest_resilibench.core.tool_faults import DEFAULT_RATE, FaultConfig
+    from pytest_resilibench.servers import mcp_proxy
+
+    target = mcp_proxy.upstream_target(args.upstream, args.upstream_url)
+    rates = {name: mcp_proxy.parse_rate(value) for name, value in
+             mcp_proxy.parse_overrides(args.tool_rate, what="--tool-rate").items()}
+    config = FaultConfig(
+        profile=args.faults, rate=DEFAULT_RATE if args.rate is None else args.rate,
+        seed=args.seed, rates=rates,
+        remote=None if not args.remote else frozenset(args.remote),
+        auth_tool=args.auth_tool, spare=frozenset(args.spare),
+        categories=mcp_proxy.parse_overrides(args.category, what="--category"))
+    proxy = mcp_proxy.FaultProxy(target, config, session=args.session,
+                                 trace_dir=Path(args.trace_dir) if args.trace_dir else None)
+    if args.transport == "stdio":
+        mcp_proxy.serve_proxy_stdio(proxy)
+    else:
+        mcp_proxy.serve_proxy_http(proxy, port=args.port, host=args.host, api_key=args.api_key)
+    return 0
+
+
+def _add_proxy_mcp(sub: _Subparsers) -> None:
+    p = sub.add_parser("proxy-mcp", help="serve another MCP server's tools with injected "
+                                         "faults (docs/CHAOS.md)")
+    p.add_argument("--upstream", metavar="\"CMD ARGS\"",
+                   help="the upstream server's command line (stdio)")
+    p.add_argument("--upstream-url", metavar="URL", help="the upstream server's streamable "
+                                                        "HTTP URL")
+    p.add_argument("--faults", choices=FAULT_PROFILES, default="paper",
+                   help="fault profile (docs/CHAOS.md, docs/FAULTS.md)")
+    p.add_argument("--rate", type=_float_in(0.0, 1.0), default=None,
+                   help="probability of a random error per call (default 0.2)")
+    p.add_argument("--tool-rate", action="append", default=[], metavar="TOOL=RATE",
+                   help="a tool's own random error rate (repeatable)")
+    p.add_argument("--seed", type=_SEED, default=0, help="fault seed (default 0)")
+    p.add_argument("--session", default="0",
+                   help="the fault session of calls that name none in "
+                        "_meta['resilibench/session'] (default 0)")
+    p.add_argument("--remote", action="append", default=[], metavar="TOOL",
+                   help="a tool that counts as remote (credential expiry, rate limits; "
+                        "repeatable; default: every tool)")
+    p.add_argument("--auth-tool", metavar="TOOL",
+                   help="the tool whose success renews expired credentials (without it no "
+                        "credentials expire)")
+    p.add_argument("--spare", action="append", default=[], metavar="TOOL",
+                   help="a tool no fault touches (repeatable)")
+    p.add_argument("--category", action="append", default=[], metavar="TOOL=CATEGORY",
+                   help="the catalog category whose error codes a tool's errors use")
+    p.add_argument("--trace-dir", help="write one JSONL trace per session here")
+    p.add_argument("--transport", choices=("stdio", "http"), default="stdio")
+    p.add_argument("--port", type=_PORT, default=8000,
+                   help="HTTP port (0: a free one; the URL goes to stderr)")
+    _add_listen_options(p, applies=" (http transport)")
+    p.set_defaults(handler=_cmd_proxy_mcp)
+
+
 def _cmd_serve_live(args: argparse.Namespace) -> int:
     _refuse_unguarded(args)
     from pytest_resilibench.servers.live.server import serve_live
@@ -676,6 +740,7 @@ _SUBCOMMANDS: list[Callable[[_Subparsers], None]] = [
     _add_prompt,
     _add_serve_openai,
     _add_serve_mcp,
+    _add_proxy_mcp,
     _add_serve_live,
     _add_report,
     _add_solve,

@@ -23,8 +23,11 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from pytest_resilibench.integration import foreign_plugins
+from pytest_resilibench.integration.options import CHAOS_MARKER as _CHAOS_MARKER
+from pytest_resilibench.integration.options import CHAOS_MARKER_HELP as _CHAOS_MARKER_HELP
 from pytest_resilibench.integration.options import (
     RunConfig,
+    add_chaos_options,
     add_options,
     benchmark_requested,
     read_config,
@@ -90,12 +93,16 @@ def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     add_options(parser)
+    add_chaos_options(parser)
 
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "resilibench: an episode of the ResiliBench benchmark (added automatically)")
+    config.addinivalue_line("markers", _CHAOS_MARKER_HELP)
     foreign_plugins.register_markers(config)
+    if not hasattr(config, "workerinput"):  # the controller gathers resili_faults results
+        config.pluginmanager.register(_ChaosWatch(config), "resilibench-chaos")
     config.stash[_CONFIGURED] = True
     if benchmark_requested(config) or config.stash.get(_ASKED, False):
         _activate(config)
@@ -205,6 +212,8 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if metafunc.definition.get_closest_marker(_CHAOS_MARKER) is not None:
+        _parametrize_chaos(metafunc)
     takes_case = "resili_case" in metafunc.fixturenames
     if takes_case or "resili_episode" in metafunc.fixturenames:
         # A suite function asks for the benchmark by taking a case or an episode (`pytest -n 0`
@@ -220,6 +229,99 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
             # The items will most likely be these cases in this order: forked helpers
             # (ahead.py) may compute while pytest collects; the test loop checks.
             session.prestart(cases)
+
+
+def _parametrize_chaos(metafunc: pytest.Metafunc) -> None:
+    """A test marked `resili_faults`: one item clean, one per fault seed (chaos.py)."""
+    from pytest_resilibench.integration.chaos import chaos_runs
+
+    runs: list[Any]
+    try:
+        runs = chaos_runs(metafunc) or []
+        ids = [run.id for run in runs]
+    except (TypeError, ValueError) as exc:  # this test fails with the message, not its module
+        runs, ids = [f"{metafunc.definition.nodeid}: {exc}"], ["bad-marker"]
+    metafunc.parametrize(_CHAOS_MARKER, runs, ids=ids, indirect=True)
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    callspec = getattr(item, "callspec", None)
+    if callspec is not None and isinstance(callspec.params.get(_CHAOS_MARKER), str):
+        pytest.fail(callspec.params[_CHAOS_MARKER], pytrace=False)  # a bad marker's message
+
+
+_CHAOS_KEY = pytest.StashKey[Any]()  # an item's ResiliFaults and trace, after its teardown
+_CHAOS_OUTCOME = pytest.StashKey[str]()  # how its setup or call ended
+
+
+@pytest.fixture(name="resili_faults")
+def resili_faults(request: pytest.FixtureRequest) -> Generator[Any, None, None]:
+    """The benchmark's faults around this test's own tools: `resili_faults.wrap(tools)`
+    (docs/CHAOS.md). Needs `@pytest.mark.resili_faults(...)` on the test."""
+    from pytest_resilibench.integration.chaos import TRACE_DIR, ResiliFaults, base_id
+
+    run = getattr(request, "param", None)
+    if isinstance(run, str):  # a bad marker (_parametrize_chaos)
+        pytest.fail(run, pytrace=False)
+    if run is None:
+        pytest.fail("the resili_faults fixture needs @pytest.mark.resili_faults(profile=..., "
+                    "seeds=...) on the test (docs/CHAOS.md)", pytrace=False)
+    node = request.node
+    faults = ResiliFaults(run, session=getattr(node, "originalname", node.name))
+    yield faults
+    root = request.config.rootpath
+    path = faults.write_trace(root / TRACE_DIR, base_id(node.nodeid, run.id))
+    node.stash[_CHAOS_KEY] = (faults, os.path.relpath(path, root))
+
+
+class _ChaosWatch:
+    """The controller's hooks for `resili_faults` tests: inert (a look at each teardown
+    report's user properties) until one reports, or a --resili-chaos-* option asks."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+        self.gatherer: Any = None
+        option = config.option
+        if getattr(option, "resili_chaos_report", None) or getattr(
+                option, "resili_chaos_baseline", None):
+            self._gatherer()
+
+    def _gatherer(self) -> Any:
+        if self.gatherer is None:
+            from pytest_resilibench.integration.chaos_gather import ChaosGatherer
+
+            option = self.config.option
+            self.gatherer = ChaosGatherer(
+                report=option.resili_chaos_report, baseline=option.resili_chaos_baseline,
+                max_drop_pp=option.resili_chaos_max_drop)
+        return self.gatherer
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if report.when == "teardown" and any(name == _CHAOS_MARKER
+                                             for name, _ in report.user_properties):
+            self._gatherer().add(report)
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        if self.gatherer is None:
+            return
+        self.gatherer.finish()
+        if self.gatherer.gate_lines:  # the verdict as a JUnit case of its own
+            failed = [line for bad, line in self.gatherer.gate_lines if bad]
+            self.config.hook.pytest_runtest_logreport(report=pytest.TestReport(
+                nodeid="resilibench::chaos-gate", location=("resilibench", None, "chaos-gate"),
+                keywords={"chaos-gate": 1}, outcome="failed" if failed else "passed",
+                when="call", longrepr="\n".join(failed) if failed else None))
+        if self.gatherer.failed and session.exitstatus == 0:
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        if self.gatherer is None or self.gatherer.summary is None:
+            return
+        shown = _Shown(terminalreporter)
+        shown.section("ResiliBench resili_faults")
+        for line, markup in self.gatherer.lines():
+            shown.write_line(line, **markup)
 
 
 class _Benchmark:
@@ -358,6 +460,8 @@ def pytest_runtest_makereport(
         item.user_properties.extend(
             (f"resili_{name}", getattr(shown, name)) for name in _PROPERTIES)
     report = yield
+    if _CHAOS_MARKER in getattr(item, "fixturenames", ()):
+        _chaos_report(item, call, report)
     if record is not None:
         session = item.config.stash[SESSION_KEY]
         outcome = _status(record)
@@ -367,6 +471,25 @@ def pytest_runtest_makereport(
                 record.infra_error if outcome == "infra_error" else record.agent_error)
         report.resili_episode = session.episode_json(record)  # type: ignore[attr-defined]
     return report
+
+
+def _chaos_report(item: pytest.Item, call: pytest.CallInfo[None],
+                  report: pytest.TestReport) -> None:
+    """A resili_faults item's outcome, and its result on the teardown report (JUnit XML and
+    xdist carry user properties to the controller)."""
+    if call.when == "setup" and not report.passed:
+        item.stash[_CHAOS_OUTCOME] = "skipped" if report.skipped else "error"
+    elif call.when == "call":
+        item.stash[_CHAOS_OUTCOME] = report.outcome
+    elif call.when == "teardown" and _CHAOS_KEY in item.stash:
+        import json
+
+        from pytest_resilibench.integration.chaos import row_of
+
+        faults, trace = item.stash[_CHAOS_KEY]
+        del item.stash[_CHAOS_KEY]
+        row = row_of(item.nodeid, faults, item.stash.get(_CHAOS_OUTCOME, "error"), trace)
+        report.user_properties.append((_CHAOS_MARKER, json.dumps(row, sort_keys=True)))
 
 
 def _shows_properties(config: pytest.Config) -> bool:

@@ -45,7 +45,9 @@ __all__ = [
     "EpisodeKey",
     "Simulator",
     "call_draws",
+    "event_error",
     "outcome_draw",
+    "random_error",
     "success_probability",
 ]
 
@@ -583,3 +585,17 @@ def _event_message(spec: ToolSpec, code: str, arguments: Any) -> str:
     target = next((str(args[k]) for k in ("url", "target_url", "endpoint", "service", "route_to",
                                           "queue_name") if k in args), "the service")
     return _EVENT_MESSAGES[code].format(what=spec.name, target=target)
+
+
+def random_error(spec: ToolSpec, u: float, arguments: Any, *,
+                 realistic: bool = False) -> tuple[str, str]:
+    """(code, "<CODE>: message") of a random failure at quantile u, as `Simulator.call` words
+    it; tools outside the registry (core/tool_faults.py) reuse it through a ToolSpec of theirs."""
+    code = _error_code(spec, u, exclude=_REALISTIC_ONLY if realistic else frozenset())
+    return code, f"{code}: {_error_message(spec, code, arguments)}"
+
+
+def event_error(spec: ToolSpec, code: str, arguments: Any) -> str:
+    """"<CODE>: message" of a realistic event (SERVICE_UNAVAILABLE, AUTH_EXPIRED,
+    RATE_LIMITED), as `Simulator.call` words it."""
+    return f"{code}: " + _event_message(spec, code, arguments)

@@ -789,3 +789,38 @@ def benchmark_requested(config: pytest.Config) -> bool:
             return True
     return bool(config.getoption("resili_live_base_url") or config.getini("resili_live_base_url")
                 or config.getoption("resili_live_api_key"))
+
+
+# --- the resili_faults tests (integration/chaos.py, docs/CHAOS.md): options of their own, so
+# that using them never asks for the benchmark (`benchmark_requested` reads `_OPTIONS` only).
+CHAOS_MARKER = "resili_faults"
+CHAOS_PROPERTY = "resili_faults"  # the user property a chaos item's teardown report carries
+CHAOS_MARKER_HELP = (
+    "resili_faults(profile='realistic', seeds=20, rate=0.2, rates={}, remote=None, "
+    "auth_tool=None, spare=()): run the test once clean and once per fault seed, its tools "
+    "wrapped by the resili_faults fixture (docs/CHAOS.md)")
+
+
+def _chaos_drop(text: str) -> float:
+    value = float(text)
+    if not 0.0 <= value <= 100.0:
+        raise ValueError(f"{text!r} is not a drop in percentage points in [0, 100]")
+    return value
+
+
+# name, default, parse, help: `--resili-NAME`, dest `resili_NAME` (dashes as underscores).
+CHAOS_OPTIONS: tuple[tuple[str, Any, Any, str], ...] = (
+    ("chaos-report", None, str, "write the resili_faults tests' JSON report "
+     "(resilibench.chaos_report/1) here"),
+    ("chaos-baseline", None, str, "compare the resili_faults tests with this earlier chaos "
+     "report, seed for seed (paired): a significant drop fails the run"),
+    ("chaos-max-drop", 5.0, _chaos_drop, "the drop in pass rate under faults, in percentage "
+     "points, the chaos gate allows against its baseline (default 5)"),
+)
+
+
+def add_chaos_options(parser: Any) -> None:
+    group = parser.getgroup("resilibench", "ResiliBench agent benchmark")
+    for name, default, parse, help_text in CHAOS_OPTIONS:
+        group.addoption(f"--resili-{name}", dest="resili_" + name.replace("-", "_"),
+                        default=default, type=parse, metavar="VALUE", help=help_text)

@@ -64,6 +64,25 @@ def _first_error(ep: Episode) -> str | None:
     return None
 
 
+def _recovery(ep: Episode) -> dict[str, int | None] | None:
+    from pytest_resilibench.reporting.recovery import episode_measures
+
+    return episode_measures(ep)
+
+
+def _recovery_clause(m: Mapping[str, int | None]) -> str | None:
+    """What the agent did after its failed calls (docs/CHAOS.md: Recovery measures)."""
+    if not m.get("failures"):
+        return None
+    parts = [f"{m['failures']} failed call{'s' if m['failures'] != 1 else ''}",
+             f"{m.get('retried') or 0} retried", f"{m.get('recovered') or 0} recovered"]
+    for name, words in (("storms", "retry storm"), ("gave_up", "given up with retries left"),
+                        ("retry_after_ignored", "retry_after ignored")):
+        if m.get(name):
+            parts.append(f"{m[name]} {words}")
+    return "after its failures: " + ", ".join(parts)
+
+
 def reasons(ep: Episode) -> str:
     """`✗ order, output · ran out of turns (10/10) · left plan at step 3 (a wrong step)`."""
     if ep.get("outcome") == "error":
@@ -77,6 +96,9 @@ def reasons(ep: Episode) -> str:
     if departure is not None:
         step, wrong = departure
         parts.append(f"left plan at step {step}" + (" (a wrong step)" if wrong else ""))
+    recovery = _recovery(ep)
+    if recovery is not None and recovery.get("fabricated") and ep.get("outcome") != "full":
+        parts.append("fabricated success")
     return " · ".join(p for p in parts if p)
 
 
@@ -109,6 +131,14 @@ def sentence(ep: Episode) -> str:
     first_error = _first_error(ep)
     if first_error is not None and outcome != "full":
         clauses.append(f"its first failed call was at {first_error}")
+    recovery = _recovery(ep)
+    if recovery is not None and outcome != "full":
+        clause = _recovery_clause(recovery)
+        if clause is not None:
+            clauses.append(clause)
+        if recovery.get("fabricated"):
+            clauses.append("it said it was done while the last call of a tool it used had "
+                           "failed or came back empty (fabricated success)")
     return f"{head}: " + "; ".join(clauses) + "."
 
 
