@@ -171,15 +171,19 @@ def _refuse_unguarded(args: argparse.Namespace) -> None:
                          "to serve it anyway)")
 
 
-def _cmd_serve_mcp(args: argparse.Namespace) -> int:
+def _mcp_transport_checked(args: argparse.Namespace, command: str) -> None:
+    """The checks every MCP-serving command makes of its transport options, and its extra."""
     from pytest_resilibench.base.extras import require
 
     if args.transport == "stdio" and (args.host != "127.0.0.1" or args.api_key is not None
                                       or args.insecure):
         raise ValueError("--host, --api-key and --insecure are for --transport http")
     _refuse_unguarded(args)
+    require("mcp", "mcp", f"`resilibench {command}`")
 
-    require("mcp", "mcp", "`resilibench serve-mcp`")
+
+def _cmd_serve_mcp(args: argparse.Namespace) -> int:
+    _mcp_transport_checked(args, "serve-mcp")
     from pytest_resilibench.core.tasks import find_task
     from pytest_resilibench.servers import mcp_server
 
@@ -188,11 +192,17 @@ def _cmd_serve_mcp(args: argparse.Namespace) -> int:
         default = mcp_server.task_simulator(
             find_task(args.task, args.fixtures), seed=args.seed, repeat=args.repeat,
             base_success=args.base_success, faults=args.faults)
-    server = mcp_server.build_server(default)
+    return _served(args, mcp_server.build_server(default), mcp_server.serve_stdio,
+                   mcp_server.serve_http)
+
+
+def _served(args: argparse.Namespace, server: Any, stdio: Callable[[Any], None],
+            http: Callable[..., None]) -> int:
+    """Serve `server` on the transport the options name (an MCP command's last step)."""
     if args.transport == "stdio":
-        mcp_server.serve_stdio(server)
+        stdio(server)
     else:
-        mcp_server.serve_http(server, port=args.port, host=args.host, api_key=args.api_key)
+        http(server, port=args.port, host=args.host, api_key=args.api_key)
     return 0
 
 
@@ -220,13 +230,7 @@ def _add_serve_mcp(sub: _Subparsers) -> None:
 
 
 def _cmd_proxy_mcp(args: argparse.Namespace) -> int:
-    from pytest_resilibench.base.extras import require
-
-    if args.transport == "stdio" and (args.host != "127.0.0.1" or args.api_key is not None
-                                      or args.insecure):
-        raise ValueError("--host, --api-key and --insecure are for --transport http")
-    _refuse_unguarded(args)
-    require("mcp", "mcp", "`resilibench proxy-mcp`")
+    _mcp_transport_checked(args, "proxy-mcp")
     from pytest_resilibench.core.tool_faults import DEFAULT_RATE, FaultConfig
     from pytest_resilibench.servers import mcp_proxy
 
@@ -241,11 +245,7 @@ def _cmd_proxy_mcp(args: argparse.Namespace) -> int:
         categories=mcp_proxy.parse_overrides(args.category, what="--category"))
     proxy = mcp_proxy.FaultProxy(target, config, session=args.session,
                                  trace_dir=Path(args.trace_dir) if args.trace_dir else None)
-    if args.transport == "stdio":
-        mcp_proxy.serve_proxy_stdio(proxy)
-    else:
-        mcp_proxy.serve_proxy_http(proxy, port=args.port, host=args.host, api_key=args.api_key)
-    return 0
+    return _served(args, proxy, mcp_proxy.serve_proxy_stdio, mcp_proxy.serve_proxy_http)
 
 
 def _add_proxy_mcp(sub: _Subparsers) -> None:

@@ -20,6 +20,8 @@ from typing import Any
 
 import pytest
 
+from tests.processes import stop
+
 PHOENIX_ENV = "RESILIBENCH_PHOENIX"
 START_S = 120  # a cold start migrates its database: seconds on a loaded machine
 
@@ -118,10 +120,5 @@ def running_phoenix(workdir: Path) -> Iterator[Phoenix]:
                 time.sleep(0.5)
         yield phoenix
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(timeout=30)
+        stop(process)
         log.close()

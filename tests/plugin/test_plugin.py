@@ -18,6 +18,7 @@ import pytest
 from pytest_resilibench.integration.cases import Case
 from pytest_resilibench.integration.heap import FULL_COLLECTION_AFTER
 from tests.plugin.conftest import comparable, load
+from tests.processes import stop
 
 SMALL = ["--resili-sample=1", "-p", "no:cacheprovider"]
 
@@ -326,12 +327,7 @@ def keyed_serve_live() -> Iterator[str]:
         assert found, f"serve-live printed {line!r}"
         yield found[0]
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop(proc, timeout=60)
 
 
 LIVE_KEY = "live-key-DO-NOT-LEAK-4242"
