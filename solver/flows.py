@@ -557,7 +557,7 @@ def _settle(rng: DrawStream, shape: FlowShape, room: int, hi: int, guarded: str 
         next(g for g in groups if dropped in g).remove(dropped)
         used.remove(dropped)
     others = [t for t in stated if t != dropped]
-    pool = SIDES if any(worded(t) for t in others) else ("tidy",)
+    pool: tuple[str, ...] = SIDES if any(worded(t) for t in others) else ("tidy",)
     works -= dropped is not None and dropped not in sides
     pool = tuple(op for op in pool if _side_is_free(op, works)) or pool
     fitting = [op for op in pool if _fits(op, used, matcher, registry)]
