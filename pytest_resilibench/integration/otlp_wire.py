@@ -57,28 +57,35 @@ def _any_value(value: Any) -> bytes:
 
 
 def key_values(attributes: Mapping[str, Any], tag: bytes) -> bytes:
-    """Attributes as repeated KeyValue fields under `tag` (None values left out). Text and
-    flags recur (an operation's name, a model, a tool), so each such pair is encoded once and
-    remembered (up to `_MEMO_SIZE`); numbers, mostly new (tokens, times), go straight."""
+    """Attributes as repeated KeyValue fields under `tag` (None values left out). Most pairs
+    recur (an operation's name, a model, a tool, a flag, a turn, a count), so each hashable
+    pair is encoded once and remembered (up to `_MEMO_SIZE`); a float, mostly new (times,
+    probabilities), gets its fixed-size header from a cache and only its 8 bytes packed."""
     out = []
     memo = _PAIRS
     for key, value in attributes.items():
         if value is None:
             continue
         kind = type(value)
-        if kind is str or kind is bool:
-            found = memo.get((tag, key, value, kind))
-            if found is None:
-                if len(memo) >= _MEMO_SIZE:
-                    memo.clear()
-                found = memo[(tag, key, value, kind)] = _pair(key, value, tag)
-            out.append(found)
-        else:
-            out.append(_pair(key, value, tag))
+        if kind is float:
+            header = _DOUBLE_HEADERS.get((tag, key))
+            if header is None:
+                header = _DOUBLE_HEADERS[(tag, key)] = _pair(key, 0.0, tag)[:-8]
+            out.append(header + _DOUBLE(value))
+            continue
+        if kind is list:
+            value = tuple(value)
+        found = memo.get((tag, key, value, kind))
+        if found is None:
+            if len(memo) >= _MEMO_SIZE:
+                memo.clear()
+            found = memo[(tag, key, value, kind)] = _pair(key, value, tag)
+        out.append(found)
     return b"".join(out)
 
 
 _PAIRS: dict[tuple[bytes, str, Any, type], bytes] = {}
+_DOUBLE_HEADERS: dict[tuple[bytes, str], bytes] = {}  # a double's KeyValue but its 8 bytes
 _MEMO_SIZE = 1 << 14
 _KEYS: dict[str, bytes] = {}  # an attribute's key, as KeyValue's field 1
 
