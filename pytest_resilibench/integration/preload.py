@@ -48,7 +48,10 @@ _LAZY_NAMES = ("anyio",)
 # costs ~0.5 s, which a run of `py:` or built-in agents need not pay. The transport is the
 # adapters' (made on this thread too, when an adapter is built).
 _PROVIDERS = ("runtime.agents.openai_provider", "runtime.agents.responses",
-              "runtime.agents.transport")
+              "runtime.agents.transport",
+              # The OpenTelemetry exporter needs the `otel` extra: `--resili-otel` imports
+              # it on this thread at start-up, and a run without the option never does.
+              "integration.otel", "integration.otlp_http")
 
 
 def keep_out_of_assertion_rewriting(pluginmanager: object) -> None:

@@ -49,7 +49,30 @@ def test_one_call_imports_what_episodes_agents_and_the_summary_use() -> None:
                          check=True).stdout
     found = json.loads(out)
     # The model providers come with the agents that use them (the runner makes those first).
-    assert found["missing"] == ["pytest_resilibench.runtime.agents.openai_provider",
-                                "pytest_resilibench.runtime.agents.responses",
-                                "pytest_resilibench.runtime.agents.transport"]
+    # The OpenTelemetry exporter comes with `--resili-otel` (its extra may be missing).
+    assert sorted(found["missing"]) == ["pytest_resilibench.integration.otel",
+                                        "pytest_resilibench.integration.otlp_http",
+                                        "pytest_resilibench.runtime.agents.openai_provider",
+                                        "pytest_resilibench.runtime.agents.responses",
+                                        "pytest_resilibench.runtime.agents.transport"]
     assert found["servers"] == [] and not found["openai"] and found["jsonschema"]
+
+
+# Every optional extra's top-level package, made unimportable as in an install without it.
+_EXTRAS = ("opentelemetry", "mcp", "torch", "matplotlib", "agents", "langgraph",
+           "langchain_core", "langchain_openai", "sklearn", "playwright")
+NO_EXTRAS = f"""
+import sys
+for name in {_EXTRAS!r}:
+    sys.modules[name] = None  # import raises ModuleNotFoundError, as without the extra
+from pytest_resilibench.integration.preload import import_before_threads
+import_before_threads()
+print("ok")
+"""
+
+
+def test_the_preload_needs_no_optional_extra() -> None:
+    """A wheel installed without extras crashed every run when a preloaded module imported
+    one at module level (the OpenTelemetry exporter did: bench/bench_no_crash.py)."""
+    done = subprocess.run([sys.executable, "-c", NO_EXTRAS], capture_output=True, text=True)
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-3000:]
