@@ -200,6 +200,9 @@ def _served(args: argparse.Namespace, server: Any, stdio: Callable[[Any], None],
             http: Callable[..., None]) -> int:
     """Serve `server` on the transport the options name (an MCP command's last step)."""
     if args.transport == "stdio":
+        if sys.stdin is None or sys.stdout is None:  # `<&-`: Python leaves them None
+            raise ValueError("stdin or stdout is closed: the stdio transport serves on both "
+                             "(or pass --transport http)")
         stdio(server)
     else:
         http(server, port=args.port, host=args.host, api_key=args.api_key)

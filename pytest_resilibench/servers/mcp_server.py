@@ -35,6 +35,7 @@ import asyncio
 import contextlib
 import json
 import os
+import stat
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -283,7 +284,12 @@ async def _pipes() -> tuple[_LinesIn, _LinesOut] | None:
     per line read and per line written, most of a call's cost on a busy machine. Given streams
     of our own it uses them as they are (mcp/server/stdio.py: "Explicit streams skip the
     claim"), so the claim is done here the same way: the wire moves to private descriptors,
-    fd 0 reads the null device and fd 1 writes to stderr, so stray output misses the wire."""
+    fd 0 reads the null device and fd 1 writes to stderr, so stray output misses the wire.
+
+    Only FIFOs and sockets: asyncio also takes a character device (`< /dev/null`, a tty) as a
+    pipe, and then epoll refuses it in a callback, a traceback on stderr and no EOF."""
+    if not all(_is_pipe(fd) for fd in (0, 1)):
+        return None
     loop = asyncio.get_running_loop()
     wire_in, wire_out = os.dup(0), os.dup(1)
     try:
@@ -303,6 +309,14 @@ async def _pipes() -> tuple[_LinesIn, _LinesOut] | None:
     os.dup2(2, 1)
     writer = asyncio.StreamWriter(transport, protocol, None, loop)
     return _LinesIn(reader), _LinesOut(writer)
+
+
+def _is_pipe(fd: int) -> bool:
+    try:
+        mode = os.fstat(fd).st_mode
+    except OSError:  # closed
+        return False
+    return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)
 
 
 def serve_stdio(server: Server[Any]) -> None:

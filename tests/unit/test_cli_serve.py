@@ -1,15 +1,17 @@
 """`resilibench serve-*` on an address others can reach: refused without --api-key, in one
 line and before anything is bound, unless --insecure says so; loopback needs nothing; a key
-given is enforced."""
+given is enforced. The MCP servers on stdio end quietly at the end of their input."""
 
 from __future__ import annotations
 
 import re
 import select
+import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import IO
 
 import httpx
@@ -149,3 +151,35 @@ def test_serve_openai_refuses_a_limit_below_one(capsys: pytest.CaptureFixture[st
     with pytest.raises(SystemExit):
         main(["serve-openai", "--max-in-flight", "0"])
     assert "--max-in-flight" in capsys.readouterr().err
+
+
+def mcp_command(command: str, tmp_path: Path) -> list[str]:
+    """`resilibench serve-mcp` / `proxy-mcp` (in front of mcp-server-git) as a real process."""
+    pytest.importorskip("mcp", reason="the [mcp] extra is not installed")
+    argv = [sys.executable, "-m", "pytest_resilibench.cli", command]
+    if command == "proxy-mcp":
+        git = shutil.which("mcp-server-git", path=str(Path(sys.executable).parent))
+        if git is None:
+            pytest.skip("mcp-server-git is not installed (the dev extra installs it)")
+        subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+        argv += ["--upstream", f"{git} --repository {tmp_path}"]
+    return argv
+
+
+@pytest.mark.parametrize("command", ["serve-mcp", "proxy-mcp"])
+def test_an_mcp_server_whose_stdin_is_dev_null_ends_quietly(command: str,
+                                                            tmp_path: Path) -> None:
+    # /dev/null is a character device: asyncio took it for a pipe and epoll refused it, an
+    # asyncio traceback on stderr (mcp_server._pipes). Its end of input is the end of serving.
+    done = subprocess.run(mcp_command(command, tmp_path), stdin=subprocess.DEVNULL,
+                          capture_output=True, text=True, timeout=FAILURE_BOUND_S)
+    assert (done.returncode, done.stdout, done.stderr) == (0, "", "")
+
+
+@pytest.mark.parametrize("command", ["serve-mcp", "proxy-mcp"])
+def test_an_mcp_server_without_stdin_says_so_in_one_line(command: str, tmp_path: Path) -> None:
+    argv = ["sh", "-c", 'exec "$@" <&-', "sh", *mcp_command(command, tmp_path)]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=FAILURE_BOUND_S)
+    assert (done.returncode, done.stdout) == (2, "")
+    assert done.stderr == (f"resilibench {command}: error: stdin or stdout is closed: the stdio "
+                           "transport serves on both (or pass --transport http)\n")
