@@ -28,7 +28,8 @@ import functools
 import inspect
 import json
 import re
-from collections.abc import Iterable, Mapping
+import threading
+from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -135,6 +136,8 @@ class ResiliFaults:
         self._faults = None if self.clean else FaultSession(config, session)
         self.session = session
         self.trace: list[dict[str, Any]] = []
+        # A sync LangChain tool under `ainvoke` runs in LangChain's executor threads.
+        self._lock = threading.Lock()
         self.claimed: dict[str, Any] | None = None
 
     # --- what a test body calls ------------------------------------------------------------
@@ -146,9 +149,11 @@ class ResiliFaults:
                         "needed": None if needed is None else sorted(set(needed))}
 
     def wrap(self, tool: Any, name: str | None = None) -> Any:
-        """A tool, or a list / tuple / dict of tools, with this run's faults in front:
-        a plain callable (sync or async), an MCP client or ClientSession (its `call_tool`),
-        an OpenAI Agents SDK `FunctionTool`, a LangChain tool."""
+        """A tool, or a list / tuple / dict of tools, with this run's faults in front, its
+        interface kept: a plain callable (sync or async), an MCP client or ClientSession (its
+        `call_tool`), an OpenAI Agents SDK `FunctionTool`, a LangChain tool (`@tool`,
+        StructuredTool, Tool, a BaseTool subclass). Each fails in its framework's own way
+        (docs/CHAOS.md)."""
         if isinstance(tool, Mapping):
             return {key: self.wrap(value, name=str(key)) for key, value in tool.items()}
         if isinstance(tool, (list, tuple)):
@@ -167,104 +172,151 @@ class ResiliFaults:
 
     # --- the decision and the trace ---------------------------------------------------------
     def decide(self, tool: str, arguments: Any) -> tuple[int, Fault | None]:
-        if self._faults is None:
-            n = sum(1 for line in self.trace if line["tool"] == tool) + 1
-            return n, None
-        return self._faults.decide(tool, arguments)
+        with self._lock:
+            if self._faults is None:
+                n = sum(1 for line in self.trace if line["tool"] == tool) + 1
+                return n, None
+            return self._faults.decide(tool, arguments)
 
     def record(self, tool: str, n: int, arguments: Any, fault: Fault | None,
                upstream: tuple[bool, str] | None) -> None:
         ok = upstream is not None and not upstream[0]
-        if self._faults is not None:
-            self._faults.settle(tool, ok and (fault is None or not fault.is_error))
-        self.trace.append({
-            "session": self.session, "seq": len(self.trace) + 1, "tool": tool,
-            "call_index": n, "arguments": _plain(arguments),
-            "fault": None if fault is None else fault.to_json(),
-            "upstream": None if upstream is None else {"is_error": upstream[0],
-                                                       "text": upstream[1][:2000]}})
+        with self._lock:
+            if self._faults is not None:
+                self._faults.settle(tool, ok and (fault is None or not fault.is_error))
+            self.trace.append({
+                "session": self.session, "seq": len(self.trace) + 1, "tool": tool,
+                "call_index": n, "arguments": _plain(arguments),
+                "fault": None if fault is None else fault.to_json(),
+                "upstream": None if upstream is None else {"is_error": upstream[0],
+                                                           "text": upstream[1][:2000]}})
 
-    def _callable(self, func: Any, name: str) -> Any:
+    def _callable(self, func: Any, name: str, *, error: Callable[[Fault], Exception] = ToolFault,
+                  spoil: Callable[[Any, str], Any] | None = None,
+                  keys: Collection[str] | None = None) -> Any:
+        """`func` behind the faults: an injected error raised as `error(fault)`, a silent
+        fault's answer spoilt by `spoil`; `keys`: the arguments the trace and the error
+        wording see (a framework's injected ones left out)."""
+        spoil = spoil or _silent
+
+        def arguments_of(args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> Any:
+            if keys is not None:
+                kwargs = {k: v for k, v in kwargs.items() if k in keys}
+            return _arguments(args, kwargs)
+
         if inspect.iscoroutinefunction(func):
             @functools.wraps(func)
             async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
-                n, fault = self.decide(name, _arguments(args, kwargs))
-                return await self._finish_async(name, n, _arguments(args, kwargs), fault,
-                                                func(*args, **kwargs))
+                return await self._call_async(name, arguments_of(args, kwargs),
+                                              lambda: func(*args, **kwargs), error, spoil)
             return async_wrapper
 
         @functools.wraps(func)
         def wrapper(*args: Any, **kwargs: Any) -> Any:
-            arguments = _arguments(args, kwargs)
+            arguments = arguments_of(args, kwargs)
             n, fault = self.decide(name, arguments)
             if fault is not None and not fault.upstream:
                 self.record(name, n, arguments, fault, None)
-                raise ToolFault(fault)
+                raise error(fault)  # the call never reached the tool
             try:
                 value = func(*args, **kwargs)
             except Exception as exc:
                 self.record(name, n, arguments, fault, (True, f"{type(exc).__name__}: {exc}"))
                 raise
-            return self._after(name, n, arguments, fault, value)
+            return self._after(name, n, arguments, fault, value, error, spoil)
         return wrapper
 
-    async def _finish_async(self, name: str, n: int, arguments: Any, fault: Fault | None,
-                            pending: Any) -> Any:
+    async def _call_async(self, name: str, arguments: Any, run: Callable[[], Awaitable[Any]],
+                          error: Callable[[Fault], Exception],
+                          spoil: Callable[[Any, str], Any]) -> Any:
+        """The async twin of `_callable`'s wrapper: `run()` is the tool's call."""
+        n, fault = self.decide(name, arguments)
         if fault is not None and not fault.upstream:
-            pending.close()  # never awaited: the call did not reach the tool
             self.record(name, n, arguments, fault, None)
-            raise ToolFault(fault)
+            raise error(fault)
         try:
-            value = await pending
+            value = await run()
         except Exception as exc:
             self.record(name, n, arguments, fault, (True, f"{type(exc).__name__}: {exc}"))
             raise
-        return self._after(name, n, arguments, fault, value)
+        return self._after(name, n, arguments, fault, value, error, spoil)
 
-    def _after(self, name: str, n: int, arguments: Any, fault: Fault | None, value: Any) -> Any:
-        from pytest_resilibench.core.tool_faults import silent_value
-
+    def _after(self, name: str, n: int, arguments: Any, fault: Fault | None, value: Any,
+               error: Callable[[Fault], Exception], spoil: Callable[[Any, str], Any]) -> Any:
         self.record(name, n, arguments, fault, (False, repr(value)))
         if fault is None:
             return value
         if fault.is_error:  # a timeout after the call: the answer is lost
-            raise ToolFault(fault)
-        return silent_value(value, fault.mode or "empty")
+            raise error(fault)
+        return spoil(value, fault.mode or "empty")
 
     def _agents_sdk(self, tool: Any) -> Any:
-        """The SDK's tools answer failures as text to the model: so does the wrapper."""
+        """A copy of the FunctionTool (name, description, schema, guardrails, policies kept)
+        whose calls meet the faults. An injected error goes where an exception of the tool
+        goes: to the tool's own `failure_error_function`, whose answer the model reads (the
+        SDK's default says only that an error occurred; one such as `lambda ctx, e: str(e)`
+        passes the code and message on), or, with None, out of the run."""
+        import agents.tool
+
+        # An SDK older than its failure-policy helper (0.24 has it): the message as text.
+        policy = getattr(agents.tool, "maybe_invoke_function_tool_failure_error_function", None)
         invoke = tool.on_invoke_tool
 
         async def on_invoke_tool(ctx: Any, input_json: str) -> Any:
-            arguments = _json_or_text(input_json)
-            n, fault = self.decide(tool.name, arguments)
-            try:
-                return await self._finish_async(tool.name, n, arguments, fault,
-                                                invoke(ctx, input_json))
+            try:  # the original invoker: the tool's own errors meet its own policy there
+                return await self._call_async(tool.name, _json_or_text(input_json),
+                                              lambda: invoke(ctx, input_json), ToolFault,
+                                              _silent)
             except ToolFault as exc:
-                return exc.message
-        return dataclasses.replace(tool, on_invoke_tool=on_invoke_tool)
+                if policy is None:
+                    return exc.message
+                answer = await policy(function_tool=wrapped, context=ctx, error=exc)
+                if answer is None:
+                    raise
+                return answer
+
+        wrapped = dataclasses.replace(tool, on_invoke_tool=on_invoke_tool)
+        return wrapped
 
     def _langchain(self, tool: Any) -> Any:
-        """A StructuredTool of the same name, description and schema; failures raise
-        ToolException, which LangChain hands to the model when `handle_tool_error` is set."""
-        from langchain_core.tools import StructuredTool, ToolException
+        """The tool (name, description, schemas, `handle_tool_error`, response format,
+        return_direct kept) with its function behind the faults: an injected error is a
+        ToolException raised inside the tool, which LangChain handles as any of the tool's
+        own (`handle_tool_error`, or a ToolNode's `handle_tool_errors`); a silent fault
+        spoils the content (of `content_and_artifact`, the artifact is kept)."""
+        from langchain_core.tools import BaseTool, ToolException
 
-        def run(**kwargs: Any) -> Any:
-            n, fault = self.decide(tool.name, kwargs)
-            if fault is not None and not fault.upstream:
-                self.record(tool.name, n, kwargs, fault, None)
-                raise ToolException(fault.message)
-            value = tool.invoke(kwargs)
-            try:
-                return self._after(tool.name, n, kwargs, fault, value)
-            except ToolFault as exc:
-                raise ToolException(exc.message) from None
+        pair = tool.response_format == "content_and_artifact"
 
-        return StructuredTool.from_function(func=run, name=tool.name,
-                                            description=tool.description,
-                                            args_schema=tool.args_schema,
-                                            handle_tool_error=True)
+        def spoil(value: Any, mode: str) -> Any:
+            if pair and isinstance(value, tuple) and len(value) == 2:
+                return _silent(value[0], mode), value[1]
+            return _silent(value, mode)
+
+        options: dict[str, Any] = {
+            "error": lambda fault: ToolException(fault.message), "spoil": spoil,
+            "keys": set(tool.args)}  # not the callbacks or config LangChain passes in
+        func, coroutine = getattr(tool, "func", None), getattr(tool, "coroutine", None)
+        if func is not None or coroutine is not None:  # @tool, StructuredTool, Tool: a copy
+            return tool.model_copy(update={
+                "func": func and self._callable(func, tool.name, **options),
+                "coroutine": coroutine and self._callable(coroutine, tool.name, **options)})
+        # A BaseTool subclass: a subclass of it whose _run (and _arun, where the class has
+        # its own; BaseTool's runs _run in a thread) meets the faults.
+        cls: Any = type(tool)
+
+        def wrapped(method: Any) -> Any:
+            def meet(this: Any, *args: Any, **kwargs: Any) -> Any:
+                call = self._callable(functools.partial(method, this), tool.name, **options)
+                return call(*args, **kwargs)
+            # LangChain passes run_manager and config as the method's signature asks.
+            return functools.wraps(method)(meet)
+
+        namespace = {"_run": wrapped(cls._run), "__module__": cls.__module__}
+        if cls._arun is not BaseTool._arun:
+            namespace["_arun"] = wrapped(cls._arun)
+        faulty = type(cls)(cls.__name__, (cls,), namespace)
+        return faulty(**{name: getattr(tool, name) for name in cls.model_fields})
 
     # --- the end of the run -----------------------------------------------------------------
     def write_trace(self, directory: Path, test_id: str) -> Path:
@@ -288,6 +340,13 @@ class _McpFaults:
     def __getattr__(self, name: str) -> Any:
         return getattr(self._client, name)
 
+    async def __aenter__(self) -> _McpFaults:  # `async with wrap(session)` opens the session
+        await self._client.__aenter__()
+        return self
+
+    async def __aexit__(self, *exc_info: Any) -> Any:
+        return await self._client.__aexit__(*exc_info)
+
     async def call_tool(self, name: str, arguments: Mapping[str, Any] | None = None,
                         *args: Any, **kwargs: Any) -> Any:
         from pytest_resilibench.servers.mcp_proxy import error_result, spoil, text_of
@@ -299,12 +358,25 @@ class _McpFaults:
             faults.record(name, n, arguments, fault, None)
             return error_result(fault)
         result = await self._client.call_tool(name, arguments, *args, **kwargs)
+        if not hasattr(result, "is_error"):  # an input request, not yet the tool's answer
+            faults.record(name, n, arguments, fault, (False, type(result).__name__))
+            return result
         faults.record(name, n, arguments, fault, (bool(result.is_error), text_of(result)))
         if fault is None:
             return result
         if fault.is_error:
             return error_result(fault)
         return result if result.is_error else spoil(result, fault.mode or "empty")
+
+
+def _silent(value: Any, mode: str) -> Any:
+    """A success spoilt silently (core/tool_faults.silent_value), an output object with a
+    text (the Agents SDK's ToolOutputText) in its own type."""
+    from pytest_resilibench.core.tool_faults import silent_value
+
+    if "text" in getattr(type(value), "model_fields", {}) and isinstance(value.text, str):
+        return value.model_copy(update={"text": silent_value(value.text, mode)})
+    return silent_value(value, mode)
 
 
 def _arguments(args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> Any:
