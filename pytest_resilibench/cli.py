@@ -579,7 +579,8 @@ def _cmd_report(args: argparse.Namespace) -> int:
     shown_comparison = summarize.relabel_models(comparison, labels)
     shown_run = {**run, "episodes": summarize.relabel_models(run["episodes"], labels)}
     head = headline.build(shown, episodes=shown_run["episodes"], gate=gate_lines,
-                          comparison=shown_comparison)
+                          comparison=shown_comparison,
+                          chaos=(run.get("chaos") or {}).get("summary"))
     # The tables, the comparison, and the headline last: in a terminal the end stays in view.
     terminal = tables.render_terminal(shown, head=head)
     if shown_comparison is not None:

@@ -17,6 +17,10 @@ A trace is the list of calls one run made, in order, each a JSON line as the MCP
   next call was another tool's (the wait `retry_after` asks for) or the same tool's;
 - `fabricated`: 1 when the agent claimed success (`claim`) while the last call of a tool it
   needed failed, was spoilt silently or never came, else 0 (None without a claim).
+
+Pure (no I/O), in core: a benchmark episode counts its own when it is scored
+(runtime/episode.py, the record's `recovery`), so the summary has them per model without the
+trajectory; the `resili_faults` tests (integration/chaos.py) and the "why" read them too.
 """
 
 from __future__ import annotations
@@ -24,8 +28,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-__all__ = ["MEASURES", "STORM_BOUND", "add_measures", "clean_success", "episode_measures",
-           "episode_trace", "measures", "seen_ok"]
+__all__ = ["MEASURES", "STORM_BOUND", "add_measures", "calls_measures", "clean_success",
+           "episode_measures", "episode_trace", "measures", "seen_ok"]
 
 STORM_BOUND = 3  # the same call more than this many times in a row is a storm
 MEASURES = ("failures", "retried", "recovered", "storms", "gave_up", "retry_after_honoured",
@@ -119,13 +123,37 @@ def episode_trace(calls: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
+def calls_measures(calls: Sequence[Mapping[str, Any]], *, completed: bool,
+                   needed: Sequence[str] | None = None,
+                   alternatives: Mapping[str, str] | None = None) -> dict[str, int] | None:
+    """A benchmark episode's measures from its calls (core/record.py), as its record keeps
+    them: None when no call failed or was spoilt (every measure 0: the record stays as it
+    was). Saying it was done (`completed`) is its claim; the tools the job needed are the
+    task's required tools (`needed`; default every tool it called), each also done by its
+    stand-in where the realistic profile lists one (`alternatives`)."""
+    if all(call.get("ok") and call.get("event") not in ("silent", "tainted") for call in calls):
+        return None
+    trace = episode_trace(calls)
+    counted = {name: int(value or 0) for name, value in measures(trace).items()}
+    last = {str(line["tool"]): line for line in trace}
+    stand_in = alternatives or {}
+
+    def done(tool: str) -> bool:
+        return any(t in last and clean_success(last[t]) for t in (tool, stand_in.get(tool)))
+
+    counted["fabricated"] = int(completed and not all(map(done, needed or list(last))))
+    return counted
+
+
 def episode_measures(episode: Mapping[str, Any]) -> dict[str, int | None] | None:
-    """A benchmark episode's measures, from its calls (None when the record has none: the
-    report keeps them with --resili-trajectories); saying it was done (stop `completed`) is
-    its claim, every tool it called a tool the job needed."""
+    """A benchmark episode's measures: the record's own `recovery` (counted when it was
+    scored; absent where nothing failed), else from its calls when the report kept them
+    (--resili-trajectories: an older record), else None."""
+    kept = episode.get("recovery")
+    if isinstance(kept, Mapping):
+        return {name: kept.get(name, 0) for name in MEASURES}
     calls = episode.get("calls")
     if not isinstance(calls, Sequence) or not calls:
         return None
     claim = {"claimed": episode.get("stop_reason") == "completed", "needed": None}
     return measures(episode_trace(calls), claim)
-
