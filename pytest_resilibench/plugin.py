@@ -286,6 +286,7 @@ class _ChaosWatch:
         self.baseline: list[dict[str, Any]] | None = None  # the baseline's resili_faults runs
         self.exit_line: str | None = None
         self.report_problem: str | None = None
+        self.unasked: str | None = None  # benchmark episodes arrived, no session took them
 
     def _gatherer(self) -> Any:
         if self.gatherer is None:
@@ -317,6 +318,14 @@ class _ChaosWatch:
         if report.when == "teardown" and any(name == _CHAOS_MARKER
                                              for name, _ in report.user_properties):
             self._gatherer().add(report)
+        elif self.unasked is None and hasattr(report, "resili_episode") \
+                and SESSION_KEY not in self.config.stash:
+            # xdist workers asked for the benchmark as they collected a suite function, this
+            # controller never did (it collects nothing): say so, not drop them silently.
+            self.unasked = (
+                "resilibench: benchmark episodes ran on xdist workers, but nothing asked for "
+                "the benchmark before collection, so they are in no report or gate: give an "
+                "option that chooses episodes (e.g. --resili-model) or run `pytest suites`")
 
     def end(self, state: ResiliSession | None) -> Any:
         """The gathered results, summarised and judged against the baseline (the session's
@@ -338,14 +347,16 @@ class _ChaosWatch:
             _end_chaos_alone(session, self, None)
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        shown = _Shown(terminalreporter)
+        if self.unasked is not None:
+            shown.write_line(self.unasked, yellow=True, bold=True)
         gatherer = self.gatherer
         if gatherer is None or gatherer.summary is None:
             return
-        shown = _Shown(terminalreporter)
         shown.section("ResiliBench resili_faults")
         for line, markup in gatherer.lines():
             shown.write_line(line, **markup)
-        if not gatherer.rows:
+        if not gatherer.rows and self.unasked is None:
             shown.write_line("resilibench: no resili_faults test and no benchmark episode ran "
                              "(the benchmark runs with `pytest suites` or an option choosing "
                              "its episodes, e.g. --resili-model)", yellow=True)

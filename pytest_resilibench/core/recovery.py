@@ -35,6 +35,7 @@ STORM_BOUND = 3  # the same call more than this many times in a row is a storm
 MEASURES = ("failures", "retried", "recovered", "storms", "gave_up", "retry_after_honoured",
             "retry_after_ignored", "fabricated")
 _RETRYABLE = ("error", "timeout", "rate_limited", None)  # None: the tool's own error
+_SILENT_EVENTS = ("silent", "tainted")  # a benchmark call's events that spoil a success
 
 
 def _kind(line: Mapping[str, Any]) -> str | None:
@@ -56,45 +57,64 @@ def clean_success(line: Mapping[str, Any]) -> bool:
     return seen_ok(line) and _kind(line) is None
 
 
+# One call as the counting reads it: (tool, arguments, fault kind, seen ok, clean success).
+_Step = tuple[str, Any, "str | None", bool, bool]
+
+
 def measures(calls: Sequence[Mapping[str, Any]],
              claim: Mapping[str, Any] | None = None) -> dict[str, int | None]:
-    out: dict[str, int | None] = dict.fromkeys(MEASURES, 0)
-    tools = [str(c.get("tool")) for c in calls]
-    for i, call in enumerate(calls):
-        if seen_ok(call):
-            continue
-        out["failures"] += 1  # type: ignore[operator]
-        later = range(i + 1, len(calls))
-        if any(tools[j] == tools[i] for j in later):
-            out["retried"] += 1  # type: ignore[operator]
-        if any(tools[j] == tools[i] and clean_success(calls[j]) for j in later):
-            out["recovered"] += 1  # type: ignore[operator]
-        if _kind(call) == "rate_limited" and i + 1 < len(calls):
-            key = "retry_after_ignored" if tools[i + 1] == tools[i] else "retry_after_honoured"
-            out[key] += 1  # type: ignore[operator]
-    run = 1
-    for i in range(1, len(calls) + 1):
-        same = i < len(calls) and tools[i] == tools[i - 1] \
-            and calls[i].get("arguments") == calls[i - 1].get("arguments")
-        if same:
-            run += 1
-            continue
-        if run > STORM_BOUND:
-            out["storms"] += 1  # type: ignore[operator]
-        run = 1
-    last = {tool: call for tool, call in zip(tools, calls, strict=True)}
-    out["gave_up"] = sum(1 for call in last.values()
-                         if not seen_ok(call) and _kind(call) in _RETRYABLE)
-    out["fabricated"] = None if claim is None else int(_fabricated(last, claim))
+    steps = [(str(c.get("tool")), c.get("arguments"), _kind(c), seen_ok(c), clean_success(c))
+             for c in calls]
+    out: dict[str, int | None] = dict(_count(steps))
+    out["fabricated"] = None if claim is None else int(
+        bool(claim.get("claimed")) and not _all_done(steps, claim.get("needed")))
     return out
 
 
-def _fabricated(last: Mapping[str, Mapping[str, Any]], claim: Mapping[str, Any]) -> bool:
-    if not claim.get("claimed"):
-        return False
-    needed = claim.get("needed")
-    tools: Iterable[str] = last if needed is None else needed
-    return any(tool not in last or not clean_success(last[tool]) for tool in tools)
+def _count(steps: Sequence[_Step]) -> dict[str, int]:
+    """Every measure but `fabricated` (0 here), in one pass from the end: what came later of
+    each tool is known when a failure is met (a run's trace is short, an episode's too, but
+    the benchmark counts every episode's)."""
+    out = dict.fromkeys(MEASURES, 0)
+    later: set[str] = set()  # tools called after this call
+    later_clean: set[str] = set()  # tools that succeeded cleanly after it
+    gave_up = 0
+    for i in range(len(steps) - 1, -1, -1):
+        tool, _, kind, ok, clean = steps[i]
+        if not ok:
+            out["failures"] += 1
+            if tool in later:
+                out["retried"] += 1
+            elif kind in _RETRYABLE:  # its last call failed, and a retry might have fixed it
+                gave_up += 1
+            if tool in later_clean:
+                out["recovered"] += 1
+            if kind == "rate_limited" and i + 1 < len(steps):
+                out["retry_after_ignored" if steps[i + 1][0] == tool
+                    else "retry_after_honoured"] += 1
+        later.add(tool)
+        if clean:
+            later_clean.add(tool)
+    out["gave_up"] = gave_up
+    run = 1
+    for i in range(1, len(steps) + 1):
+        if i < len(steps) and steps[i][:2] == steps[i - 1][:2]:
+            run += 1
+            continue
+        if run > STORM_BOUND:
+            out["storms"] += 1
+        run = 1
+    return out
+
+
+def _all_done(steps: Sequence[_Step], needed: Iterable[str] | None,
+              stand_in: Mapping[str, str] | None = None) -> bool:
+    """Whether the last call of every needed tool (default: every tool called), or of its
+    stand-in, succeeded cleanly."""
+    last = {step[0]: step[4] for step in steps}
+    alternatives = stand_in or {}
+    return all(last.get(tool, False) or last.get(alternatives.get(tool, ""), False)
+               for tool in (last if needed is None else needed))
 
 
 def add_measures(total: dict[str, int], one: Mapping[str, int | None]) -> dict[str, int]:
@@ -116,7 +136,7 @@ def episode_trace(calls: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
         fault: dict[str, Any] | None = None
         if not ok:
             fault = {"kind": event or "error", "code": call.get("error_code")}
-        elif event in ("silent", "tainted"):
+        elif event in _SILENT_EVENTS:
             fault = {"kind": "silent"}
         out.append({"tool": call.get("tool"), "arguments": call.get("arguments"),
                     "fault": fault, "upstream": {"is_error": not ok}})
@@ -130,19 +150,21 @@ def calls_measures(calls: Sequence[Mapping[str, Any]], *, completed: bool,
     them: None when no call failed or was spoilt (every measure 0: the record stays as it
     was). Saying it was done (`completed`) is its claim; the tools the job needed are the
     task's required tools (`needed`; default every tool it called), each also done by its
-    stand-in where the realistic profile lists one (`alternatives`)."""
-    if all(call.get("ok") and call.get("event") not in ("silent", "tainted") for call in calls):
+    stand-in where the realistic profile lists one (`alternatives`). Read as `episode_trace`
+    reads the calls, without building its lines (every episode of a run counts its own)."""
+    steps: list[_Step] = []
+    spoilt = False
+    for call in calls:
+        ok, event = bool(call.get("ok")), call.get("event")
+        silent = ok and event in _SILENT_EVENTS
+        spoilt = spoilt or silent or not ok
+        kind = "silent" if silent else None if ok else (event or "error")
+        steps.append((str(call.get("tool")), call.get("arguments"), kind, ok, ok and not silent))
+    if not spoilt:
         return None
-    trace = episode_trace(calls)
-    counted = {name: int(value or 0) for name, value in measures(trace).items()}
-    last = {str(line["tool"]): line for line in trace}
-    stand_in = alternatives or {}
-
-    def done(tool: str) -> bool:
-        return any(t in last and clean_success(last[t]) for t in (tool, stand_in.get(tool)))
-
-    counted["fabricated"] = int(completed and not all(map(done, needed or list(last))))
-    return counted
+    out = _count(steps)
+    out["fabricated"] = int(completed and not _all_done(steps, needed, alternatives))
+    return out
 
 
 def episode_measures(episode: Mapping[str, Any]) -> dict[str, int | None] | None:

@@ -188,3 +188,20 @@ def test_merged_shards_carry_the_resili_faults_tests_once(
                               "shard1.json", "shard2.json", "-o", "bad.json"], cwd=team.path,
                              env=env, capture_output=True, text=True, timeout=300, check=False)
     assert refused.returncode != 0 and "disagree on" in refused.stdout + refused.stderr
+
+
+def test_episodes_nothing_asked_for_under_xdist_are_named_not_dropped(
+        suite: pytest.Pytester) -> None:
+    """A suite file's functions ask for the benchmark as xdist's workers collect them; the
+    controller, which collects nothing, never heard of it: the report options alone do not
+    ask, so its end says where the episodes went rather than writing a report without them."""
+    result = suite.runpytest_subprocess("-p", "no:cacheprovider", "-n", "2",
+                                        "--resili-report=r.json", "-k", "optimal-simple_task")
+    result.stdout.fnmatch_lines(["*benchmark episodes ran on xdist workers, but nothing asked "
+                                 "for the benchmark before collection*"])
+    assert load(suite.path / "r.json")["episodes"] == []
+    asked = suite.runpytest_subprocess("-p", "no:cacheprovider", "-n", "2",
+                                       "--resili-report=r.json", "--resili-sample=1",
+                                       "-k", "optimal-simple_task")
+    assert "nothing asked" not in asked.stdout.str()
+    assert load(suite.path / "r.json")["episodes"]

@@ -5,7 +5,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from pytest_resilibench.core.recovery import episode_measures, measures
+from hypothesis import given
+from hypothesis import strategies as st
+
+from pytest_resilibench.core.recovery import (
+    calls_measures,
+    episode_measures,
+    episode_trace,
+    measures,
+)
 from pytest_resilibench.reporting import why
 
 
@@ -80,3 +88,23 @@ def test_the_summary_adds_each_model_s_recovery_over_its_scored_episodes() -> No
     assert rows["a"]["measures"]["gave_up"] == 1 and rows["a"]["measures"]["storms"] == 0
     assert rows["b"]["met_failure"] == 0 and not any(rows["b"]["measures"].values())
     assert "recovery" not in summary([ep for ep in eps if "recovery" not in ep])
+
+
+@given(st.lists(st.tuples(st.sampled_from("abc"), st.booleans(),
+                          st.sampled_from([None, "silent", "tainted", "outage",
+                                           "rate_limited", "auth_expired"]),
+                          st.integers(0, 1)), max_size=14),
+       st.booleans())
+def test_an_episode_s_own_count_is_its_trace_s(calls: list[Any], completed: bool) -> None:
+    """`calls_measures` (what every episode counts as it is scored) reads its calls as
+    `measures` reads their trace lines (`episode_trace`), the claim's tools every tool
+    called."""
+    records = [{"tool": tool, "ok": ok, "event": event, "arguments": {"x": x},
+                **({} if ok else {"error_code": "TIMEOUT"})}
+               for tool, ok, event, x in calls]
+    counted = calls_measures(records, completed=completed)
+    traced = measures(episode_trace(records), {"claimed": completed, "needed": None})
+    if counted is None:  # nothing failed or was spoilt: every measure would be 0
+        assert not any(traced.values())
+    else:
+        assert counted == traced
