@@ -351,7 +351,9 @@ class _ChaosWatch:
         if self.unasked is not None:
             shown.write_line(self.unasked, yellow=True, bold=True)
         gatherer = self.gatherer
-        if gatherer is None or gatherer.summary is None:
+        state = self.config.stash.get(SESSION_KEY, None)
+        benchmark = state is not None and bool(state.episodes)
+        if gatherer is None or gatherer.summary is None or (benchmark and not gatherer.rows):
             return
         shown.section("ResiliBench resili_faults")
         for line, markup in gatherer.lines():
@@ -360,8 +362,7 @@ class _ChaosWatch:
             shown.write_line("resilibench: no resili_faults test and no benchmark episode ran "
                              "(the benchmark runs with `pytest suites` or an option choosing "
                              "its episodes, e.g. --resili-model)", yellow=True)
-        state = self.config.stash.get(SESSION_KEY, None)
-        if state is not None and state.episodes:
+        if benchmark:
             return  # the report, verdicts and exit line are the benchmark's (below)
         config = self.run_config
         if self.report_problem is not None:

@@ -104,7 +104,10 @@ class ResiliSession:
     - gathering (controller): `_store` (the arrived episodes), `_arrived` (their case ids),
       `_received_by_worker`, `_replayed` (how many were replays), `_left_out` (planned cases a
       decided sequential gate never ran), `_lost` (one line per way the report is incomplete);
-    - the end (controller): `_summary` and `_gate_results`.
+    - the end (controller): `_summary`, `_gate_results` and `_chaos` (the run's resili_faults
+      tests' report section, integration/chaos_gather.py), judged against `_baseline_chaos`
+      (the baseline's runs of them, read with `_baseline`; `_baseline_note` when the baseline
+      holds nothing else).
     """
 
     def __init__(self, config: RunConfig, *, rootdir: Path,
@@ -804,7 +807,7 @@ class ResiliSession:
             self._gate_results += results
         elif self._baseline_note is not None:
             self._gate_results.append(self._baseline_note)
-        if chaos is not None:
+        if chaos is not None and chaos.rows:
             self._chaos = chaos.section()
             self._gate_results += chaos.gate_results
         infra = infra_errors(self.episodes, policy)

@@ -90,6 +90,12 @@ def _run(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, agent: str,
     return pytester.runpytest_subprocess("-p", "no:cacheprovider", "-p", "no:randomly", *args)
 
 
+def _env() -> dict[str, str]:
+    """The `resilibench` command of this checkout."""
+    return {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT),
+                                                         os.environ.get("PYTHONPATH", "")])}
+
+
 def test_the_report_options_alone_do_not_start_the_benchmark(
         pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
     pytester.makepyfile(test_team=TEAM_TEST)
@@ -107,6 +113,12 @@ def test_the_report_options_alone_do_not_start_the_benchmark(
     assert len(runs) == 25 and {r["test"] for r in runs} == {TEST}
     result.stdout.fnmatch_lines(["*ResiliBench resili_faults*", f"{TEST} [[]realistic[]]: *",
                                  f"JSON report: {report}"])
+    # `resilibench report` reads it as any report: its headline names the test.
+    shown = subprocess.run([sys.executable, "-m", "pytest_resilibench.cli", "report",
+                            str(report)], cwd=pytester.path, env=_env(), capture_output=True,
+                           text=True, timeout=300, check=False)
+    assert shown.returncode == 0, shown.stderr
+    assert f"resili_faults {TEST} [realistic]: clean 100%" in shown.stdout
     # A report of these tests alone is a baseline like any other: the next version of the
     # agent is judged against it seed for seed, and the gate's case reaches JUnit XML.
     again = _run(pytester, monkeypatch, "careful", f"--resili-baseline={report}",
@@ -154,6 +166,13 @@ def test_one_report_headline_and_gate_for_episodes_and_resili_faults_tests(
     junit = (team.path / "v2.xml").read_text()
     assert 'name="gate"' in junit and f"chaos {TEST}" in junit
     assert second.ret == 1
+    # `resilibench report --compare` judges the two reports again: the run's verdicts, word for
+    # word, the resili_faults test's among them.
+    again = subprocess.run([sys.executable, "-m", "pytest_resilibench.cli", "report",
+                            "v2.json", "--compare", "v1.json"], cwd=team.path, env=_env(),
+                           capture_output=True, text=True, timeout=300, check=False)
+    assert again.returncode == 1, again.stdout + again.stderr
+    assert all(f"resilibench gate: {line}" in again.stdout for line in gate)
     # The episodes' own recovery measures, per model, in the summary (no --resili-trajectories).
     (row,) = v2["summary"]["recovery"]
     assert row["model"] == "builtin:oracle" and row["episodes"] == 15
@@ -169,8 +188,7 @@ def test_merged_shards_carry_the_resili_faults_tests_once(
         _run(team, monkeypatch, "careful", *BENCHMARK, f"--resili-shard={k}/2",
              f"--resili-report=shard{k}.json")
     shards = [load(team.path / f"shard{k}.json") for k in (1, 2)]
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT),
-                                                        os.environ.get("PYTHONPATH", "")])}
+    env = _env()
     done = subprocess.run([sys.executable, "-m", "pytest_resilibench.cli", "report", "merge",
                            "shard1.json", "shard2.json", "-o", "merged.json"], cwd=team.path,
                           env=env, capture_output=True, text=True, timeout=300, check=False)
