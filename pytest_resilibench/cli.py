@@ -550,8 +550,11 @@ def _cmd_report(args: argparse.Namespace) -> int:
         exit_status,
         fail_under,
         infra_errors,
+        judge_chaos,
     )
     from pytest_resilibench.reporting import headline, summarize, tables
+    from pytest_resilibench.reporting.chaos_summary import compare as compare_chaos
+    from pytest_resilibench.reporting.chaos_summary import section_runs
     from pytest_resilibench.reporting.comparison import identify
     from pytest_resilibench.reporting.report import load_report
 
@@ -568,9 +571,20 @@ def _cmd_report(args: argparse.Namespace) -> int:
         # their order are the run's (session.finish), so the lines match the run's byte for byte.
         if policy.fail_under is not None:
             results += fail_under(run["episodes"], policy.fail_under, labels)
-        comparison, judged = compare_with_baseline(other["episodes"], run["episodes"], policy,
-                                                   labels)
-        results += judged
+        alone = not run["episodes"] and section_runs(run, args.run)  # no benchmark in it
+        if not alone and (other["episodes"] or not section_runs(other, args.compare)):
+            comparison, judged = compare_with_baseline(other["episodes"], run["episodes"],
+                                                       policy, labels)
+            results += judged
+        elif not alone:  # a baseline of resili_faults tests alone, as the run says it
+            results.append(GateResult(
+                False, "not judged", f"baseline: {args.compare} holds no benchmark episode "
+                "(its resili_faults tests alone): the episodes are not judged"))
+        if chaos_runs := section_runs(run, args.run):  # each test seed for seed (docs/CHAOS.md)
+            tests = sorted({str(r["test"]) for r in chaos_runs})
+            results += judge_chaos(compare_chaos(
+                chaos_runs, section_runs(other, args.compare), max_drop_pp=policy.max_drop_pp,
+                alpha=1 - policy.confidence), policy, tests=tests)
         if (infra := infra_errors(run["episodes"], policy)) is not None:
             results.append(infra)
         gate_lines = [r.line for r in results]
@@ -582,7 +596,8 @@ def _cmd_report(args: argparse.Namespace) -> int:
     shown_comparison = summarize.relabel_models(comparison, labels)
     shown_run = {**run, "episodes": summarize.relabel_models(run["episodes"], labels)}
     head = headline.build(shown, episodes=shown_run["episodes"], gate=gate_lines,
-                          comparison=shown_comparison)
+                          comparison=shown_comparison,
+                          chaos=(run.get("chaos") or {}).get("summary"))
     # The tables, the comparison, and the headline last: in a terminal the end stays in view.
     terminal = tables.render_terminal(shown, head=head)
     if shown_comparison is not None:

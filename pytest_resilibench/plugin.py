@@ -27,10 +27,10 @@ from pytest_resilibench.integration.options import CHAOS_MARKER as _CHAOS_MARKER
 from pytest_resilibench.integration.options import CHAOS_MARKER_HELP as _CHAOS_MARKER_HELP
 from pytest_resilibench.integration.options import (
     RunConfig,
-    add_chaos_options,
     add_options,
     benchmark_requested,
     read_config,
+    report_requested,
 )
 
 if TYPE_CHECKING:  # the session module loads only when a run asks for the benchmark
@@ -93,7 +93,6 @@ def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     add_options(parser)
-    add_chaos_options(parser)
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -276,52 +275,136 @@ def resili_faults(request: pytest.FixtureRequest) -> Generator[Any, None, None]:
 
 class _ChaosWatch:
     """The controller's hooks for `resili_faults` tests: inert (a look at each teardown
-    report's user properties) until one reports, or a --resili-chaos-* option asks."""
+    report's user properties) until one reports, or the run asks for a report or a baseline.
+    Their results go in the run's report, headline and gate: the benchmark's end takes them
+    in (`_end_run`); a run without benchmark episodes ends here (`_end_chaos_alone`)."""
 
     def __init__(self, config: pytest.Config) -> None:
         self.config = config
         self.gatherer: Any = None
-        option = config.option
-        if getattr(option, "resili_chaos_report", None) or getattr(
-                option, "resili_chaos_baseline", None):
-            self._gatherer()
+        self.run_config: RunConfig | None = None  # read when no benchmark session reads it
+        self.baseline: list[dict[str, Any]] | None = None  # the baseline's resili_faults runs
+        self.exit_line: str | None = None
+        self.report_problem: str | None = None
+        self.unasked: str | None = None  # benchmark episodes arrived, no session took them
 
     def _gatherer(self) -> Any:
         if self.gatherer is None:
             from pytest_resilibench.integration.chaos_gather import ChaosGatherer
 
-            option = self.config.option
-            self.gatherer = ChaosGatherer(
-                report=option.resili_chaos_report, baseline=option.resili_chaos_baseline,
-                max_drop_pp=option.resili_chaos_max_drop)
+            self.gatherer = ChaosGatherer()
         return self.gatherer
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_sessionstart(self, session: pytest.Session) -> None:
+        """A run with a report or a baseline but no benchmark (yet): the options read and the
+        baseline's runs too, now, so that a bad file stops the run before any test."""
+        config = self.config
+        if SESSION_KEY in config.stash or not report_requested(config):
+            return
+        self.run_config = read_config(config)
+        self._gatherer()
+        if self.run_config.baseline is not None:
+            from pytest_resilibench.integration.chaos_gather import baseline_runs
+
+            try:
+                self.baseline = baseline_runs(self.run_config.baseline)
+            except (OSError, ValueError) as exc:
+                from pytest_resilibench.base.redact import redact
+
+                raise pytest.UsageError(redact(f"--resili-baseline: {exc}")) from None
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         if report.when == "teardown" and any(name == _CHAOS_MARKER
                                              for name, _ in report.user_properties):
             self._gatherer().add(report)
+        elif self.unasked is None and hasattr(report, "resili_episode") \
+                and SESSION_KEY not in self.config.stash:
+            # xdist workers asked for the benchmark as they collected a suite function, this
+            # controller never did (it collects nothing): say so, not drop them silently.
+            self.unasked = (
+                "resilibench: benchmark episodes ran on xdist workers, but nothing asked for "
+                "the benchmark before collection, so they are in no report or gate: give an "
+                "option that chooses episodes (e.g. --resili-model) or run `pytest suites`")
+
+    def end(self, state: ResiliSession | None) -> Any:
+        """The gathered results, summarised and judged against the baseline (the session's
+        reading of it, or this watch's); None when no resili_faults test reported and no
+        report was asked for."""
+        if self.gatherer is None:
+            return None
+        if state is not None:
+            config, baseline = state.config, state.baseline_chaos
+        else:
+            config = self.run_config or read_config(self.config)
+            baseline = self.baseline
+        self.gatherer.finish(config, baseline)
+        return self.gatherer
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
-        if self.gatherer is None:
-            return
-        self.gatherer.finish()
-        if self.gatherer.gate_lines:  # the verdict as a JUnit case of its own
-            failed = [line for bad, line in self.gatherer.gate_lines if bad]
-            self.config.hook.pytest_runtest_logreport(report=pytest.TestReport(
-                nodeid="resilibench::chaos-gate", location=("resilibench", None, "chaos-gate"),
-                keywords={"chaos-gate": 1}, outcome="failed" if failed else "passed",
-                when="call", longrepr="\n".join(failed) if failed else None))
-        if self.gatherer.failed and session.exitstatus == 0:
-            session.exitstatus = pytest.ExitCode.TESTS_FAILED
+        if SESSION_KEY not in self.config.stash:  # else the benchmark's end (`_end_run`)
+            _end_chaos_alone(session, self, None)
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
-        if self.gatherer is None or self.gatherer.summary is None:
-            return
         shown = _Shown(terminalreporter)
+        if self.unasked is not None:
+            shown.write_line(self.unasked, yellow=True, bold=True)
+        gatherer = self.gatherer
+        state = self.config.stash.get(SESSION_KEY, None)
+        benchmark = state is not None and bool(state.episodes)
+        if gatherer is None or gatherer.summary is None or (benchmark and not gatherer.rows):
+            return
         shown.section("ResiliBench resili_faults")
-        for line, markup in self.gatherer.lines():
+        for line, markup in gatherer.lines():
             shown.write_line(line, **markup)
+        if not gatherer.rows and self.unasked is None:
+            shown.write_line("resilibench: no resili_faults test and no benchmark episode ran "
+                             "(the benchmark runs with `pytest suites` or an option choosing "
+                             "its episodes, e.g. --resili-model)", yellow=True)
+        if benchmark:
+            return  # the report, verdicts and exit line are the benchmark's (below)
+        config = self.run_config
+        if self.report_problem is not None:
+            shown.write_line(self.report_problem, red=True, bold=True)
+        elif config is not None and config.report is not None:
+            shown.write_line(f"JSON report: {config.report}")
+        for result in gatherer.gate_results:
+            color = "red" if result.failed else {"pass": "green"}.get(result.kind, "yellow")
+            shown.write_line(f"resilibench gate: {result.line}", **{color: True, "bold": True})
+        if self.exit_line:
+            shown.write_line(self.exit_line, **{"red" if " exit 0:" not in self.exit_line
+                                                else "green": True, "bold": True})
+
+
+def _end_chaos_alone(session: pytest.Session, watch: _ChaosWatch,
+                     state: ResiliSession | None) -> None:
+    """The end of a run with resili_faults tests and no benchmark episode: the report (the
+    benchmark's, with no episode), the verdicts as `resilibench::gate`, the exit status."""
+    gatherer = watch.end(state)
+    if gatherer is None:
+        return
+    config = state.config if state is not None else watch.run_config
+    if config is not None and config.report is not None:
+        from pytest_resilibench.integration.chaos_gather import write_report
+
+        try:
+            write_report(config, gatherer, rootdir=session.config.rootpath)
+        except (OSError, ValueError) as exc:
+            why = (exc.strerror or str(exc)) if isinstance(exc, OSError) else str(exc)
+            watch.report_problem = f"resilibench: could not write {config.report} ({why})"
+    verdicts = _verdict_reports(gatherer.gate_results, [])
+    for report in verdicts:
+        session.config.hook.pytest_runtest_logreport(report=report)
+    if not gatherer.gate_results and watch.report_problem is None:
+        return
+    from pytest_resilibench.integration.gate import exit_status
+
+    status, watch.exit_line = exit_status(
+        int(session.exitstatus), failed_items=session.testsfailed - sum(r.failed for r in verdicts),
+        infra_items=0, results=gatherer.gate_results,
+        incomplete=watch.report_problem is not None)
+    session.exitstatus = pytest.ExitCode(status) if status in (0, 1) else session.exitstatus
 
 
 class _Benchmark:
@@ -557,13 +640,16 @@ def _end_run(session: pytest.Session, state: ResiliSession) -> None:
     if config.stash.get(_ENDED, False):
         return
     config.stash[_ENDED] = True
+    watch = config.pluginmanager.get_plugin("resilibench-chaos")
     if not state.episodes:
         state.drop_empty_log()
+        if watch is not None:  # resili_faults tests alone (the benchmark's items deselected)
+            _end_chaos_alone(session, watch, state)
         return
-    state.finish()
+    state.finish(chaos=None if watch is None else watch.end(state))
     if state.config.report is not None:
         state.write_report()
-    verdicts = _verdict_reports(state)
+    verdicts = _verdict_reports(state.gate_results, state.lost)
     for report in verdicts:  # JUnit XML and the final line show the verdict
         config.hook.pytest_runtest_logreport(report=report)
     from pytest_resilibench.integration.gate import exit_status
@@ -594,17 +680,17 @@ def _write_job_summary(state: ResiliSession) -> None:
         state.end_notes.append(problem)
 
 
-def _verdict_reports(state: ResiliSession) -> list[pytest.TestReport]:
+def _verdict_reports(gate_results: list[Any], lost: list[str]) -> list[pytest.TestReport]:
     """The run's verdicts as test reports of their own, so that CI UIs reading JUnit XML
     show a failed gate in red rather than "1500 passed": `resilibench::gate` when a gate was
     asked for (`--resili-fail-under`, `--resili-baseline`), `resilibench::episodes` when
     episodes never arrived."""
     verdicts = []
-    if state.gate_results:
-        failed = [r.line for r in state.gate_results if r.failed]
-        verdicts.append(("gate", failed, [r.line for r in state.gate_results]))
-    if state.lost:
-        verdicts.append(("episodes", list(state.lost), []))
+    if gate_results:
+        failed = [r.line for r in gate_results if r.failed]
+        verdicts.append(("gate", failed, [r.line for r in gate_results]))
+    if lost:
+        verdicts.append(("episodes", list(lost), []))
     return [pytest.TestReport(
         nodeid=f"resilibench::{name}", location=("resilibench", None, name), keywords={name: 1},
         outcome="failed" if failed else "passed", when="call",
@@ -641,7 +727,7 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
     shown = state.display_summary or state.summary
     # The headline's gate lines are the coloured ones below (the same words); its verdict per
     # model is the fixed gate's comparison.
-    head = build(shown, comparison=state.display_comparison)
+    head = build(shown, comparison=state.display_comparison, chaos=state.chaos_summary)
     if full:
         tr.write_line(LEGEND)
     tr.write_line(render_terminal(shown, head=head, full=full).rstrip("\n"), wide=True)

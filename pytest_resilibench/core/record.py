@@ -108,6 +108,10 @@ class EpisodeRecord:
     # `Score.penalties`: {"excess_runs": 2}, steps run more often than the task allows). Left
     # out of the JSON when None, so records without a penalty are unchanged.
     penalties: dict[str, int] | None = None
+    # What the agent did after failures (core/recovery.py `MEASURES`: retried, retry storms,
+    # given up with retries left, retry_after honoured, fabricated success ...), counted when
+    # the episode is scored. Left out of the JSON when None: no call failed or was spoilt.
+    recovery: dict[str, int] | None = None
 
     @property
     def is_error(self) -> bool:
@@ -180,7 +184,8 @@ class EpisodeRecord:
 _NAMES = tuple(f.name for f in fields(EpisodeRecord))  # once, not for every record
 _PACKED = "_packed_trajectory"  # `EpisodeRecord.from_pack`: the trajectory, not unpacked yet
 _SUMMARY_FIELDS = tuple(name for name in _NAMES if name not in SUMMARY_EXCLUDES)
-_OPTIONAL = ("agent_error", "faults", "events", "tokens_by_model", "penalties")
+_OPTIONAL = ("agent_error", "faults", "events", "tokens_by_model", "penalties",
+             "recovery")
 
 
 def _drop_unset(data: dict[str, Any]) -> dict[str, Any]:
@@ -210,7 +215,7 @@ _FIELD_TYPES: dict[str, tuple[tuple[type, ...], bool]] = {  # name -> (types, No
     "faults": (_STR, True), "conditions": ((dict,), True), "deviation": ((dict,), True),
     "tokens": ((dict,), True), "events": ((dict,), True), "messages": ((list,), True),
     "tokens_by_model": ((dict,), True), "penalties": ((dict,), True),
-    "calls": ((list,), True),
+    "recovery": ((dict,), True), "calls": ((list,), True),
 }
 REQUIRED_FIELDS = ("model", "variant", "task_id", "outcome")  # what every reader needs
 
@@ -233,11 +238,12 @@ def episode_problem(data: object) -> str | None:
     if data["outcome"] not in OUTCOMES:
         return f"episode outcome {data['outcome']!r} is not one of {', '.join(OUTCOMES)}"
     counts = [data.get("tokens") or {}, *(data.get("events") or {}).values(),
-              *(data.get("tokens_by_model") or {}).values(), data.get("penalties") or {}]
+              *(data.get("tokens_by_model") or {}).values(), data.get("penalties") or {},
+              data.get("recovery") or {}]
     for group in counts:
         if not isinstance(group, dict) or not all(
                 isinstance(v, int) and not isinstance(v, bool) for v in group.values()):
-            return "episode token, event and penalty counts must be integers"
+            return "episode token, event and penalty counts (and recovery counts) must be integers"
     for name in ("messages", "calls"):
         if not all(isinstance(item, dict) for item in data.get(name) or ()):
             return f"episode field {name!r} must be a list of objects"

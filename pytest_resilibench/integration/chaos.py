@@ -40,7 +40,7 @@ from pytest_resilibench.integration.options import CHAOS_PROPERTY as PROPERTY
 __all__ = ["MARKER", "PROPERTY", "SCHEMA", "ChaosRun", "ResiliFaults", "ToolFault", "base_id",
            "chaos_runs", "marker_runs", "row_of"]
 
-SCHEMA = "resilibench.chaos/1"
+SCHEMA = "resilibench.chaos/1"  # reporting/chaos_summary.py RUN_SCHEMA: a test checks
 TRACE_DIR = Path(".resilibench") / "chaos"
 _SAFE = re.compile(r"[^A-Za-z0-9_.-]+")
 _MARKER_KEYS = {"profile", "seeds", "rate", "rates", "remote", "auth_tool", "spare",
@@ -402,7 +402,7 @@ def _json_or_text(text: str) -> Any:
 
 def row_of(nodeid: str, faults: ResiliFaults, outcome: str, trace: str | None) -> dict[str, Any]:
     """The run's result as the report carries it (reporting/chaos_summary.py reads it)."""
-    from pytest_resilibench.reporting.recovery import measures
+    from pytest_resilibench.core.recovery import measures
 
     return {"schema": SCHEMA, "test": base_id(nodeid, faults.run.id), "run": faults.run.id,
             "profile": faults.profile, "seed": faults.seed, "outcome": outcome,

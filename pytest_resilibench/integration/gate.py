@@ -12,6 +12,8 @@ unless told otherwise. The checks:
   prints). Any model's regression fails the run and names the model; the pooled figure is
   information only. An inconclusive model passes or fails by `inconclusive`;
 - infra errors: episodes the model could not be reached for, tolerated up to a count or share.
+- resili_faults tests (docs/CHAOS.md): each test against its own runs in the baseline, seed
+  for seed (`judge_chaos`), with the same verdict and the same policy as a model.
 
 The rules and their defaults are in README.md, "Gate an agent release in CI".
 """
@@ -36,6 +38,7 @@ __all__ = [
     "fail_under",
     "infra_errors",
     "judge",
+    "judge_chaos",
     "judge_sequential",
     "pair_name",
 ]
@@ -100,6 +103,23 @@ def judge(comparison: Comparison, policy: GatePolicy,
     if alone:
         results.append(GateResult(False, "not judged", "baseline: no partner in the baseline, "
                                   f"not judged: {', '.join(alone)}"))
+    return results
+
+
+def judge_chaos(comparison: Mapping[str, Any] | None, policy: GatePolicy, *,
+                tests: Sequence[str]) -> list[GateResult]:
+    """One result per resili_faults test paired with its runs in the baseline
+    (`chaos_summary.compare`); the `tests` of this run without a pair as one line that fails
+    nothing (a test new since the baseline, or a baseline from before it)."""
+    results = []
+    for test, result in (comparison or {}).items():
+        name = f"chaos {test}"
+        results.append(_verdict(result["verdict"]["kind"], name, f"{name}: "
+                                f"{result['line'].removeprefix(f'{test}: ')}", policy))
+    alone = [test for test in tests if test not in (comparison or {})]
+    if alone:
+        results.append(GateResult(False, "not judged", "chaos: no paired seeds in the "
+                                  f"baseline, not judged: {', '.join(alone)}"))
     return results
 
 

@@ -36,7 +36,8 @@ def job_summary(state: ResiliSession) -> str:
 
     shown = state.display_summary or state.summary
     assert shown is not None
-    head = headline.build(shown, comparison=state.display_comparison)
+    head = headline.build(shown, comparison=state.display_comparison,
+                          chaos=state.chaos_summary)
     parts = [headline.render_markdown(head).rstrip("\n")]
     if state.gate_results:
         parts.append("**Gate**\n\n" + "\n".join(

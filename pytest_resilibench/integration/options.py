@@ -776,11 +776,23 @@ def _content_env() -> bool:
     return value.strip().lower() == "true"
 
 
+# The options that shape a run's report, headline and gate, whatever it holds: benchmark
+# episodes, `resili_faults` tests (integration/chaos.py), or both. Alone they do not ask for
+# the benchmark, so a project's own resili_faults tests get the report and the gate without
+# the benchmark's items; with an option that selects episodes, or `pytest suites`, they serve
+# both.
+REPORT_OPTIONS = frozenset({"report", "baseline", "max-drop", "confidence", "inconclusive",
+                            "summary"})
+
+
 def benchmark_requested(config: pytest.Config) -> bool:
     """Whether this run asks for the benchmark: a `--resili-*` option on the command line or a
-    `resili_*` key in the ini file. Read without parsing any value, so that a project that
-    merely has the plugin installed pays nothing for it."""
+    `resili_*` key in the ini file, other than the report's own (`REPORT_OPTIONS`). Read
+    without parsing any value, so that a project that merely has the plugin installed pays
+    nothing for it."""
     for name, parse, _default, _help in _OPTIONS:
+        if name in REPORT_OPTIONS:
+            continue
         dest = "resili_" + name.replace("-", "_")
         value = config.getoption(dest)
         if not (value is _NOT_GIVEN or (parse is None and value is None)):
@@ -791,36 +803,21 @@ def benchmark_requested(config: pytest.Config) -> bool:
                 or config.getoption("resili_live_api_key"))
 
 
-# --- the resili_faults tests (integration/chaos.py, docs/CHAOS.md): options of their own, so
-# that using them never asks for the benchmark (`benchmark_requested` reads `_OPTIONS` only).
+def report_requested(config: pytest.Config) -> bool:
+    """Whether a report or a baseline is asked for (`--resili-report`, `--resili-baseline`,
+    or their ini keys), read as `benchmark_requested` reads."""
+    for name in ("report", "baseline"):
+        dest = "resili_" + name
+        if config.getoption(dest) is not _NOT_GIVEN or config.getini(dest) not in ("", None):
+            return True
+    return False
+
+
+# --- the resili_faults tests (integration/chaos.py, docs/CHAOS.md): their marker and the user
+# property their results travel in; their report and gate are the run's (`REPORT_OPTIONS`).
 CHAOS_MARKER = "resili_faults"
 CHAOS_PROPERTY = "resili_faults"  # the user property a chaos item's teardown report carries
 CHAOS_MARKER_HELP = (
     "resili_faults(profile='realistic', seeds=20, rate=0.2, rates={}, remote=None, "
     "auth_tool=None, spare=()): run the test once clean and once per fault seed, its tools "
     "wrapped by the resili_faults fixture (docs/CHAOS.md)")
-
-
-def _chaos_drop(text: str) -> float:
-    value = float(text)
-    if not 0.0 <= value <= 100.0:
-        raise ValueError(f"{text!r} is not a drop in percentage points in [0, 100]")
-    return value
-
-
-# name, default, parse, help: `--resili-NAME`, dest `resili_NAME` (dashes as underscores).
-CHAOS_OPTIONS: tuple[tuple[str, Any, Any, str], ...] = (
-    ("chaos-report", None, str, "write the resili_faults tests' JSON report "
-     "(resilibench.chaos_report/1) here"),
-    ("chaos-baseline", None, str, "compare the resili_faults tests with this earlier chaos "
-     "report, seed for seed (paired): a significant drop fails the run"),
-    ("chaos-max-drop", 5.0, _chaos_drop, "the drop in pass rate under faults, in percentage "
-     "points, the chaos gate allows against its baseline (default 5)"),
-)
-
-
-def add_chaos_options(parser: Any) -> None:
-    group = parser.getgroup("resilibench", "ResiliBench agent benchmark")
-    for name, default, parse, help_text in CHAOS_OPTIONS:
-        group.addoption(f"--resili-{name}", dest="resili_" + name.replace("-", "_"),
-                        default=default, type=parse, metavar="VALUE", help=help_text)

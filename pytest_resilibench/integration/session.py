@@ -31,6 +31,7 @@ from pytest_resilibench.runtime.protocol import AnyAgent
 if TYPE_CHECKING:
     from pytest_resilibench.base.pidlock import PidLock
     from pytest_resilibench.core.tasks import TaskSet
+    from pytest_resilibench.integration.chaos_gather import ChaosGatherer
     from pytest_resilibench.integration.gate import GateResult
     from pytest_resilibench.integration.otel import EpisodeTracer
     from pytest_resilibench.integration.resume import EpisodeLog
@@ -103,7 +104,10 @@ class ResiliSession:
     - gathering (controller): `_store` (the arrived episodes), `_arrived` (their case ids),
       `_received_by_worker`, `_replayed` (how many were replays), `_left_out` (planned cases a
       decided sequential gate never ran), `_lost` (one line per way the report is incomplete);
-    - the end (controller): `_summary` and `_gate_results`.
+    - the end (controller): `_summary`, `_gate_results` and `_chaos` (the run's resili_faults
+      tests' report section, integration/chaos_gather.py), judged against `_baseline_chaos`
+      (the baseline's runs of them, read with `_baseline`; `_baseline_note` when the baseline
+      holds nothing else).
     """
 
     def __init__(self, config: RunConfig, *, rootdir: Path,
@@ -135,6 +139,11 @@ class ResiliSession:
         self._started = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
         self._attached = 0
         self._baseline: list[dict[str, Any]] | None = None
+        # The baseline's resili_faults runs, a note when it holds nothing else, and this
+        # run's resili_faults section (`finish`).
+        self._baseline_chaos: list[dict[str, Any]] | None = None
+        self._baseline_note: GateResult | None = None
+        self._chaos: dict[str, Any] | None = None
         self._sequential: SequentialGate | None = None
         self._arrived: list[str] = []
         self._planned: dict[str, str] = {}
@@ -479,11 +488,22 @@ class ResiliSession:
                              "(it decides by pairing episodes with the baseline's)")
         if config.baseline is None:
             return
+        from pytest_resilibench.integration.gate import GateResult
+        from pytest_resilibench.reporting.chaos_summary import section_runs
         from pytest_resilibench.reporting.pairing import partners
         from pytest_resilibench.reporting.report import load_report
 
         try:
-            self._baseline = load_report(config.baseline)["episodes"]
+            data = load_report(config.baseline)
+            self._baseline_chaos = section_runs(data, config.baseline)
+            episodes = data["episodes"]
+            if not episodes and self._baseline_chaos and config.gate != "sequential":
+                # A report of resili_faults tests alone: they are judged, the episodes not.
+                self._baseline_note = GateResult(
+                    False, "not judged", f"baseline: {config.baseline} holds no benchmark "
+                    "episode (its resili_faults tests alone): the episodes are not judged")
+                return
+            self._baseline = episodes
             # Runs whose models cannot pair stop here, not after every episode ran.
             partners({str(ep.get("model")) for ep in self._baseline}, config.models)
         except (OSError, ValueError) as exc:
@@ -712,6 +732,17 @@ class ResiliSession:
         """The baseline report's episodes (`--resili-baseline`), read by `prepare_gate`."""
         return self._baseline
 
+    @property
+    def baseline_chaos(self) -> list[dict[str, Any]] | None:
+        """The baseline report's resili_faults runs (its `chaos` section; [] without one),
+        read by `prepare_gate`; None without --resili-baseline."""
+        return self._baseline_chaos
+
+    @property
+    def chaos_summary(self) -> dict[str, Any] | None:
+        """The run's resili_faults tests' summary (`finish`), for the headline."""
+        return None if self._chaos is None else self._chaos["summary"]
+
     def add_episode(self, payload: str, worker: str | None, case_id: str | None = None) -> bool:
         """Keep an arrived episode; True when it made the sequential gate decide."""
         self._received_by_worker[worker or "main"] += 1
@@ -738,8 +769,10 @@ class ResiliSession:
         import pytest_resilibench.reporting.comparison
         import pytest_resilibench.reporting.summarize  # noqa: F401
 
-    def finish(self) -> None:
-        """Summarise, check the gate; called once on the controller at session end."""
+    def finish(self, chaos: ChaosGatherer | None = None) -> None:
+        """Summarise, check the gate; called once on the controller at session end. `chaos`:
+        the run's resili_faults tests, finished: their section goes in the report, their
+        verdicts among the gate's."""
         # Imported here: analysis needs scipy, which every pytest run would pay for otherwise.
         from pytest_resilibench.integration.gate import (
             compare_with_baseline,
@@ -772,6 +805,11 @@ class ResiliSession:
             self._comparison, results = compare_with_baseline(self._baseline, self.episodes,
                                                               policy, labels)
             self._gate_results += results
+        elif self._baseline_note is not None:
+            self._gate_results.append(self._baseline_note)
+        if chaos is not None and chaos.rows:
+            self._chaos = chaos.section()
+            self._gate_results += chaos.gate_results
         infra = infra_errors(self.episodes, policy)
         if infra is not None:
             self._gate_results.append(infra)
@@ -809,6 +847,8 @@ class ResiliSession:
         head["prompt_cache"] = self._prompt_prefix()
         if self._sequential is not None:  # pairs used against planned, and the evidence
             head["sequential"] = self._sequential.to_json(episodes_run=len(self.episodes))
+        if self._chaos is not None:  # the resili_faults tests (reporting/chaos_summary.py)
+            head["chaos"] = self._chaos
         with sigint_deferred():
             self._write_report(head)
 

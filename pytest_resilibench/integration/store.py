@@ -32,6 +32,7 @@ SLIM_FIELDS = (
     "agent_error",  # stop reason `agent_error` only
     "faults", "events",  # realistic fault profile only (absent from paper records)
     "penalties",  # a scoring penalty only (absent where none: scoring.py `Score.penalties`)
+    "recovery",  # a failed or spoilt call only (core/recovery.py)
 )
 
 _SLIM = frozenset(SLIM_FIELDS)

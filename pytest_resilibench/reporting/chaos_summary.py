@@ -3,30 +3,33 @@ test's id without its chaos run), its pass rate clean and under faults, the pair
 its interval (each fault seed paired with the test's clean run), the flipped seeds (clean
 passed, the seed failed) with their traces, and the recovery measures summed over the runs.
 
-Against a baseline report (`--resili-chaos-baseline`, an earlier run of the same tests, e.g.
+Against a baseline (`--resili-baseline`, an earlier run's report holding the same tests, e.g.
 the previous version of the agent) each test is compared seed for seed: the same seed meets
 the same faults in both (core/tool_faults.py), so the pairs are common random numbers, and
-`stats.paired_verdict` (the benchmark's gate test) decides regression, pass or inconclusive
-against the allowed drop.
+`stats.paired_verdict` (the benchmark's gate test: McNemar, Newcombe's interval) decides
+regression, pass or inconclusive against the allowed drop (integration/gate.py judges it).
 
 A run's result, as the plugin gathers it, is one `row` per item:
 `{"test", "run", "profile", "seed" (None: clean), "outcome" (passed, failed, error,
 skipped), "trace", "calls", "faults", "measures"}`. Errors (a fixture of the test's own
-failed) and skips are kept apart from the pass rates.
+failed) and skips are kept apart from the pass rates. The JSON report keeps the rows, the
+summary and the comparison as its `chaos` section (`SECTION_SCHEMA`, reporting/schemas.py).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
-from pytest_resilibench.reporting.recovery import add_measures
+from pytest_resilibench.core.recovery import add_measures
 from pytest_resilibench.reporting.stats import paired_binary, paired_verdict, wilson
 
-__all__ = ["REPORT_SCHEMA", "compare", "read_report", "render", "report_json", "summarize"]
+__all__ = ["OUTCOMES", "RUN_SCHEMA", "SECTION_SCHEMA", "compare", "headline_lines",
+           "merge_sections", "render", "section", "section_runs", "summarize"]
 
-REPORT_SCHEMA = "resilibench.chaos_report/1"
+SECTION_SCHEMA = "resilibench.chaos_section/1"
+RUN_SCHEMA = "resilibench.chaos/1"  # one item's run (integration/chaos.py `row_of`)
+OUTCOMES = ("passed", "failed", "error", "skipped")
 _SCORED = ("passed", "failed")
 
 
@@ -76,15 +79,17 @@ def _rate(k: int, n: int) -> dict[str, Any]:
 
 def compare(rows: Sequence[Mapping[str, Any]], baseline: Sequence[Mapping[str, Any]], *,
             max_drop_pp: float = 5.0, alpha: float = 0.05) -> dict[str, Any]:
-    """Each test against its baseline runs, seed for seed (faulted seeds only: the clean run
-    is one pair, and the question is recovery)."""
-    old = {(str(r["test"]), r["seed"]): r for r in baseline
+    """Each test against its baseline runs, seed for seed under the same profile (faulted
+    seeds only: the clean run is one pair, and the question is recovery). `alpha`: one minus
+    the gate's confidence (`--resili-confidence`)."""
+    old = {(str(r["test"]), r.get("profile"), r["seed"]): r for r in baseline
            if r["seed"] is not None and r["outcome"] in _SCORED}
     out = {}
     for test, runs in _by_test(rows).items():
-        pairs = [(old[(test, r["seed"])], r) for r in runs
+        # A seed's faults are the same only under the same profile (core/tool_faults.py).
+        pairs = [(old[key], r) for r in runs
                  if r["seed"] is not None and r["outcome"] in _SCORED
-                 and (test, r["seed"]) in old]
+                 and (key := (test, r.get("profile"), r["seed"])) in old]
         if not pairs:
             continue
         verdict = paired_verdict([a["outcome"] == "passed" for a, _ in pairs],
@@ -98,26 +103,60 @@ def compare(rows: Sequence[Mapping[str, Any]], baseline: Sequence[Mapping[str, A
     return out
 
 
-def report_json(rows: Sequence[Mapping[str, Any]], *, summary: Mapping[str, Any],
-                comparison: Mapping[str, Any] | None) -> dict[str, Any]:
-    return {"schema": REPORT_SCHEMA, "runs": list(rows), "summary": dict(summary),
-            "comparison": None if comparison is None else dict(comparison)}
+def section(rows: Sequence[Mapping[str, Any]], *, summary: Mapping[str, Any],
+            comparison: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The report's `chaos` section."""
+    return {"schema": SECTION_SCHEMA, "runs": sorted((dict(r) for r in rows), key=_run_key),
+            "summary": dict(summary), "comparison": None if comparison is None
+            else dict(comparison)}
 
 
-def read_report(path: Path) -> list[dict[str, Any]]:
-    """The runs of an earlier chaos report; ValueError says what is wrong with it."""
-    from pytest_resilibench.base.jsonfile import load_json_file
+def _run_key(row: Mapping[str, Any]) -> tuple[str, int]:
+    return str(row["test"]), -1 if row["seed"] is None else int(row["seed"])
 
-    data = load_json_file(Path(path), what="chaos report")
-    if not isinstance(data, dict) or data.get("schema") != REPORT_SCHEMA:
-        raise ValueError(f"{path} is not a chaos report (schema {REPORT_SCHEMA}): write one "
-                         "with --resili-chaos-report")
-    runs = data.get("runs")
+
+def section_runs(report: Mapping[str, Any], where: object) -> list[dict[str, Any]]:
+    """The runs of a report's `chaos` section ([] when it has none); ValueError says what is
+    wrong with it, naming `where` (the file)."""
+    chaos = report.get("chaos")
+    if chaos is None:
+        return []
+    if not isinstance(chaos, dict) or chaos.get("schema") != SECTION_SCHEMA:
+        raise ValueError(f"{where}: its 'chaos' section is not of schema {SECTION_SCHEMA}")
+    runs = chaos.get("runs")
     if not isinstance(runs, list) or not all(
             isinstance(r, dict) and isinstance(r.get("test"), str) and "seed" in r
-            and r.get("outcome") in ("passed", "failed", "error", "skipped") for r in runs):
-        raise ValueError(f"{path}: its runs are malformed")
+            and (r["seed"] is None or (isinstance(r["seed"], int)
+                                       and not isinstance(r["seed"], bool)))
+            and r.get("outcome") in OUTCOMES for r in runs):
+        raise ValueError(f"{where}: the runs of its 'chaos' section are malformed")
     return runs
+
+
+def merge_sections(reports: Sequence[tuple[object, Mapping[str, Any]]]) -> dict[str, Any] | None:
+    """The shards' `chaos` sections as one run's (None when none has one): every shard runs
+    the same resili_faults tests, so a (test, run) found in several must have the same result
+    (kept once); a different one is a ValueError naming both files. The comparison is not
+    kept: the merged report's gate is judged again (cli.py)."""
+    found: dict[tuple[str, object], tuple[object, dict[str, Any]]] = {}
+    any_section = False
+    for where, report in reports:
+        any_section = any_section or report.get("chaos") is not None
+        for row in section_runs(report, where):
+            key = (str(row["test"]), row["seed"])
+            if key in found:
+                other, kept = found[key]
+                if kept.get("outcome") != row.get("outcome"):
+                    raise ValueError(
+                        f"{where} and {other} disagree on {row['test']} run {row.get('run')} "
+                        f"({row.get('outcome')} against {kept.get('outcome')}): not one run's "
+                        "resili_faults tests")
+                continue
+            found[key] = (where, row)
+    if not any_section:
+        return None
+    rows = [row for _, row in found.values()]
+    return section(rows, summary=summarize(rows), comparison=None)
 
 
 def render(summary: Mapping[str, Any], comparison: Mapping[str, Any] | None) -> list[str]:
@@ -149,6 +188,25 @@ def render(summary: Mapping[str, Any], comparison: Mapping[str, Any] | None) -> 
             lines.append(f"  {test} seed {flip['seed']} passed in the baseline, fails now: "
                          f"{flip['trace']} (baseline {flip['baseline_trace']})")
     return lines
+
+
+def headline_lines(summary: Mapping[str, Any]) -> list[str]:
+    """The headline's words for the resili_faults tests: one line per test (its pass rates,
+    the drop the faults cost with its interval, how many seeds flipped)."""
+    out = []
+    for test, entry in summary.get("tests", {}).items():
+        line = (f"{test} [{entry['profile']}]: clean {_pct(entry['clean'])}, under faults "
+                f"{_pct(entry['faults'])}")
+        if entry.get("drop_pp") is not None:
+            low, high = entry["drop_ci_pp"]
+            flipped = len(entry.get("flipped", []))
+            line += (f"; drop {entry['drop_pp']:+.1f} pp [{low:+.1f}, {high:+.1f}], "
+                     f"{flipped} flipped seed{'s' if flipped != 1 else ''}")
+        fabricated = entry["measures"].get("fabricated", 0)
+        if fabricated:
+            line += f"; fabricated success {fabricated}"
+        out.append(line)
+    return out
 
 
 def _pct(rate: Mapping[str, Any]) -> str:

@@ -82,6 +82,8 @@ class Headline(TypedDict):
     gate: list[str]  # the run's gate lines, as the terminal printed them
     # all models pooled, when compared: information only, each model has its own verdict
     comparison: NotRequired[HeadlineVerdict]
+    # the resili_faults tests, one line each (reporting/chaos_summary.py `headline_lines`)
+    chaos: NotRequired[list[str]]
 
 
 def _drop_of(d: Mapping[str, Any]) -> HeadlineDrop:
@@ -149,9 +151,11 @@ def build(
     episodes: Sequence[Episode] = (),
     gate: Iterable[str] = (),
     comparison: Comparison | None = None,
+    chaos: Mapping[str, Any] | None = None,
 ) -> Headline:
     """The headline of a run from its summary; `episodes` (the report's) give the example
-    links, `gate` the run's gate lines, `comparison` the verdicts against another run."""
+    links, `gate` the run's gate lines, `comparison` the verdicts against another run,
+    `chaos` the summary of its resili_faults tests (the report's `chaos` section's)."""
     counts = summary.get("counts", {})
     outcomes = counts.get("outcomes") or {"infra_error": counts.get("errors", 0)}
     drops = {d["model"]: d for d in summary.get("drops", {}).get("by_model", [])}
@@ -196,6 +200,10 @@ def build(
     if comparison is not None:
         out["comparison"] = {"kind": comparison["overall"]["kind"],
                              "text": comparison["overall"]["text"]}
+    if chaos is not None and chaos.get("tests"):
+        from pytest_resilibench.reporting.chaos_summary import headline_lines
+
+        out["chaos"] = headline_lines(chaos)
     return out
 
 
@@ -261,6 +269,7 @@ def lines(h: Headline) -> list[str]:
     for m in h["models"]:
         out.append(m["model"])
         out += [f"  {line}" for line in model_lines(m)]
+    out += [f"resili_faults {line}" for line in h.get("chaos", [])]
     out += [f"resilibench gate: {line}" for line in h["gate"]]
     return [for_terminal(line) for line in out]
 
@@ -274,6 +283,7 @@ def render_markdown(h: Headline) -> str:
         out += [f"All models pooled, for information: {_md(h['comparison']['text'])}", ""]
     for m in h["models"]:
         out.append(f"- **{_md(m['model'])}**: " + "<br>".join(_md(x) for x in model_lines(m)))
+    out += [f"- resili_faults {_md(line)}" for line in h.get("chaos", [])]
     out += [f"- resilibench gate: {_md(line)}" for line in h["gate"]]
     return "\n".join(out) + "\n"
 
@@ -305,6 +315,7 @@ def render_html(h: Headline) -> str:
                 for x in m["examples"])
             parts.append(f'<p class="examples">failing episodes: {links}</p>')
         parts.append("</div>")
+    parts += [f'<p class="chaos">resili_faults {_e(line)}</p>' for line in h.get("chaos", [])]
     parts += [f'<p class="gate">resilibench gate: {_e(line)}</p>' for line in h["gate"]]
     return "".join(parts) + "</section>"
 

@@ -5,8 +5,9 @@ The shards must be one run's: the same config but for `shard` (the models, optio
 fixture hash, task set, package version), every shard of the N exactly once, no episode
 twice. The joined report's episodes are the shards' in id order, its summary is made from them
 as the run's own is (summarize.py), so they equal an unsharded run's; its gate lines are the
-caller's (cli.py recomputes them with the run's gate policy, as the run does). Every refusal is
-one ValueError naming the file or the shard at fault.
+caller's (cli.py recomputes them with the run's gate policy, as the run does). The
+resili_faults tests' `chaos` sections are joined too (each run once: every shard's job ran
+them). Every refusal is one ValueError naming the file or the shard at fault.
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
+
+from pytest_resilibench.reporting.chaos_summary import merge_sections
 
 __all__ = ["ShardReport", "check_shards", "merged_head", "shard_of"]
 
@@ -107,4 +110,8 @@ def merged_head(reports: Sequence[ShardReport], summary: Mapping[str, Any], *,
         head[key] = sum(int(report.get(key) or 0) for _, report in reports)
     if "prompt_cache" in first:  # the whole run's prefix, the same in every shard
         head["prompt_cache"] = first["prompt_cache"]
+    # The resili_faults tests ran in every shard's job (they are not sharded): once each.
+    chaos = merge_sections(reports)
+    if chaos is not None:
+        head["chaos"] = chaos
     return head

@@ -231,7 +231,8 @@ def render_html(
         s = {**s, "providers": providers}
     if gate is None:  # the run's own gate lines, unless judged again (`report --compare`)
         gate = (report.get("environment") or {}).get("gate") or []
-    head = headline.build(s, episodes=episodes, gate=gate, comparison=comparison)
+    head = headline.build(s, episodes=episodes, gate=gate, comparison=comparison,
+                          chaos=(report.get("chaos") or {}).get("summary"))
     parts = [headline.render_html(head)]
     if comparison is not None:
         parts.append(_comparison(comparison, runs))

@@ -1,8 +1,10 @@
-"""JSON Schemas (draft 2020-12) of what the plugin writes: the report (`resilibench.report/1`)
-and its episodes (`resilibench.episode/1`). `resilibench schema report|episode` prints them;
-CI tools and the tests validate reports against them. Objects stay open (`additionalProperties`)
-so a newer writer may add fields without breaking an older reader; what is required and typed
-here is the contract readers rely on (docs/ARCHITECTURE.md, "Reports").
+"""JSON Schemas (draft 2020-12) of what the plugin writes: the report (`resilibench.report/1`),
+its episodes (`resilibench.episode/1`) and its resili_faults tests' section
+(`resilibench.chaos_section/1`, each run `resilibench.chaos/1`). `resilibench schema
+report|episode` prints them; CI tools and the tests validate reports against them. Objects
+stay open (`additionalProperties`) so a newer writer may add fields without breaking an older
+reader; what is required and typed here is the contract readers rely on
+(docs/ARCHITECTURE.md, "Reports").
 """
 
 from __future__ import annotations
@@ -10,9 +12,12 @@ from __future__ import annotations
 from typing import Any
 
 from pytest_resilibench.core.record import EPISODE_SCHEMA
+from pytest_resilibench.reporting.chaos_summary import OUTCOMES as CHAOS_OUTCOMES
+from pytest_resilibench.reporting.chaos_summary import RUN_SCHEMA as CHAOS_RUN_SCHEMA
+from pytest_resilibench.reporting.chaos_summary import SECTION_SCHEMA as CHAOS_SECTION_SCHEMA
 from pytest_resilibench.reporting.report import REPORT_SCHEMA
 
-__all__ = ["SCHEMAS", "episode_schema", "report_schema"]
+__all__ = ["SCHEMAS", "chaos_section_schema", "episode_schema", "report_schema"]
 
 _DIALECT = "https://json-schema.org/draft/2020-12/schema"
 _COUNT = {"type": "integer", "minimum": 0}
@@ -74,6 +79,7 @@ def episode_schema() -> dict[str, Any]:
             "tokens_by_model": {"type": "object", "additionalProperties": {
                 "type": "object", "additionalProperties": _COUNT}},
             "penalties": {"type": "object", "additionalProperties": _COUNT},
+            "recovery": {"type": "object", "additionalProperties": _COUNT},
         },
     }
 
@@ -94,7 +100,7 @@ def report_schema() -> dict[str, Any]:
             "config": {"type": "object",
                        "required": ["models", "variants", "seed", "base_success", "max_turns",
                                     "tool_mode", "fixture_hash", "package_version"],
-                       "properties": {"models": {"type": "array", "minItems": 1,
+                       "properties": {"models": {"type": "array",
                                                  "items": {"type": "string"}},
                                       "fixture_hash": _TEXT_OR_NULL}},
             "environment": {"type": "object",
@@ -111,9 +117,36 @@ def report_schema() -> dict[str, Any]:
             "prompt_cache": {"type": "object"},
             "sequential": {"type": "object"},
             "episodes": {"type": "array", "items": {"$ref": "#/$defs/episode"}},
+            "chaos": chaos_section_schema(),
         },
+        # A run of resili_faults tests alone has no model; a benchmark run has at least one.
+        "if": {"not": {"required": ["chaos"]}},
+        "then": {"properties": {"config": {"properties": {"models": {"minItems": 1}}}}},
         "$defs": {"episode": episode},
     }
+
+
+def chaos_section_schema() -> dict[str, Any]:
+    """The report's `chaos` section: the resili_faults tests' runs, one per item
+    (integration/chaos.py `row_of`), their summary and the comparison with the baseline
+    (reporting/chaos_summary.py)."""
+    count_or_null = {"type": ["integer", "null"], "minimum": 0}
+    run = {"type": "object",
+           "required": ["schema", "test", "run", "profile", "seed", "outcome", "trace",
+                        "calls", "faults", "measures"],
+           "properties": {"schema": {"const": CHAOS_RUN_SCHEMA},
+                          "test": {"type": "string", "minLength": 1},
+                          "run": {"type": "string"}, "profile": {"type": "string"},
+                          "seed": count_or_null,
+                          "outcome": {"enum": list(CHAOS_OUTCOMES)},
+                          "trace": _TEXT_OR_NULL, "calls": _COUNT, "faults": _COUNT,
+                          "measures": {"type": "object",
+                                       "additionalProperties": count_or_null}}}
+    return {"type": "object", "required": ["schema", "runs", "summary", "comparison"],
+            "properties": {"schema": {"const": CHAOS_SECTION_SCHEMA},
+                           "runs": {"type": "array", "items": run},
+                           "summary": {"type": "object", "required": ["tests"]},
+                           "comparison": {"type": ["object", "null"]}}}
 
 
 SCHEMAS = {"report": report_schema, "episode": episode_schema}

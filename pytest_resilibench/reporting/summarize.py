@@ -199,6 +199,16 @@ class AgentErrorCause(TypedDict):
     count: int
 
 
+class RecoveryRow(TypedDict):
+    """A model's recovery measures summed over its scored episodes (core/recovery.py
+    `MEASURES`, each a count), and how many of them met a failed or spoilt call."""
+
+    model: str
+    episodes: int
+    met_failure: int
+    measures: dict[str, int]
+
+
 class Summary(TypedDict):
     """What `summary` returns and the report stores under "summary" (schema
     `resilibench.summary/1`); analysis, report_html, gate and cli read it."""
@@ -227,6 +237,9 @@ class Summary(TypedDict):
     providers: NotRequired[dict[str, dict[str, Any]]]
     # Only when some episode was an agent error (the agent's own code raised).
     agent_errors: NotRequired[list[AgentErrorCause]]
+    # Per model, what its agent did after failed calls: only when some episode counted its
+    # recovery measures (records that carry `recovery`).
+    recovery: NotRequired[list[RecoveryRow]]
 
 
 
@@ -611,10 +624,38 @@ def summary(
     agent_errors = _agent_errors(eps)
     if agent_errors:
         result["agent_errors"] = agent_errors
+    recovery = _recovery(eps, models)
+    if recovery:
+        result["recovery"] = recovery
     sections = _fault_sections(eps, confidence)
     if sections:
         result["faults"], result["by_event"] = sections["faults"], sections["by_event"]
     return result
+
+
+def _recovery(eps: Sequence[Episode], models: Sequence[str]) -> list[RecoveryRow]:
+    """Each model's recovery measures over its scored episodes (the record's `recovery`,
+    absent where no call failed: zeros); none when no episode carries them (an older
+    report, or a run where nothing failed)."""
+    from pytest_resilibench.core.recovery import MEASURES, add_measures
+
+    if not any(isinstance(ep.get("recovery"), Mapping) for ep in eps):
+        return []
+    rows: list[RecoveryRow] = []
+    for model in models:
+        total: dict[str, int] = dict.fromkeys(MEASURES, 0)
+        scored = met = 0
+        for ep in eps:
+            if str(ep.get("model")) != model or not is_scored(ep.get("outcome")):
+                continue
+            scored += 1
+            counted = ep.get("recovery")
+            if isinstance(counted, Mapping):
+                met += 1
+                add_measures(total, counted)
+        rows.append({"model": model, "episodes": scored, "met_failure": met,
+                     "measures": total})
+    return rows
 
 
 def _penalised(eps: Sequence[Episode]) -> dict[str, int]:

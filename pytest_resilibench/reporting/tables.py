@@ -277,6 +277,20 @@ def tables(s: Summary) -> list[Table]:
             "episodes that met each event at least once (none: met no event); recovered: "
             "event calls later followed by a clean success of the same step",
             [[{"model": r["model"]}] * 7 for r in s["by_event"]]))
+    if s.get("recovery"):
+        out.append(Table(
+            "Recovery after failed calls (counts over scored episodes)",
+            ["model", "episodes", "met a failure", "failed calls", "retried", "recovered",
+             "retry storms", "gave up", "retry_after honoured", "retry_after ignored",
+             "fabricated success"],
+            [[r["model"], r["episodes"], r["met_failure"],
+              *(r["measures"].get(name, 0) for name in _RECOVERY_COLUMNS)]
+             for r in s["recovery"]],
+            "retried / recovered: failed calls of a tool called again later / that later "
+            "succeeded cleanly; retry storms: the same call more than 3 times in a row; gave "
+            "up: a tool whose last call failed with a retryable fault; fabricated: said done "
+            "while a tool's last call failed or was spoilt (core/recovery.py)",
+            [[{"model": r["model"]}] * 11 for r in s["recovery"]]))
     usage = [r for r in s.get("usage", []) if any(r["tokens"].values())
              or r["cost_usd"] is not None]
     if usage:
@@ -328,6 +342,10 @@ def tables(s: Summary) -> list[Table]:
                          [[m, n] for m, n in errors.items()],
                          links=[[{"model": m, "outcome": "infra_error"}] * 2 for m in errors]))
     return out
+
+
+_RECOVERY_COLUMNS = ("failures", "retried", "recovered", "storms", "gave_up",
+                     "retry_after_honoured", "retry_after_ignored", "fabricated")
 
 
 def _axis_label(axis: str, x: float) -> str:

@@ -65,7 +65,7 @@ def _first_error(ep: Episode) -> str | None:
 
 
 def _recovery(ep: Episode) -> dict[str, int | None] | None:
-    from pytest_resilibench.reporting.recovery import episode_measures
+    from pytest_resilibench.core.recovery import episode_measures
 
     return episode_measures(ep)
 

@@ -63,6 +63,7 @@ from pytest_resilibench.base.plainkey import plain_key
 from pytest_resilibench.base.redact import redact
 from pytest_resilibench.core.plan_extras import genuine_workflow
 from pytest_resilibench.core.record import EpisodeRecord, episode_id
+from pytest_resilibench.core.recovery import calls_measures
 from pytest_resilibench.core.registry import ToolRegistry, default_registry
 from pytest_resilibench.core.scoring import Deliverable, deliverable_of, deviation, score_calls
 from pytest_resilibench.core.simulator import (
@@ -561,6 +562,12 @@ def _score(
     record.order_adherence = score.order_adherence
     record.errors_met = score.errors_met + record.protocol_errors
     record.errors_recovered = score.errors_recovered
+    # What the agent did after failures, counted now: the summary reads it per model without
+    # the trajectory (core/recovery.py). Its claim of success: the completion signal with
+    # turns left (stop `completed`).
+    record.recovery = calls_measures(record.calls,
+                                     completed=record.stop_reason == "completed",
+                                     needed=task.required_tools, alternatives=alternatives)
     record.sim_time_s = float(record.calls[-1]["clock_s"]) if record.calls else 0.0
     plan = getattr(prompt, "plan", None)
     if plan is not None:

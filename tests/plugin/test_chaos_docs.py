@@ -14,6 +14,8 @@ from typing import Any
 
 import pytest
 
+from tests.plugin.conftest import load
+
 pytest.importorskip("mcp")
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -48,8 +50,8 @@ def test_the_docs_example_runs_and_its_faults_do_not_depend_on_workers(
     for workers in ("0", "2"):
         report = pytester.path / f"chaos{workers}.json"
         result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-n", workers,
-                                               f"--resili-chaos-report={report}")
-        runs.append((result, fault_sequences(pytester.path), json.loads(report.read_text())))
+                                               f"--resili-report={report}")
+        runs.append((result, fault_sequences(pytester.path), load(report)["chaos"]))
         shutil.rmtree(pytester.path / ".resilibench" / "chaos")
     (solo, solo_faults, solo_report), (duo, duo_faults, duo_report) = runs
     outcomes = solo.parseoutcomes()

@@ -1,7 +1,7 @@
 """`@pytest.mark.resili_faults` and the `resili_faults` fixture in a team's own test file: three
 scripted agents over plain Python tools (one retries and honours retry_after, one does not, one
-lies), each run of the file a real pytest subprocess, compared through the chaos report and
-its gate."""
+lies), each run of the file a real pytest subprocess, compared through the run's report (its
+`chaos` section) and its gate, with no benchmark episode in the run."""
 
 from __future__ import annotations
 
@@ -10,6 +10,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+from tests.plugin.conftest import load
 
 TEAM_TEST = '''
 import os
@@ -86,8 +88,10 @@ def run(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, agent: str,
     monkeypatch.setenv("CHAOS_AGENT", agent)
     report = pytester.path / f"{agent}.json"
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-p", "no:randomly",
-                                           f"--resili-chaos-report={report}", *args)
-    return result, json.loads(report.read_text())
+                                           f"--resili-report={report}", *args)
+    data = load(report)  # checked against the report's published schema
+    assert data["episodes"] == [] and data["config"]["models"] == []
+    return result, data["chaos"]
 
 
 @pytest.fixture
@@ -116,7 +120,7 @@ def test_paired_drop_gate_and_fabricated_success(
     careful_result, careful = run(team, monkeypatch, "careful")
     careful_traces = traces(team.path)
     naive_result, naive = run(team, monkeypatch, "naive", "--junitxml=naive.xml",
-                              f"--resili-chaos-baseline={team.path / 'careful.json'}")
+                              f"--resili-baseline={team.path / 'careful.json'}")
     liar_result, liar = run(team, monkeypatch, "liar")
     test = "test_team.py::test_agent_saves_the_rows"
     summaries = {name: report["summary"]["tests"][test]
@@ -136,8 +140,10 @@ def test_paired_drop_gate_and_fabricated_success(
     # The gate: naive against careful as its baseline is a regression, and fails the run.
     verdict = naive["comparison"][test]["verdict"]
     assert verdict["kind"] == "regression"
-    naive_result.stdout.fnmatch_lines(["*resilibench chaos gate: *regression: drop*"])
-    assert "chaos-gate" in (team.path / "naive.xml").read_text()
+    naive_result.stdout.fnmatch_lines([f"*resilibench gate: chaos {test}: *regression: drop*",
+                                       "*resilibench: exit 1: *chaos*REGRESSION*"])
+    assert 'name="gate"' in (team.path / "naive.xml").read_text()
+    assert "ResiliBench results" not in naive_result.stdout.str()  # no benchmark ran
     assert naive_result.ret == 1
     # Recovery measures: only the careful agent waits out a rate limit; only the liar
     # fabricates success (it passes every seed, the others do not).

@@ -432,3 +432,23 @@ def test_the_model_is_told_the_episode_s_turn_budget() -> None:
         asyncio.run(run_episode(budgeted, OPTIMAL, agent, seed=1, max_turns=max_turns))
         user = agent.requests[0].messages[1]["content"]
         assert f"- {said}" in user and user.count("turns") == 1, max_turns
+
+
+def test_an_episode_counts_its_recovery_and_a_claim_over_a_failed_step() -> None:
+    """The record's `recovery` (core/recovery.py) is counted as the episode is scored: a
+    retrying agent recovers; one that says done after its write failed fabricates success;
+    an episode where nothing failed keeps none."""
+    unlucky = next(seed for seed in range(200)
+                   if not (rec := run(Scripted([READ, WRITE, "TASK_COMPLETED"]), seed=seed))
+                   .calls[-1]["ok"] and rec.calls[0]["ok"])
+    liar = run(Scripted([READ, WRITE, "TASK_COMPLETED"]), seed=unlucky)
+    assert liar.stop_reason == "completed" and liar.outcome != "full"
+    assert liar.recovery is not None
+    assert liar.recovery["failures"] == 1 and liar.recovery["fabricated"] == 1
+    assert liar.recovery["gave_up"] == 1  # its write's error was retryable
+    retrying = run(Retrying(), seed=unlucky)
+    assert retrying.outcome == "full" and retrying.recovery is not None
+    assert retrying.recovery["recovered"] >= 1 and retrying.recovery["fabricated"] == 0
+    clean = run(Scripted([READ, WRITE, "TASK_COMPLETED"]), seed=lucky_seed())
+    assert clean.recovery is None and "recovery" not in clean.summary_json()
+    assert liar.summary_json()["recovery"] == liar.recovery  # without the trajectory

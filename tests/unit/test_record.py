@@ -85,6 +85,8 @@ def test_the_readers_field_types_are_the_published_schemas() -> None:
     base = {"model": "m", "variant": "v", "task_id": "t", "outcome": "partial"}
     assert episode_problem({**base, "penalties": {"excess_runs": 2}}) is None
     assert "penalty counts" in str(episode_problem({**base, "penalties": {"excess_runs": "2"}}))
+    assert episode_problem({**base, "recovery": {"retried": 1}}) is None
+    assert "recovery counts" in str(episode_problem({**base, "recovery": {"retried": 1.5}}))
 
 
 def test_a_packed_record_is_the_record_its_trajectory_unpacked_when_read() -> None:

@@ -5,8 +5,16 @@ from __future__ import annotations
 
 from typing import Any
 
+from hypothesis import given
+from hypothesis import strategies as st
+
+from pytest_resilibench.core.recovery import (
+    calls_measures,
+    episode_measures,
+    episode_trace,
+    measures,
+)
 from pytest_resilibench.reporting import why
-from pytest_resilibench.reporting.recovery import episode_measures, measures
 
 
 def call(tool: str, kind: str | None = None, *, args: Any = None,
@@ -56,3 +64,47 @@ def test_a_benchmark_episode_s_why_quotes_its_recovery() -> None:
     assert "after its failures: 1 failed call, 1 retried, 1 recovered" in why.sentence(episode)
     assert episode_measures({"calls": []}) is None
     assert "failures" not in why.sentence({**episode, "calls": []})
+
+
+def test_the_summary_adds_each_model_s_recovery_over_its_scored_episodes() -> None:
+    from pytest_resilibench.reporting.summarize import summary
+
+    def episode(model: str, outcome: str, recovery: dict[str, int] | None) -> dict[str, Any]:
+        ep = {"id": f"{model}-{len(eps)}", "model": model, "variant": "optimal",
+              "task_id": "t1", "outcome": outcome, "stop_reason": "completed"}
+        return {**ep, "recovery": recovery} if recovery is not None else ep
+
+    eps: list[dict[str, Any]] = []
+    for model, outcome, recovery in (
+            ("a", "full", {"failures": 2, "retried": 2, "recovered": 2, "fabricated": 0}),
+            ("a", "failed", {"failures": 1, "gave_up": 1, "fabricated": 1}),
+            ("a", "full", None),  # nothing failed
+            ("a", "error", {"failures": 5}),  # an infra error counts in no figure
+            ("b", "full", None)):
+        eps.append(episode(model, outcome, recovery))
+    rows = {r["model"]: r for r in summary(eps)["recovery"]}
+    assert rows["a"]["episodes"] == 3 and rows["a"]["met_failure"] == 2
+    assert rows["a"]["measures"]["failures"] == 3 and rows["a"]["measures"]["fabricated"] == 1
+    assert rows["a"]["measures"]["gave_up"] == 1 and rows["a"]["measures"]["storms"] == 0
+    assert rows["b"]["met_failure"] == 0 and not any(rows["b"]["measures"].values())
+    assert "recovery" not in summary([ep for ep in eps if "recovery" not in ep])
+
+
+@given(st.lists(st.tuples(st.sampled_from("abc"), st.booleans(),
+                          st.sampled_from([None, "silent", "tainted", "outage",
+                                           "rate_limited", "auth_expired"]),
+                          st.integers(0, 1)), max_size=14),
+       st.booleans())
+def test_an_episode_s_own_count_is_its_trace_s(calls: list[Any], completed: bool) -> None:
+    """`calls_measures` (what every episode counts as it is scored) reads its calls as
+    `measures` reads their trace lines (`episode_trace`), the claim's tools every tool
+    called."""
+    records = [{"tool": tool, "ok": ok, "event": event, "arguments": {"x": x},
+                **({} if ok else {"error_code": "TIMEOUT"})}
+               for tool, ok, event, x in calls]
+    counted = calls_measures(records, completed=completed)
+    traced = measures(episode_trace(records), {"claimed": completed, "needed": None})
+    if counted is None:  # nothing failed or was spoilt: every measure would be 0
+        assert not any(traced.values())
+    else:
+        assert counted == traced
