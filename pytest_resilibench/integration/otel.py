@@ -133,7 +133,7 @@ class EpisodeTracer:
                 trace_id=trace_id, span_id=bits(64).to_bytes(8, "big"), parent_id=root_id,
                 name=name, kind=kind, start_ns=t0, end_ns=t1, attributes=attributes,
                 error=error))
-        self._sender.add(spans)
+        self._sender.add(b"".join(spans), len(spans))
         self.exported += 1
 
     def _model(self, spec: str) -> _Model:

@@ -139,8 +139,8 @@ def encode_span(*, trace_id: bytes, span_id: bytes, parent_id: bytes | None, nam
                 kind: int, start_ns: int, end_ns: int, attributes: bytes,
                 events: Sequence[tuple[str, int, Mapping[str, Any]]] = (),
                 error: bool = False) -> bytes:
-    """One Span message's bytes; `attributes` are encoded KeyValue fields under ATTRIBUTES
-    (`key_values`, `encoder`)."""
+    """One Span message, as the ScopeSpans.spans field (2) `encode_request` takes a run of;
+    `attributes` are encoded KeyValue fields under ATTRIBUTES (`key_values`, `encoder`)."""
     head = _NAMES.get((name, kind))
     if head is None:  # a run has few span names (its models, agents, tools)
         if len(_NAMES) >= _MEMO_SIZE:
@@ -155,7 +155,8 @@ def encode_span(*, trace_id: bytes, span_id: bytes, parent_id: bytes | None, nam
             b"\x12", event_name.encode()) + key_values(event_attributes, b"\x1a")))
     if error:
         parts.append(_STATUS_ERROR)
-    return b"".join(parts)
+    span = b"".join(parts)
+    return b"\x12" + _varint(len(span)) + span
 
 
 _NAMES: dict[tuple[str, int], bytes] = {}  # a span's name (5) and kind (6), encoded
@@ -163,10 +164,10 @@ _NAMES: dict[tuple[str, int], bytes] = {}  # a span's name (5) and kind (6), enc
 
 def encode_request(resource: bytes, scope: bytes, schema_url: str,
                    spans: Iterable[bytes]) -> bytes:
-    """An ExportTraceServiceRequest: one ResourceSpans holding one ScopeSpans of `spans`;
-    `resource` and `scope` are encoded Resource and InstrumentationScope messages."""
-    scope_spans = field(b"\x0a", scope) + b"".join(field(b"\x12", span) for span in spans) \
-        + field(b"\x1a", schema_url.encode())
+    """An ExportTraceServiceRequest: one ResourceSpans holding one ScopeSpans of `spans`
+    (`encode_span`'s, any number in each item); `resource` and `scope` are encoded Resource
+    and InstrumentationScope messages."""
+    scope_spans = field(b"\x0a", scope) + b"".join(spans) + field(b"\x1a", schema_url.encode())
     resource_spans = field(b"\x0a", resource) + field(b"\x12", scope_spans) \
         + field(b"\x1a", schema_url.encode())
     return field(b"\x0a", resource_spans)
