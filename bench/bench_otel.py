@@ -4,9 +4,9 @@ so the collector's own work is not counted); and what the [otel] extra costs a p
 does not use it: `pytest --co` of a small unrelated project with the plugin on and off, and
 whether any opentelemetry module was imported (it must not be).
 
-Runs interleaved (load on the machine hits both settings alike), min of N runs each: wall time
-and the CPU time of the whole process tree (getrusage(RUSAGE_CHILDREN)); the cost per episode is
-the difference over the episodes run, against the run's own CPU time per episode.
+Runs interleaved (load on the machine hits both settings alike), the median of N runs each:
+wall time and the CPU time of the whole process tree (getrusage(RUSAGE_CHILDREN)); the cost per
+episode is the difference over the episodes run, against the run's own CPU time per episode.
 
     python bench/bench_otel.py [--runs 5] [--sample 10]
 """
@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import os
 import resource
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -87,11 +88,13 @@ def main() -> None:
         for _ in range(args.runs):
             for name, extra in (("off", []), ("on", ["--resili-otel"])):
                 times[name].append(_timed([*run, *extra], ROOT, env))
-        off_wall = min(w for w, _ in times["off"])
-        on_wall = min(w for w, _ in times["on"])
-        off_cpu = min(c for _, c in times["off"])
-        on_cpu = min(c for _, c in times["on"])
-        print(f"--resili-otel, builtin:adaptive, {n} episodes, -n 0, min of {args.runs} runs:")
+        median = statistics.median
+        off_wall = median(w for w, _ in times["off"])
+        on_wall = median(w for w, _ in times["on"])
+        off_cpu = median(c for _, c in times["off"])
+        on_cpu = median(c for _, c in times["on"])
+        print(f"--resili-otel, builtin:adaptive, {n} episodes, -n 0, median of {args.runs} "
+              "runs:")
         print(f"  wall  off {off_wall:.2f} s  on {on_wall:.2f} s  "
               f"+{(on_wall - off_wall) / n * 1e6:.0f} us/episode "
               f"({(on_wall - off_wall) / off_wall:+.1%} of the run)")

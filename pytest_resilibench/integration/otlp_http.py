@@ -79,9 +79,10 @@ class OtlpSender:
         # InstrumentationScope: name (1), version (2)
         self._scope = field(b"\x0a", scope.encode()) + field(b"\x12", version.encode())
         self._schema_url = schema_url
-        self._pending: list[bytes] = []
+        self._pending: list[bytes] = []  # encoded spans, an episode's in each item
+        self._count = 0  # spans pending
         self._last = time.monotonic()
-        self._queue: queue.Queue[list[bytes] | None] = queue.Queue()
+        self._queue: queue.Queue[tuple[list[bytes], int] | None] = queue.Queue()
         self._connection: http.client.HTTPConnection | None = None
         self.sent = 0
         self.lost = 0
@@ -90,19 +91,23 @@ class OtlpSender:
                                         daemon=True)
         self._thread.start()
 
-    def add(self, spans: list[bytes]) -> None:
-        self._pending += spans
+    def add(self, spans: bytes, count: int) -> None:
+        """`count` spans encoded together (otlp_wire.encode_span's, joined)."""
+        self._pending.append(spans)
+        self._count += count
         now = time.monotonic()
-        if len(self._pending) >= BATCH_SPANS or now - self._last >= BATCH_SECONDS:
-            self._queue.put(self._pending)
-            self._pending = []
+        if self._count >= BATCH_SPANS or now - self._last >= BATCH_SECONDS:
+            self._flush()
             self._last = now
+
+    def _flush(self) -> None:
+        self._queue.put((self._pending, self._count))
+        self._pending, self._count = [], 0
 
     def close(self, timeout_s: float = 60.0) -> str | None:
         """Send what waits, stop the thread; a line saying what was lost, else None."""
         if self._pending:
-            self._queue.put(self._pending)
-            self._pending = []
+            self._flush()
         self._queue.put(None)
         self._thread.join(timeout_s)
         if self._thread.is_alive():
@@ -114,12 +119,13 @@ class OtlpSender:
         return None
 
     def _send_all(self) -> None:
-        while (spans := self._queue.get()) is not None:
+        while (batch := self._queue.get()) is not None:
+            spans, count = batch
             body = encode_request(self._resource, self._scope, self._schema_url, spans)
             if self._post(body):
-                self.sent += len(spans)
+                self.sent += count
             else:
-                self.lost += len(spans)
+                self.lost += count
         if self._connection is not None:
             self._connection.close()
 

@@ -328,6 +328,11 @@ def _realistic(task: Task, registry: ToolRegistry, faults: str) -> TaskFaults:
 # kept and the loop pays one test a turn.
 TURN_TRACE = "_turn_trace"
 _tracing = False
+# What a tool span reads of a call's entry: its scalars, not its arguments and output (a
+# helper's record crosses its pipe with the trajectory packed apart, record.py: the trace
+# holding whole entries pickled them twice, and the parent unpickled them).
+_SPAN_FIELDS = ("tool", "call_index", "ok", "error_code", "latency_s", "clock_s",
+                "success_probability", "deterministic", "event", "deviations", "turn")
 
 
 def trace_turns(on: bool) -> None:
@@ -350,8 +355,8 @@ class TurnKeeper:
         self.over = False
         record.messages.extend(dict(m) for m in prompt.messages)
         # ("start", ns), then ("reply", ns, usage, raw, tool calls) and ("call", start ns,
-        # end ns, the call's entry in `record.calls`): the spans need no trajectory
-        # (a helper's record keeps it packed: record.py)
+        # end ns, the call's index in `record.calls`, its entry's `_SPAN_FIELDS`): the spans
+        # need no trajectory (a helper's record keeps it packed: record.py)
         self.trace: list[tuple[Any, ...]] | None = None
         if _tracing:
             self.trace = record.__dict__[TURN_TRACE] = [("start", time.time_ns())]
@@ -397,7 +402,8 @@ class TurnKeeper:
             entry = result.to_json()  # a new dict: the turn goes in without another copy
             entry["turn"] = turns.used
             if self.trace is not None:
-                self.trace.append(("call", started, time.time_ns(), entry))
+                self.trace.append(("call", started, time.time_ns(), len(record.calls),
+                                   {k: entry[k] for k in _SPAN_FIELDS if k in entry}))
             record.calls.append(entry)
             record.tool_calls += 1
             turns.note_call(_call_key(call.name, call.arguments), result)
