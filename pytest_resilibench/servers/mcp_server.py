@@ -215,7 +215,11 @@ def build_server(episodes: Simulator | EpisodeTable | None = None, *,
     """A low-level MCP server whose tools are the registry's, with our own schemas. Given a
     `Simulator`, calls that name no episode go to it; given nothing, every call must."""
     table = episodes if isinstance(episodes, EpisodeTable) else EpisodeTable(default=episodes)
-    tools = [types.Tool.model_validate(d) for d in table.registry.to_mcp()]
+    # A one-task server says its task's data-flow rule in the schemas (registry.py
+    # `EXPLICIT_FLOW`); a many-episode one lists the tools once, as the inferred flow words
+    # them, and each episode's prompt says its own rule.
+    flow = table.default.data_flow if table.default is not None else "inferred"
+    tools = [types.Tool.model_validate(d) for d in table.registry.to_mcp(data_flow=flow)]
 
     async def list_tools(_ctx: Any, _params: Any) -> types.ListToolsResult:
         return types.ListToolsResult(tools=tools)

@@ -20,7 +20,7 @@ from jsonschema import Draft202012Validator
 from mcp import Client, MCPError, StdioServerParameters
 
 from pytest_resilibench.cli import main as cli_main
-from pytest_resilibench.core.registry import default_registry
+from pytest_resilibench.core.registry import EXPLICIT_FLOW, default_registry
 from pytest_resilibench.core.simulator import Simulator
 from pytest_resilibench.core.tasks import Task
 from pytest_resilibench.servers.live.server import LOOPBACK, LoopbackServer
@@ -104,6 +104,21 @@ def test_lists_the_registry_tools_with_our_schemas() -> None:
             assert tool.output_schema == registry[tool.name].returns
 
     asyncio.run(run())
+
+
+def test_a_one_task_server_words_its_task_s_data_flow() -> None:
+    """Issue 50: serving one task of the explicit data flow, the `source` and `format`
+    parameters say what an omitted one reads (registry.py `EXPLICIT_FLOW`)."""
+    explicit = dataclasses.replace(TASK, data_flow="explicit")
+
+    async def sources(task: Task) -> set[str]:
+        async with Client(build_server(task_simulator(task, seed=SEED))) as client:
+            listing = await client.list_tools()
+        return {t.input_schema["properties"]["source"]["description"] for t in listing.tools
+                if "source" in t.input_schema["properties"]}
+
+    assert asyncio.run(sources(explicit)) == {EXPLICIT_FLOW["source"]}
+    assert EXPLICIT_FLOW["source"] not in asyncio.run(sources(TASK))
 
 
 def test_in_process_results_are_the_simulators_with_outputs_and_coded_errors() -> None:
