@@ -7,10 +7,12 @@ plan from the genuine one, and does a surface repair win back what a flaw costs?
    (the advantage; a rule with FP <= 5% is usable at that threshold as it stands). Per flaw:
    the best rule's advantage, and that of the OR of every rule that never fires on a
    genuine plan of the sample.
-2. A plan copier (`builtin:follower`) and the surface-repair agent (the same copier after
-   "keep only Inputs keys, set them to the Inputs values, drop repeated tools") run the
-   optimal and each flawed variant (one severity): full-success rates, the flaw's drop for
-   the copier and the share of it the repair recovers.
+2. A plan copier (`builtin:follower`), the surface-repair agent (the same copier after
+   "set Inputs keys to the Inputs values, drop repeated tools") and issue 50's meaning-free
+   repair (that, then drop every `source` and non-required `format`, and put the steps in
+   the order the text shows their values) run the optimal and each flawed variant (one
+   severity): full-success rates, the flaw's drop for the copier and the share of it each
+   repair recovers.
 
 Run:  python bench/bench_flaw_leaks.py [--tasks 600] [--episode-tasks 300] [--repeats 2]
 """
@@ -28,6 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "unit"))
 
 from surface_adversary import (
     FP_LIMIT,
+    MeaningFreeRepairAgent,
     SurfaceRepairAgent,
     advantage_at_limit,
     best_combinations,
@@ -90,15 +93,22 @@ def print_recovery(tasks: list[Task], severity: str, repeats: int, seed: int) ->
     copier = asyncio.run(_full_rates(make_agent("builtin:follower"), tasks, variants, repeats,
                                      seed))
     repair = asyncio.run(_full_rates(SurfaceRepairAgent(), tasks, variants, repeats, seed))
-    print(f"\nPlan copier vs surface repair, {len(tasks)} tasks x {repeats} repeats, {severity}:")
-    print(f"{'variant':34} {'copier':>7} {'drop':>7} {'repair':>7} {'recovered':>10}")
+    free = asyncio.run(_full_rates(MeaningFreeRepairAgent(), tasks, variants, repeats, seed))
+    print(f"\nPlan copier vs surface repair and issue 50's meaning-free repair (drop source and "
+          f"non-required format, dedupe, reorder by text), {len(tasks)} tasks x {repeats} "
+          f"repeats, {severity}:")
+    print(f"{'variant':34} {'copier':>7} {'drop':>7} {'repair':>7} {'recovered':>10} "
+          f"{'free':>7} {'recovered':>10}")
     best = copier["optimal"]
     for variant in variants:
         label = variant.label
         drop = best - copier[label]
-        share = (repair[label] - copier[label]) / drop if drop > 0 else float("nan")
-        print(f"{label:34} {copier[label]:7.3f} {100 * drop:+7.1f} {repair[label]:7.3f} "
-              f"{'' if variant.kind == 'optimal' else f'{share:10.1%}'}")
+        cells = []
+        for rates in (repair, free):
+            share = (rates[label] - copier[label]) / drop if drop > 0 else float("nan")
+            cells.append(f"{rates[label]:7.3f} "
+                         f"{'' if variant.kind == 'optimal' else f'{share:10.1%}':>10}")
+        print(f"{label:34} {copier[label]:7.3f} {100 * drop:+7.1f} " + " ".join(cells))
 
 
 def main() -> None:

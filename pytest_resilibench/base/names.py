@@ -13,6 +13,7 @@ from typing import Literal
 __all__ = [
     "APIS",
     "COMPLETION_SIGNAL",
+    "DATA_FLOWS",
     "DEFAULT_CONCURRENCY",
     "DIFFICULTIES",
     "ENVIRONMENTS",
@@ -29,6 +30,7 @@ __all__ = [
     "TASK_TYPES",
     "TOOL_MODES",
     "VARIANT_KINDS",
+    "DataFlow",
     "Env",
     "FaultProfile",
     "ModelLimit",
@@ -105,3 +107,10 @@ REPEAT_HEADER = "x-resilibench-repeat"
 # Tool parameters that carry data flow (an earlier output and its format) rather than a
 # task-bound value: no check of a task's inputs applies to them.
 FLOW_PARAMS = frozenset({"source", "format"})
+# What a call's data-flow arguments mean (docs/BENCHMARK.md: Simulator; issue 50). `inferred`
+# (the paper's environment): a call that names no `source` reads the output the task's flow
+# needs, and one that names no `format` reads its data as they are. `explicit` (the default
+# task set's): the call's arguments are its data flow, as with a real tool: no `source` reads
+# the latest output of any tool, no `format` reads the data as json.
+DataFlow = Literal["inferred", "explicit"]
+DATA_FLOWS: tuple[DataFlow, ...] = ("inferred", "explicit")

@@ -3,7 +3,8 @@ frozen data.
 
 Conventions that the simulator relies on:
 - every tool but the sources and utilities takes an optional `source`: the `ref` of an earlier
-  output (default: the latest output of a tool it depends on);
+  output (default: the latest output of a tool it depends on; under the explicit data flow,
+  the latest output of any tool, and an omitted `format` reads json: simulator.py);
 - `format`, where a tool takes it, must equal the format of the data it consumes;
 - parameters whose name is a task input (`path`, `url`, `destination`, ...) must carry the task's
   value: the simulator answers anything else with INVALID_INPUT.

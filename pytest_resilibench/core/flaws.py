@@ -1115,10 +1115,16 @@ def _restate_flow(plan: _Plan) -> None:
                 arguments["source"] = producer
             plan.steps[i] = replace(step, arguments=dict(sorted(arguments.items())))
         latest[spec.name] = i
+    explicit = plan.task.data_flow == "explicit"
     for i, (step, data) in enumerate(zip(list(plan.steps), plan.flow(), strict=True)):
         spec = registry.get(step.tool)
-        if (spec is not None and step.arguments.get("format", data.consumed) != data.consumed
-                and "format" not in spec.required_parameters):
+        if spec is None or "format" in spec.required_parameters:
+            continue
+        # Under the explicit data flow a genuine step names the format of data that are not
+        # json wherever its tool takes one (plan_extras.py): so does a swapped-in step.
+        unstated = (explicit and "format" not in step.arguments and data.consumed != "json"
+                    and "format" in _properties(spec))
+        if step.arguments.get("format", data.consumed) != data.consumed or unstated:
             plan.steps[i] = replace(step, arguments={**step.arguments, "format": data.consumed})
 
 

@@ -10,10 +10,14 @@ recipient's address calls for, the HTTP `method` of a fetch, the file `encoding`
 
 Every extra is exactly what the simulator does anyway when the step runs in the plan's order
 (the data flow of `ToolRegistry.default_source`, the format that data has), so it is accepted
-and changes no outcome: a plan copier scores the same with or without them. Which optional
-extras a step shows is a deterministic draw per (task, step), so plans differ in form as
-genuine plans written by people do. A pure function of the task and its reference workflow:
-it works for any task set, with no fixture regenerated.
+and changes no outcome under the inferred data flow (the paper's set): a plan copier scores
+the same with or without them. Under the explicit data flow (the default set, base/names.py
+`DataFlow`) the `source` and `format` are what make the step read the right data: a genuine
+plan names its format wherever the tool takes one and the data are not json, and a copier
+that drops them reads the latest output as json (tests/unit/test_arguments_matter.py).
+Which optional extras a step shows is a deterministic draw per (task, step), so plans
+differ in form as genuine plans written by people do. A pure function of the task and its
+reference workflow: it works for any task set, with no fixture regenerated.
 """
 
 from __future__ import annotations
@@ -68,6 +72,7 @@ def genuine_workflow(task: Task, workflow: Workflow, registry: ToolRegistry) -> 
     if found is not None and found[0] is registry and found[1] is workflow:
         return found[2]
     required = task.required_tools
+    explicit = task.data_flow == "explicit"
     data_format = str(task.inputs.get("format", "json"))
     latest: dict[str, int] = {}
     produced: dict[str, str] = {}
@@ -88,7 +93,12 @@ def genuine_workflow(task: Task, workflow: Workflow, registry: ToolRegistry) -> 
         settled = producer is None or producer in required
         if producer is not None and producer in required and "source" in props:
             extras["source"] = producer
-        if settled and "format" in props and draws.random() < _SHOWN:
+        # Under the explicit data flow a step left without its format reads json
+        # (simulator.py): a genuine plan names it wherever its data are not json, and where
+        # they are, as often as under the inferred flow (so its absence marks no edit). The
+        # draw is made where it always was: the inferred flow's plans stay as they were.
+        if settled and "format" in props and (draws.random() < _SHOWN
+                                              or (explicit and consumed != "json")):
             extras["format"] = consumed
         for key, value in implied_options(spec.name, consumed, task.inputs).items():
             if key in props and key not in task.inputs and draws.random() < _SHOWN:

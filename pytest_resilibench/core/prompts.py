@@ -30,6 +30,7 @@ from pytest_resilibench.base.names import (
     SEVERITIES,
     TOOL_MODES,
     VARIANT_KINDS,
+    DataFlow,
 )
 from pytest_resilibench.base.plainkey import is_flat
 from pytest_resilibench.core.flaws import inject_flaw
@@ -310,6 +311,14 @@ _RULES = (
     "A tool's output has a `ref`; pass it as `source` to a later tool to consume that output "
     "(by default a tool consumes the latest output of the step it depends on).\n"
 )
+# The explicit data flow's rule (base/names.py `DataFlow`) in place of the default above: an
+# agent is told it, here and in the parameters' own words (registry.py `EXPLICIT_FLOW`).
+_INFERRED_DEFAULT = "(by default a tool consumes the latest output of the step it depends on)"
+_EXPLICIT_DEFAULT = (
+    "(or a tool's name, for its latest output). A call that names no `source` consumes the "
+    "latest output of any tool, whichever tool made it, and a tool that takes `format` reads "
+    "its input as json unless the call names the input's format")
+assert _INFERRED_DEFAULT in _RULES
 _TEXT_CALLS = (
     "To call a tool, reply with exactly one call in this form:\n"
     '<tool_call>{"name": "TOOL_NAME", "arguments": {...}}</tool_call>\n'
@@ -322,27 +331,29 @@ _COT = (
 )
 
 
-@lru_cache(maxsize=len(TOOL_MODES))
-def _default_system(tool_mode: str) -> str:
-    return _render_system(tool_mode, default_registry())
+@lru_cache(maxsize=2 * len(TOOL_MODES))
+def _default_system(tool_mode: str, data_flow: DataFlow) -> str:
+    return _render_system(tool_mode, default_registry(), data_flow)
 
 
-@lru_cache(maxsize=1)
-def _default_tools() -> tuple[dict[str, Any], ...]:
+@lru_cache(maxsize=2)
+def _default_tools(data_flow: DataFlow) -> tuple[dict[str, Any], ...]:
     """The native `tools` of the default registry, built once (0.5 ms a time): every prompt
     gets its own list of the same entries, which no one modifies."""
-    return tuple(default_registry().to_openai())
+    return tuple(default_registry().to_openai(data_flow=data_flow))
 
 
-def _render_system(tool_mode: str, registry: ToolRegistry) -> str:
+def _render_system(tool_mode: str, registry: ToolRegistry, data_flow: DataFlow) -> str:
+    rules = _RULES if data_flow == "inferred" else \
+        _RULES.replace(_INFERRED_DEFAULT, _EXPLICIT_DEFAULT)
     if tool_mode == "native":
-        return _RULES + _NATIVE_CALLS
+        return rules + _NATIVE_CALLS
     tools = "\n".join(
         f"- {spec.name}: {spec.description} Parameters: "
-        f"{json.dumps(spec.to_openai()['function']['parameters'], sort_keys=True)}"
+        f"{json.dumps(spec.shown_parameters(data_flow), sort_keys=True)}"
         for spec in registry
     )
-    return _RULES + _TEXT_CALLS + "\nAvailable tools:\n" + tools
+    return rules + _TEXT_CALLS + "\nAvailable tools:\n" + tools
 
 
 def _header(task: Task, max_turns: int = _PAPER_TURNS) -> str:
@@ -405,10 +416,11 @@ def render_prompt(
     if max_turns < 1:
         raise ValueError(f"max_turns must be >= 1, got {max_turns}")
     registry = registry or default_registry()
+    data_flow = task.flow_under(faults)
     if registry is default_registry():
-        system = _default_system(tool_mode)
+        system = _default_system(tool_mode, data_flow)
     else:
-        system = _render_system(tool_mode, registry)
+        system = _render_system(tool_mode, registry, data_flow)
     plan, record = plan_for(task, variant, registry, faults)
     messages = [
         {"role": "system", "content": system},
@@ -417,6 +429,6 @@ def render_prompt(
     ]
     tools = None
     if tool_mode == "native":
-        tools = (list(_default_tools()) if registry is default_registry()
-                 else registry.to_openai())
+        tools = (list(_default_tools(data_flow)) if registry is default_registry()
+                 else registry.to_openai(data_flow=data_flow))
     return Prompt(messages=messages, tools=tools, plan=plan, flaw_record=record)

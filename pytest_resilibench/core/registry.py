@@ -13,6 +13,8 @@ from enum import Enum
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from pytest_resilibench.base.names import DataFlow
+
 if TYPE_CHECKING:  # loaded on first validation: pytest start-up must not pay for it
     from jsonschema import Draft202012Validator
     from jsonschema.exceptions import ValidationError
@@ -20,6 +22,7 @@ if TYPE_CHECKING:  # loaded on first validation: pytest start-up must not pay fo
 __all__ = [
     "COMMON_ERRORS",
     "DATA_FORMATS",
+    "EXPLICIT_FLOW",
     "FILE_EXTENSIONS",
     "Role",
     "ToolRegistry",
@@ -34,6 +37,17 @@ DATA_FORMATS = ("csv", "json", "xml", "yaml", "text", "binary")
 # The file name extension of data in each format (task paths and destinations end with it).
 FILE_EXTENSIONS = {"csv": "csv", "json": "json", "xml": "xml", "yaml": "yaml", "text": "txt",
                    "binary": "gz"}
+
+
+# What the data-flow parameters say under the explicit data flow (base/names.py `DataFlow`,
+# issue 50), in place of the catalog's words: the rule an agent must learn is told where it
+# reads the parameter (docs/BENCHMARK.md: Simulator).
+EXPLICIT_FLOW = {
+    "source": "ref of an earlier output to consume, or a tool's name for its latest output; "
+              "an omitted source reads the latest output of any tool, whichever tool made it",
+    "format": "format of the input data; omitted, the input is read as json (data in another "
+              "format are refused)",
+}
 
 
 class Role(str, Enum):
@@ -114,23 +128,33 @@ class ToolSpec:
             return str(arguments.get(self.output_format.removeprefix("param:"), consumed))
         return self.output_format
 
-    def to_openai(self) -> dict[str, Any]:
+    def shown_parameters(self, data_flow: DataFlow = "inferred") -> dict[str, Any]:
+        """The parameter schema as an agent is shown it: under the explicit data flow the
+        data-flow parameters say what an omitted one reads (`EXPLICIT_FLOW`)."""
+        parameters: dict[str, Any] = _plain(self.parameters)
+        if data_flow == "explicit":
+            for name, props in parameters.get("properties", {}).items():
+                if name in EXPLICIT_FLOW:
+                    props["description"] = EXPLICIT_FLOW[name]
+        return parameters
+
+    def to_openai(self, data_flow: DataFlow = "inferred") -> dict[str, Any]:
         """The OpenAI function-calling `tools` entry."""
         return {
             "type": "function",
             "function": {
                 "name": self.name,
                 "description": self.description,
-                "parameters": _plain(self.parameters),
+                "parameters": self.shown_parameters(data_flow),
             },
         }
 
-    def to_mcp(self) -> dict[str, Any]:
+    def to_mcp(self, data_flow: DataFlow = "inferred") -> dict[str, Any]:
         """The MCP tool definition (`name`, `description`, `inputSchema`, `outputSchema`)."""
         return {
             "name": self.name,
             "description": self.description,
-            "inputSchema": _plain(self.parameters),
+            "inputSchema": self.shown_parameters(data_flow),
             "outputSchema": _plain(self.returns),
         }
 
@@ -354,11 +378,13 @@ class ToolRegistry:
             add(name)
         return tuple(out)
 
-    def to_openai(self, names: Iterable[str] | None = None) -> list[dict[str, Any]]:
-        return [self._by_name[n].to_openai() for n in (names or self.names)]
+    def to_openai(self, names: Iterable[str] | None = None, *,
+                  data_flow: DataFlow = "inferred") -> list[dict[str, Any]]:
+        return [self._by_name[n].to_openai(data_flow) for n in (names or self.names)]
 
-    def to_mcp(self, names: Iterable[str] | None = None) -> list[dict[str, Any]]:
-        return [self._by_name[n].to_mcp() for n in (names or self.names)]
+    def to_mcp(self, names: Iterable[str] | None = None, *,
+               data_flow: DataFlow = "inferred") -> list[dict[str, Any]]:
+        return [self._by_name[n].to_mcp(data_flow) for n in (names or self.names)]
 
     def to_json(self) -> list[dict[str, Any]]:
         return [t.to_json() for t in self.tools]

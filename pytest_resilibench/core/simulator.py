@@ -13,6 +13,15 @@ value (a destination, a function, a condition) says what to make, not where to f
 value is accepted, as a real tool would, and the result records it in `deviations` (never shown
 to the agent). The output condition (scoring.py) wants a deliverable without deviations.
 
+What a call names no `source` or `format` for is the data flow's (`data_flow`, issue 50):
+`inferred` (the paper's set) reads the output the task's flow needs
+(`ToolRegistry.default_source`) as it is; `explicit` (the default set) does what a real
+pipeline tool does: no `source` reads the latest output of any tool, whichever made it (in a
+flow that branches or interleaves, the wrong data: scoring's lineage check fails the
+deliverable), and no `format` reads the data as json (data in another format are refused
+truthfully, INVALID_INPUT). Every option a task states is a required parameter of its step's
+tool, so a call that leaves one out is refused by the schema under both.
+
 The n-th call of tool t in episode (seed, task, repeat) succeeds iff
 `outcome_draw(key, t, n) < p`; its error code, latency and output are keyed the same way.
 
@@ -32,7 +41,7 @@ from functools import lru_cache
 from statistics import NormalDist
 from typing import Any
 
-from pytest_resilibench.base.names import FLOW_PARAMS
+from pytest_resilibench.base.names import DATA_FLOWS, FLOW_PARAMS, DataFlow
 from pytest_resilibench.base.rng import DrawStream
 from pytest_resilibench.core import faults as _faults
 from pytest_resilibench.core.registry import DATA_FORMATS, Role, ToolRegistry, ToolSpec
@@ -177,10 +186,15 @@ class Simulator:
     base_success: float = DEFAULT_BASE_SUCCESS
     # The realistic profile's view of the task; None: the paper's profile.
     faults: _faults.TaskFaults | None = None
+    # What a call that names no `source` or `format` reads (module docstring).
+    data_flow: DataFlow = "inferred"
 
     def __post_init__(self) -> None:
         if not 0.0 < self.base_success <= 1.0:
             raise ValueError(f"base_success must be in (0, 1], got {self.base_success}")
+        if self.data_flow not in DATA_FLOWS:
+            raise ValueError(f"data_flow must be one of {DATA_FLOWS}, got {self.data_flow!r}")
+        self._explicit = self.data_flow == "explicit"
         self.task_tools = tuple(self.task_tools)
         self.data_format: str = str(self.inputs.get("format", "json"))
         if self.data_format not in DATA_FORMATS:
@@ -364,16 +378,24 @@ class Simulator:
         elif spec.reads_input:
             consumed = self._default_input(spec.name)
         fmt = arguments.get("format")
+        actual = consumed.format if consumed is not None else self.data_format
         if fmt is not None:
-            actual = consumed.format if consumed is not None else self.data_format
             if fmt != actual:
                 return (f"format {fmt!r} does not match the input data, which is {actual}",
                         None, ())
+        elif self._explicit and actual != "json" and "format" in spec.parameters["properties"]:
+            # A real parser given no format assumes its default and fails on other data; it
+            # cannot say what the data are.
+            return ("could not parse the input as json (the format assumed when none is "
+                    "named); name its format", None, ())
         return None, consumed, tuple(deviations)
 
     def _default_input(self, tool: str) -> _Data | None:
-        """The latest output of a data dependency, else of a prerequisite, else the latest
-        output of any tool (`ToolRegistry.default_source`)."""
+        """What a call that names no `source` reads. Explicit data flow: the latest output of
+        any tool. Inferred: the latest output of a data dependency, else of a prerequisite,
+        else the latest output of any tool (`ToolRegistry.default_source`)."""
+        if self._explicit:
+            return next(reversed(self._data.values()), None)
         latest = {t: d.order for t, d in self._latest_by_tool.items()}
         producer = self.registry.default_source(tool, self.task_tools, latest)
         return None if producer is None else self._latest_by_tool[producer]

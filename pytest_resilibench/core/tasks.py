@@ -26,7 +26,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from pytest_resilibench.base.names import DIFFICULTIES, TASK_TYPES
+from pytest_resilibench.base.names import DIFFICULTIES, TASK_TYPES, DataFlow
 from pytest_resilibench.core.fixture_files import FixtureError, read_manifest_bytes, verified_bytes
 from pytest_resilibench.core.task_set_schemas import TASK_SCHEMA
 from pytest_resilibench.core.workflow import PlanStep, Workflow
@@ -42,6 +42,7 @@ __all__ = [
     "FixtureError",
     "Task",
     "TaskSet",
+    "data_flow_of",
     "find_task",
     "load_tasks",
     "task_set_dir",
@@ -98,11 +99,19 @@ class Task:
     optimal: Workflow | None = None
     # Success bounds and solver figures for this task: e.g. {"dp": 0.71, "naive": 0.64}.
     bounds: Mapping[str, float] = field(default_factory=dict)
+    # What a call's data-flow arguments mean in its set's environment (base/names.py
+    # `DataFlow`): the set's, from its manifest (`data_flow_of`), not part of `to_json`.
+    data_flow: DataFlow = "inferred"
 
     @property
     def shown_inputs(self) -> dict[str, Any]:
         """The inputs the prompt's Inputs block shows: all but those stated in words."""
         return {k: v for k, v in self.inputs.items() if k not in self.worded}
+
+    def flow_under(self, faults: str) -> DataFlow:
+        """The data flow of an episode of this task under a fault profile: the realistic
+        profile's plans and stand-ins name no data flow, so it keeps the inferred one."""
+        return self.data_flow if faults == "paper" else "inferred"
 
     @property
     def output_tool(self) -> str:
@@ -139,9 +148,10 @@ class Task:
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any], *, optimal: Workflow | None = None,
-                  bounds: Mapping[str, float] | None = None) -> Task:
+                  bounds: Mapping[str, float] | None = None,
+                  data_flow: DataFlow = "inferred") -> Task:
         """The task of its JSON, with the reference workflow and bounds the solver wrote
-        for it (a separate fixture file, `WORKFLOWS_FILE`)."""
+        for it (a separate fixture file, `WORKFLOWS_FILE`) and its set's data flow."""
         return cls(
             id=data["id"],
             type=data["type"],
@@ -155,6 +165,7 @@ class Task:
             worded=tuple(data.get("worded", ())),
             optimal=optimal,
             bounds={} if bounds is None else bounds,
+            data_flow=data_flow,
         )
 
 
@@ -190,6 +201,17 @@ class TaskSet:
 
 TASKS_FILE = "tasks.jsonl.gz"
 WORKFLOWS_FILE = "workflows.jsonl.gz"
+
+
+def data_flow_of(manifest: Mapping[str, Any]) -> DataFlow:
+    """The data flow of a set's environment: explicit for a set of the grammar of data flows
+    (the default set and any `resilibench generate` writes with it: their genuine plans
+    name every step's data flow, plan_extras.py), inferred for any other (the paper's set,
+    frozen with its tables: docs/REPRODUCTION.md). Read from what the manifest already
+    records, so no shipped file changes."""
+    generator = manifest.get("generator") if isinstance(manifest, Mapping) else None
+    grammar = generator.get("grammar") if isinstance(generator, Mapping) else None
+    return "explicit" if grammar == "flows" else "inferred"
 
 
 Row = tuple[int, dict[str, Any]]  # a JSON-lines record and its 1-based line number
@@ -233,7 +255,7 @@ def _rows_one_by_one(path: Path, numbered: list[tuple[int, str]]) -> list[Row]:
 
 
 def _task_of(row: dict[str, Any], number: int, directory: Path,
-             solved: Mapping[str, Any] | None) -> Task:
+             solved: Mapping[str, Any] | None, data_flow: DataFlow) -> Task:
     """The task of row `number` of the tasks file, with its reference workflow from `solved`
     (its row of the workflows file), built once. The rows were checked (`task_set_check.py`):
     a failure here is a last guard, not the message a user should see."""
@@ -246,7 +268,7 @@ def _task_of(row: dict[str, Any], number: int, directory: Path,
             raise FixtureError(f"{directory / WORKFLOWS_FILE}: the workflow of {row.get('id')} "
                                f"is malformed ({type(exc).__name__}: {exc})") from None
     try:
-        return Task.from_json(row, optimal=optimal, bounds=bounds)
+        return Task.from_json(row, optimal=optimal, bounds=bounds, data_flow=data_flow)
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise FixtureError(f"{directory / TASKS_FILE}, line {number}: not a task "
                            f"({type(exc).__name__}: {exc})") from None
@@ -279,7 +301,9 @@ def load_tasks(directory: Path = FIXTURES_DIR, *, require_workflows: bool = True
                    workflows=workflow_rows, complete=require_workflows)
     solved = (None if workflow_rows is None
               else {row["task_id"]: row for _, row in workflow_rows})
-    tasks = [_task_of(row, number, directory, None if solved is None else solved[row["id"]])
+    flow = data_flow_of(manifest)
+    tasks = [_task_of(row, number, directory, None if solved is None else solved[row["id"]],
+                      flow)
              for number, row in rows]
     return TaskSet(tuple(sorted(tasks, key=lambda t: t.id)), manifest)
 

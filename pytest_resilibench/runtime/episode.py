@@ -291,7 +291,8 @@ async def run_episode(
         if environment is None:
             environment = SimulatedEnvironment(Simulator(
                 registry, EpisodeKey(seed, task.id, repeat), task_tools=task.required_tools,
-                inputs=task.inputs, base_success=base_success, faults=profile))
+                inputs=task.inputs, base_success=base_success, faults=profile,
+                data_flow=task.flow_under(faults)))
         keeper = TurnKeeper(record, prompt, environment)
         await _play(keeper, prompt, agent, task=task, variant=variant, repeat=repeat,
                     base_success=base_success, registry=registry, limits=limits)

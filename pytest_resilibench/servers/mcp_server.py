@@ -48,6 +48,7 @@ from mcp.server.lowlevel import Server
 from mcp.server.stdio import stdio_server
 
 from pytest_resilibench import __version__
+from pytest_resilibench.base.names import DATA_FLOWS
 from pytest_resilibench.core.faults import FAULT_PROFILES, task_faults
 from pytest_resilibench.core.registry import ToolRegistry, default_registry
 from pytest_resilibench.core.simulator import (
@@ -102,7 +103,7 @@ class ServedEpisode:
     def to_meta(self) -> dict[str, Any]:
         return {"id": self.id, "seed": self.seed, "repeat": self.repeat,
                 "base_success": self.base_success, "faults": self.faults,
-                "task": self.task.to_json()}
+                "task": self.task.to_json(), "data_flow": self.task.data_flow}
 
     @classmethod
     def from_meta(cls, meta: Any) -> ServedEpisode:
@@ -117,8 +118,13 @@ class ServedEpisode:
                 raise ValueError(f"_meta[{EPISODE_META_KEY!r}].{name} is missing or malformed")
         if meta["faults"] not in FAULT_PROFILES:
             raise ValueError(f"unknown fault profile {meta['faults']!r}")
+        # Its set's, which the task's JSON does not hold (tasks.py `data_flow_of`); a client
+        # that sends none (before issue 50) meant the inferred one.
+        data_flow = meta.get("data_flow", "inferred")
+        if data_flow not in DATA_FLOWS:
+            raise ValueError(f"unknown data flow {data_flow!r}")
         try:
-            task = Task.from_json(meta["task"])
+            task = Task.from_json(meta["task"], data_flow=data_flow)
         except (AttributeError, KeyError, TypeError, ValueError) as exc:
             raise ValueError(f"_meta[{EPISODE_META_KEY!r}].task is not a task: {exc!r}") from None
         return cls(id=meta["id"], task=task, seed=meta["seed"], repeat=meta["repeat"],
@@ -129,7 +135,8 @@ class ServedEpisode:
         profile = None if self.faults == "paper" else task_faults(task, registry)
         return Simulator(registry, EpisodeKey(self.seed, task.id, self.repeat),
                          task_tools=task.required_tools, inputs=task.inputs,
-                         base_success=self.base_success, faults=profile)
+                         base_success=self.base_success, faults=profile,
+                         data_flow=task.flow_under(self.faults))
 
 
 class CloseEpisodeParams(types.RequestParams):
@@ -209,7 +216,11 @@ def build_server(episodes: Simulator | EpisodeTable | None = None, *,
     """A low-level MCP server whose tools are the registry's, with our own schemas. Given a
     `Simulator`, calls that name no episode go to it; given nothing, every call must."""
     table = episodes if isinstance(episodes, EpisodeTable) else EpisodeTable(default=episodes)
-    tools = [types.Tool.model_validate(d) for d in table.registry.to_mcp()]
+    # A one-task server says its task's data-flow rule in the schemas (registry.py
+    # `EXPLICIT_FLOW`); a many-episode one lists the tools once, as the inferred flow words
+    # them, and each episode's prompt says its own rule.
+    flow = table.default.data_flow if table.default is not None else "inferred"
+    tools = [types.Tool.model_validate(d) for d in table.registry.to_mcp(data_flow=flow)]
 
     async def list_tools(_ctx: Any, _params: Any) -> types.ListToolsResult:
         return types.ListToolsResult(tools=tools)

@@ -379,3 +379,47 @@ class SurfaceRepairAgent(FollowerAgent):
         if index >= len(steps):
             return None
         return steps[index].tool, steps[index].arguments
+
+
+def meaning_free_repair(steps: Sequence[_Step], inputs: Mapping[str, Any], description: str,
+                        registry: ToolRegistry) -> tuple[_Step, ...]:
+    """Issue 50's meaning-free repair: `surface_repair` (drop repeated tools, Inputs values),
+    then drop every `source` and every `format` the tool's schema does not require (the
+    arguments that were decoration while the environment inferred the data flow), then put
+    the steps whose values the task text shows in the order the text shows them (each among
+    the places those steps hold; the others stay)."""
+    repaired = []
+    for step in surface_repair(steps, inputs):
+        required = registry[step.tool].required_parameters if step.tool in registry else ()
+        repaired.append(_Step(step.tool, {k: v for k, v in step.arguments.items()
+                                          if k != "source" and (k != "format" or k in required)}))
+    at: dict[int, int] = {}
+    for i, step in enumerate(repaired):
+        spots = [description.find(str(v)) for k, v in step.arguments.items()
+                 if k in inputs and str(v) in description]
+        if spots:
+            at[i] = min(spots)
+    before = list(repaired)
+    for slot, i in zip(sorted(at), sorted(at, key=at.__getitem__), strict=True):
+        repaired[slot] = before[i]
+    return tuple(repaired)
+
+
+class MeaningFreeRepairAgent(FollowerAgent):
+    """A plan copier that first applies `meaning_free_repair` to the plan it is shown."""
+
+    kind = "meaning_free_repair"
+
+    def decide(
+        self, request: ModelRequest, view: _View
+    ) -> tuple[str, Mapping[str, Any]] | None:
+        shown = _plan_steps(view.text)
+        if shown is None:
+            return None
+        description = view.text.split("\n", 1)[0].removeprefix("Task: ")
+        steps = meaning_free_repair(shown, parse_task_inputs(view.text), description,
+                                    self.registry)
+        index, _ = _next_step(steps, view.history)
+        if index >= len(steps):
+            return None
+        return steps[index].tool, steps[index].arguments

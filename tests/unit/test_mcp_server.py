@@ -5,6 +5,7 @@ or many, each named in its calls' `_meta`."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import sys
 from pathlib import Path
@@ -19,7 +20,7 @@ from jsonschema import Draft202012Validator
 from mcp import Client, MCPError, StdioServerParameters
 
 from pytest_resilibench.cli import main as cli_main
-from pytest_resilibench.core.registry import default_registry
+from pytest_resilibench.core.registry import EXPLICIT_FLOW, default_registry
 from pytest_resilibench.core.simulator import Simulator
 from pytest_resilibench.core.tasks import Task
 from pytest_resilibench.servers.live.server import LOOPBACK, LoopbackServer
@@ -103,6 +104,21 @@ def test_lists_the_registry_tools_with_our_schemas() -> None:
             assert tool.output_schema == registry[tool.name].returns
 
     asyncio.run(run())
+
+
+def test_a_one_task_server_words_its_task_s_data_flow() -> None:
+    """Issue 50: serving one task of the explicit data flow, the `source` and `format`
+    parameters say what an omitted one reads (registry.py `EXPLICIT_FLOW`)."""
+    explicit = dataclasses.replace(TASK, data_flow="explicit")
+
+    async def sources(task: Task) -> set[str]:
+        async with Client(build_server(task_simulator(task, seed=SEED))) as client:
+            listing = await client.list_tools()
+        return {t.input_schema["properties"]["source"]["description"] for t in listing.tools
+                if "source" in t.input_schema["properties"]}
+
+    assert asyncio.run(sources(explicit)) == {EXPLICIT_FLOW["source"]}
+    assert EXPLICIT_FLOW["source"] not in asyncio.run(sources(TASK))
 
 
 def test_in_process_results_are_the_simulators_with_outputs_and_coded_errors() -> None:
@@ -214,6 +230,7 @@ def test_a_many_episode_server_refuses_calls_that_name_no_episode() -> None:
     ({"repeat": True}, "repeat is missing"),
     ({"faults": "chaos"}, "unknown fault profile"),
     ({"task": {"id": "t1"}}, "task is not a task"),
+    ({"data_flow": "guessed"}, "unknown data flow"),
 ])
 def test_served_episode_keys_are_checked(change: dict[str, Any], message: str) -> None:
     meta = episode("k", faults="realistic").to_meta()
@@ -221,6 +238,22 @@ def test_served_episode_keys_are_checked(change: dict[str, Any], message: str) -
     assert ServedEpisode.from_meta(meta).to_meta() == meta
     with pytest.raises(ValueError, match=message):
         ServedEpisode.from_meta({**meta, **change})
+
+
+def test_a_served_episode_keeps_its_set_s_data_flow() -> None:
+    """The set's data flow (tasks.py `data_flow_of`) is no part of a task's JSON: the key
+    carries it, so a served simulator reads calls as the in-process one (issue 50); a key
+    without one (a client before it) is the inferred flow."""
+    explicit = ServedEpisode("e", dataclasses.replace(TASK, data_flow="explicit"), seed=SEED)
+    meta = explicit.to_meta()
+    assert meta["data_flow"] == "explicit"
+    assert ServedEpisode.from_meta(meta).simulator(default_registry()).data_flow == "explicit"
+    assert ServedEpisode.from_meta(meta).to_meta() == meta
+    older = {k: v for k, v in meta.items() if k != "data_flow"}
+    assert ServedEpisode.from_meta(older).simulator(default_registry()).data_flow == "inferred"
+    assert explicit.simulator(default_registry()).data_flow == "explicit"
+    assert ServedEpisode("r", explicit.task, seed=SEED, faults="realistic"
+                         ).simulator(default_registry()).data_flow == "inferred"
 
 
 def test_streamable_http_on_loopback_meets_the_same_failures() -> None:

@@ -47,7 +47,7 @@ def test_the_simulator_accepts_every_extra_and_records_no_deviation(tasks: list[
         plan, _ = plan_for(task, Variant("optimal"), REGISTRY)
         assert plan is not None
         sim = Simulator(REGISTRY, EpisodeKey(5, task.id), task_tools=task.required_tools,
-                        inputs=task.inputs, base_success=0.95)
+                        inputs=task.inputs, base_success=0.95, data_flow=task.data_flow)
         for step in plan.steps:
             for _ in range(20):
                 result = sim.call(step.tool, dict(step.arguments))
@@ -61,6 +61,6 @@ def test_the_simulator_accepts_every_extra_and_records_no_deviation(tasks: list[
 
 def test_extras_are_a_pure_function_of_the_task(tasks: list[Task]) -> None:
     task = tasks[3]
-    copy = Task.from_json(task.to_json(), optimal=task.optimal)
+    copy = Task.from_json(task.to_json(), optimal=task.optimal, data_flow=task.data_flow)
     assert (genuine_workflow(copy, copy.reference_workflow(), REGISTRY)
             == genuine_workflow(task, task.reference_workflow(), REGISTRY))

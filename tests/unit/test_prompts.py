@@ -23,10 +23,11 @@ from pytest_resilibench.core.prompts import (
     render_plan,
     render_prompt,
 )
-from pytest_resilibench.core.registry import default_registry
+from pytest_resilibench.core.registry import EXPLICIT_FLOW, default_registry
 from pytest_resilibench.core.simulator import EpisodeKey, Simulator
 from pytest_resilibench.core.tasks import Task, load_tasks
 from pytest_resilibench.core.workflow import PlanStep, Workflow
+from pytest_resilibench.runtime.agents.prompt_reader import shown_tools
 from tests.unit.sample_tasks import SALES
 
 REGISTRY = default_registry()
@@ -105,6 +106,31 @@ def test_native_mode_passes_every_tool_as_openai_tools() -> None:
     assert COMPLETION_SIGNAL in system and "function-calling" in system
     assert user_text(SALES, Variant("optimal"), tool_mode="native") == user_text(
         SALES, Variant("optimal"))
+
+
+@pytest.mark.parametrize("tool_mode", ["text", "native"])
+def test_the_data_flow_rule_is_told_where_the_agent_reads_it(tool_mode: str) -> None:
+    """Issue 50: a task of a set with the explicit data flow is told, in the rules and in
+    the `source` and `format` parameters themselves, what an omitted one reads; a task of
+    the inferred flow (and any task under the realistic profile) sees what it always saw."""
+    explicit = dataclasses.replace(SALES, data_flow="explicit")
+    seen = {}
+    for task, faults in ((SALES, "paper"), (explicit, "paper"), (explicit, "realistic")):
+        prompt = render_prompt(task, Variant("optimal"), tool_mode=tool_mode, faults=faults)
+        system = prompt.messages[0]["content"]
+        tools = shown_tools(system, prompt.tools).tools  # what an agent reads
+        assert len(tools) == len(REGISTRY)
+        source = {t.properties["source"]["description"] for t in tools if t.takes_data}
+        fmt = {t.properties["format"]["description"] for t in tools if "format" in t.properties}
+        seen[task.data_flow, faults] = (system, source, fmt)
+    system, source, fmt = seen["explicit", "paper"]
+    assert source == {EXPLICIT_FLOW["source"]} and fmt == {EXPLICIT_FLOW["format"]}
+    assert "latest output of any tool" in system and "as json" in system
+    assert seen["inferred", "paper"] == seen["explicit", "realistic"]
+    system, source, fmt = seen["inferred", "paper"]
+    assert "latest output of any tool" not in system and EXPLICIT_FLOW["source"] not in source
+    assert system == render_prompt(SALES, Variant("baseline"), tool_mode=tool_mode
+                                   ).messages[0]["content"]
 
 
 @pytest.mark.parametrize("tool_mode", ["text", "native"])

@@ -190,6 +190,55 @@ def test_data_flows_through_the_chain() -> None:
     assert wrong.error_code == "INVALID_INPUT"
 
 
+# --- the explicit data flow (issue 50) -------------------------------------------------------
+def _succeed(sim: Simulator, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    for _ in range(30):
+        result = sim.call(tool, arguments)
+        if result.ok and result.output is not None:
+            return result.output
+    raise AssertionError(f"{tool} never succeeded: {result.message}")
+
+
+@pytest.mark.parametrize("data_flow", ["inferred", "explicit"])
+def test_a_call_without_source_reads_as_its_data_flow_says(data_flow: str) -> None:
+    """A transformer after a reader and a logger: the inferred flow reads the reader's
+    records (its data dependency), the explicit one the latest output, the log entry."""
+    sim = Simulator(REGISTRY, EpisodeKey(3, "t0001", 0), inputs=INPUTS, base_success=1.0,
+                    task_tools=("file_operations_reader", "utility_logger",
+                                "data_processing_transformer"),
+                    data_flow=data_flow)  # type: ignore[arg-type]
+    read = _succeed(sim, "file_operations_reader", {"path": "/data/sales.csv"})
+    logged = _succeed(sim, "utility_logger", {"message": "started"})
+    expected = read if data_flow == "inferred" else logged
+    out = _succeed(sim, "data_processing_transformer",
+                   {"operation": "normalize", "format": expected["format"]})
+    assert out["inputs"] == [expected["ref"]]
+    named = _succeed(sim, "data_processing_transformer",
+                     {"operation": "normalize", "format": "csv",
+                      "source": "file_operations_reader"})
+    assert named["inputs"] == [read["ref"]]  # a named source reads the same under both
+
+
+@pytest.mark.parametrize("data_flow", ["inferred", "explicit"])
+def test_a_call_without_format_reads_json_under_the_explicit_flow(data_flow: str) -> None:
+    sim = Simulator(REGISTRY, EpisodeKey(3, "t0001", 0), inputs=INPUTS, base_success=1.0,
+                    task_tools=PIPELINE, data_flow=data_flow)  # type: ignore[arg-type]
+    _succeed(sim, "file_operations_reader", {"path": "/data/sales.csv"})
+    csv = sim.call("data_processing_validator", {"source": "file_operations_reader"})
+    if data_flow == "inferred":
+        assert csv.error_code != "INVALID_INPUT"
+    else:  # refused whatever the luck, saying what to do, not what the data are
+        assert csv.error_code == "INVALID_INPUT" and csv.deterministic
+        assert "as json" in csv.message and "name its format" in csv.message
+        assert "csv" not in csv.message
+    assert sim.call("data_processing_validator", {"source": "file_operations_reader",
+                                                  "format": "csv"}).error_code is None
+    parsed = _succeed(sim, "data_processing_parser", {"format": "csv"})
+    assert parsed["format"] == "json"  # json data need no format under either
+    assert sim.call("data_processing_validator",
+                    {"source": "data_processing_parser"}).error_code is None
+
+
 # --- anything an agent sends ----------------------------------------------------------------
 JSON = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=8),
@@ -258,6 +307,8 @@ def test_bad_configuration_is_rejected() -> None:
         Simulator(REGISTRY, EpisodeKey(1, "t", 0), base_success=1.5)
     with pytest.raises(ValueError, match="format"):
         Simulator(REGISTRY, EpisodeKey(1, "t", 0), inputs={"format": "docx"})
+    with pytest.raises(ValueError, match="data_flow"):
+        Simulator(REGISTRY, EpisodeKey(1, "t", 0), data_flow="guessed")  # type: ignore[arg-type]
 
 
 def test_a_value_that_says_what_to_make_is_accepted_and_recorded() -> None:

@@ -26,6 +26,7 @@ from pytest_resilibench.core.tasks import (
     WORKFLOWS_FILE,
     FixtureError,
     Task,
+    data_flow_of,
     load_tasks,
     task_set_dir,
     task_set_identity,
@@ -43,6 +44,21 @@ def test_fixtures_load_all_tasks_in_id_order() -> None:
     assert tasks.manifest["total"] == 5040
     assert tasks.manifest["counts"]["data_pipeline"]["hard"] == 336
     assert load_tasks() is load_tasks()  # cached
+
+
+def test_a_set_s_data_flow_comes_from_what_its_manifest_records() -> None:
+    """Issue 50: the grammar of data flows runs under the explicit data flow, the paper's set
+    (frozen with its tables) under the inferred one; a task's JSON (a fixture line) does not
+    carry it, so no shipped file changed."""
+    assert {t.data_flow for t in load_tasks()} == {"explicit"}
+    assert {t.data_flow for t in load_tasks(TASK_SETS["paper"])} == {"inferred"}
+    assert data_flow_of({"generator": {"grammar": "flows"}}) == "explicit"
+    others: list[Any] = [{}, {"generator": {"grammar": "templates"}}, {"generator": []}, []]
+    for manifest in others:
+        assert data_flow_of(manifest) == "inferred"
+    task = load_tasks().tasks[0]
+    assert "data_flow" not in task.to_json()
+    assert task.flow_under("paper") == "explicit" and task.flow_under("realistic") == "inferred"
 
 
 def test_fixture_lines_carry_the_schema_and_round_trip() -> None:

@@ -30,7 +30,13 @@ from pytest_resilibench.base.jsontext import json_text
 from pytest_resilibench.base.names import COMPLETION_SIGNAL, FLOW_PARAMS
 from pytest_resilibench.base.plainkey import plain_key
 from pytest_resilibench.base.rng import DrawStream
-from pytest_resilibench.core.registry import Role, ToolRegistry, ToolSpec, default_registry
+from pytest_resilibench.core.registry import (
+    EXPLICIT_FLOW,
+    Role,
+    ToolRegistry,
+    ToolSpec,
+    default_registry,
+)
 from pytest_resilibench.core.wording import read_worded
 from pytest_resilibench.runtime.agents.prompt_reader import ShownTool, ShownTools, shown_tools
 from pytest_resilibench.runtime.protocol import (
@@ -256,7 +262,11 @@ class OracleAgent(BuiltinAgent):
         tool = solution.action(state)
         if tool is None:
             return None
-        return tool, dict(task.step_arguments.get(tool, {}))
+        arguments = dict(task.step_arguments.get(tool, {}))
+        if task.data_flow == "explicit" and tool in registry:
+            arguments.update(_registry_flow(registry[tool], task.inputs, view,
+                                            task.required_tools, registry))
+        return tool, arguments
 
 
 def _error_code(message: str) -> str | None:
@@ -436,9 +446,15 @@ def _dependency_order(tools: tuple[str, ...], registry: ToolRegistry) -> tuple[s
     """The registry's dependency order, with role dependencies taken among the task's own
     steps, not the prerequisites a step pulls in (as the simulator does), so that a monitor
     run for a router's sake does not have to precede the processors."""
-    pulled_in = {p for t in tools for p in registry[t].prerequisites}
-    return registry.dependency_order(tools, tuple(t for t in dict.fromkeys(tools)
-                                                  if t not in pulled_in))
+    return registry.dependency_order(tools, _own_steps(tools, registry))
+
+
+@_memo
+def _own_steps(tools: tuple[str, ...], registry: ToolRegistry) -> tuple[str, ...]:
+    """A plan's tools less the prerequisites its steps pull in: the task's own steps as far
+    as the registry tells (a token is no step's data)."""
+    pulled_in = {p for t in tools if t in registry for p in registry[t].prerequisites}
+    return tuple(t for t in dict.fromkeys(tools) if t not in pulled_in)
 
 
 # --- running a plan ---------------------------------------------------------------------------
@@ -493,18 +509,40 @@ class FollowerAgent(BuiltinAgent):
         if literal:
             return step.tool, step.arguments
         return step.tool, _arguments(self.registry.get(step.tool), {}, _inputs(view.text),
-                                     view, [s.tool for s in steps], self.registry)
+                                     view, [s.tool for s in steps], self.registry,
+                                     explicit=_explicit_flow(request))
+
+
+def _explicit_flow(request: ModelRequest) -> bool:
+    """Whether the request's tools say a call that names no `source` reads the latest output
+    of any tool (the explicit data flow, registry.py `EXPLICIT_FLOW`): then an agent names
+    every step's data flow, as the words it is shown tell it to."""
+    return _says_explicit(_request_tools(request))
+
+
+@lru_cache(maxsize=8)  # per tool view (shown_tools memoises those)
+def _says_explicit(tools: ShownTools) -> bool:
+    return any(EXPLICIT_FLOW["source"] == t.properties.get("source", {}).get("description")
+               for t in tools.tools)
 
 
 def _arguments(
     spec: ToolSpec | None, given: Mapping[str, Any], inputs: Mapping[str, Any], view: _View,
-    plan_tools: Sequence[str], registry: ToolRegistry, format_hint: str | None = None,
+    plan_tools: Sequence[str], registry: ToolRegistry, format_hint: str | None = None, *,
+    explicit: bool = False,
 ) -> dict[str, Any]:
     """Arguments a careful model would send: the task's values for its inputs, the plan's
     values where they are valid, `format` read off the data the tool will consume, no
-    `source` (the default input is the right one)."""
+    `source` (the default input is the right one). Under the explicit data flow, the
+    step's data flow named (`_registry_flow`)."""
     if spec is None:
         return dict(given)
+    if explicit:
+        plain = _arguments(spec, given, inputs, view, plan_tools, registry, format_hint)
+        # The plan's own steps: the prerequisites it pulls in are no step's data.
+        return {**plain, **_registry_flow(spec, inputs, view, _own_steps(tuple(plan_tools),
+                                                                        registry),
+                                          registry, format_hint)}
     props = spec.parameters.get("properties", {})
     args: dict[str, Any] = {}
     for param, value in given.items():
@@ -541,6 +579,33 @@ def _consumed_format(
     if producer is not None and spec.role is not Role.SOURCE:
         return str(outputs[latest[producer]].output["format"])
     return str(inputs.get("format", "json"))
+
+
+def _registry_flow(
+    spec: ToolSpec, inputs: Mapping[str, Any], view: _View, task_tools: Sequence[str],
+    registry: ToolRegistry, format_hint: str | None = None,
+) -> dict[str, Any]:
+    """The data flow an agent that knows the registry names under the explicit data flow:
+    the `source` of the data the step needs (`ToolRegistry.default_source` over the outputs
+    seen: the latest of its data dependencies among `task_tools`, else of its
+    prerequisites) and that output's `format`, where the tool takes them."""
+    props = spec.parameters.get("properties", {})
+    if not spec.reads_input:
+        return {}
+    outputs = [o for o in view.successes if o.tool and o.output.get("format")]
+    latest = {str(o.tool): i for i, o in enumerate(outputs)}
+    groups = registry.input_groups(spec.name, tuple(task_tools))
+    producer = registry.default_source(spec.name, task_tools, latest, groups=groups)
+    named: dict[str, Any] = {}
+    fmt = str(inputs.get("format", "json"))
+    if producer is not None and any(producer in g for g in groups):
+        named["source"] = producer
+        fmt = str(outputs[latest[producer]].output["format"])
+    elif outputs:  # no dependency made data yet: the latest output is what it reads
+        fmt = str(outputs[-1].output["format"])
+    if "format" in props:
+        named["format"] = format_hint or fmt
+    return named
 
 
 # --- the adaptive agent -----------------------------------------------------------------------
@@ -589,7 +654,8 @@ class PrivilegedAgent(BuiltinAgent):
         inputs: Mapping[str, Any], view: _View, steps: Sequence[_Step], hint: str | None = None,
     ) -> dict[str, Any]:
         return _arguments(self.registry.get(tool), given, inputs, view,
-                          [s.tool for s in steps], self.registry, hint)
+                          [s.tool for s in steps], self.registry, hint,
+                          explicit=_explicit_flow(request))
 
 
     def _realistic(
@@ -776,7 +842,9 @@ class AdaptiveAgent(PrivilegedAgent):
     them, a step marked "prerequisite of X" before X, the tool that makes the expected
     deliverable last. At run time: the task's values, `format` read off
     the latest output (or an error message naming the format), no `source` (the default
-    input is the step it depends on)."""
+    input is the step it depends on); where the shown tools say an omitted `source` reads
+    the latest output of any tool (the explicit data flow), every step's `source` and
+    `format` named (`_shown_flow`)."""
 
     kind = "adaptive"
 
@@ -788,7 +856,11 @@ class AdaptiveAgent(PrivilegedAgent):
         self, request: ModelRequest, tool: str, given: Mapping[str, Any],
         inputs: Mapping[str, Any], view: _View, steps: Sequence[_Step], hint: str | None = None,
     ) -> dict[str, Any]:
-        return _shown_arguments(_request_tools(request).get(tool), given, inputs, view, hint)
+        tools = _request_tools(request)
+        args = _shown_arguments(tools.get(tool), given, inputs, view, hint)
+        if _says_explicit(tools):
+            args.update(_shown_flow(tools, tool, given, inputs, view, steps, hint))
+        return args
 
 
 def _request_tools(request: ModelRequest) -> ShownTools:
@@ -830,6 +902,46 @@ def _shown_arguments(
         args["format"] = hint or (str(outputs[-1].output["format"]) if outputs and
                                   tool.takes_data else str(inputs.get("format", "json")))
     return args
+
+
+_BRINGS_DATA = re.compile(r"\b(data|records|files)\b")
+
+
+def _shown_flow(
+    tools: ShownTools, name: str, given: Mapping[str, Any], inputs: Mapping[str, Any],
+    view: _View, steps: Sequence[_Step], hint: str | None,
+) -> dict[str, Any]:
+    """The data flow a prompt-only agent names under the explicit data flow: the plan's
+    `source` where that tool has made an output and no step of its plan between them works
+    on data (a `source` that skips one is a slip to repair), else the latest output of an
+    earlier step of its plan that works on data (a shown `source` parameter), else of one
+    whose description says it brings data, records or files (not a token, a log entry or
+    health metrics), else of any earlier step, else the latest output; and that output's
+    `format` (or the one an error named)."""
+    tool = tools.get(name)
+    if tool is None or not tool.takes_data:
+        return {}
+    outputs: dict[str, _Observed] = {}  # each tool's latest output, latest last
+    for seen in view.successes:
+        if seen.tool and seen.output.get("format"):
+            outputs.pop(seen.tool, None)
+            outputs[seen.tool] = seen
+    order = [s.tool for s in steps]
+    earlier = order[:order.index(name)] if name in order else []
+    source = given.get("source")
+    if source in earlier and any(tools.by_name[t].takes_data
+                                 for t in earlier[earlier.index(source) + 1:] if t in tools):
+        source = None  # it would skip a step that works on the data: the plan's slip
+    if source not in outputs:
+        made = [t for t in outputs if t in earlier and t in tools]
+        workers = [t for t in made if tools.by_name[t].takes_data]
+        bringers = [t for t in made if _BRINGS_DATA.search(tools.by_name[t].description)]
+        source = next(reversed(workers or bringers or made or list(outputs)), None)
+    named: dict[str, Any] = {} if source is None else {"source": source}
+    if "format" in tool.properties:
+        fmt = outputs[source].output["format"] if source is not None else inputs.get("format")
+        named["format"] = hint or str(fmt or "json")
+    return named
 
 
 _PLAN_MEMO: dict[tuple[str, int], tuple[ShownTools, tuple[_Step, ...]]] = {}
