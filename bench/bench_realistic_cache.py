@@ -1,12 +1,13 @@
-"""What `--resili-faults=realistic` costs on the default task set with the plan cache
-(core/realistic_plans.py, docs/FAULTS.md): a whole `pytest` run of the built-in suite at a
-sample size, under the paper profile, then realistic with a cold plan cache (every structure
-solved, on the controller), then realistic again (warm: every plan read from the cache).
-Wall time, and the CPU of the whole process tree (getrusage(RUSAGE_CHILDREN), user +
-system). A paper run first warms the task set's verdict (base/checked.py), so that only the
-plans differ.
+"""What `--resili-faults=realistic` costs on the default task set (core/realistic_plans.py,
+docs/FAULTS.md): a whole `pytest` run of the built-in suite at a sample size, under the paper
+profile, then realistic with an empty plan cache (what a first run on a machine pays: every
+plan the set does not store is solved, on the controller), then realistic again (warm: every
+such plan read from the cache). Wall time, and the CPU of the whole process tree
+(getrusage(RUSAGE_CHILDREN), user + system); `--runs N` interleaves N rounds and prints the
+medians [min-max] and each one's ratio to the paper run's median. A paper run first warms the
+task set's verdict (base/checked.py), so that only the plans differ.
 
-Run:  python bench/bench_realistic_cache.py [--sample 1] [-n 0]
+Run:  python bench/bench_realistic_cache.py [--sample 10] [-n 0] [--runs 3]
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import os
 import re
 import resource
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -41,30 +43,40 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sample", default="1")
     parser.add_argument("-n", default="0")
+    parser.add_argument("--runs", type=int, default=1)
     args = parser.parse_args()
+    labels = ("paper", "realistic, empty cache", "realistic, warm cache")
+    found: dict[str, list[tuple[float, float, int]]] = {label: [] for label in labels}
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         (folder / "pytest.ini").write_text("[pytest]\n")
         cache = folder / "cache"
+        plans = cache / "resilibench" / "checked" / "realistic-plans"
         env = {**os.environ, "XDG_CACHE_HOME": str(cache)}
         common = (f"--resili-sample={args.sample}", "-n", args.n)
         _run(folder, env, *common)  # warms the task set's verdict
-        rows = []
-        for label, faults in (("paper", "paper"), ("realistic, cold cache", "realistic"),
-                              ("realistic, warm cache", "realistic")):
-            if label.endswith("cold cache"):
-                shutil.rmtree(cache / "resilibench" / "checked" / "realistic-plans",
-                              ignore_errors=True)
-            wall, cpu, err = _run(folder, env, *common, f"--resili-faults={faults}")
-            shown = re.findall(r"solving realistic plans: \d+/(\d+)", err)
-            rows.append((label, wall, cpu, shown[-1] if shown else "0"))
-        entries = len(list((cache / "resilibench" / "checked" / "realistic-plans").glob("*")))
-    print(f"default set, --resili-sample={args.sample}, -n {args.n} "
-          f"({entries} cached structures)")
-    paper_wall = rows[0][1]
-    for label, wall, cpu, solved in rows:
-        print(f"  {label:24} wall {wall:6.1f} s ({wall / paper_wall:4.2f}x paper)  "
-              f"CPU {cpu:6.1f} s  structures solved {solved}")
+        for _ in range(args.runs):
+            for label in labels:
+                if label.endswith("empty cache"):
+                    shutil.rmtree(plans, ignore_errors=True)
+                faults = "paper" if label == "paper" else "realistic"
+                wall, cpu, err = _run(folder, env, *common, f"--resili-faults={faults}")
+                shown = re.findall(r"solving realistic plans: \d+/(\d+)", err)
+                found[label].append((wall, cpu, int(shown[-1]) if shown else 0))
+        entries = len(list(plans.glob("*"))) if plans.exists() else 0
+    print(f"default set, --resili-sample={args.sample}, -n {args.n}, {args.runs} interleaved "
+          f"run(s) ({entries} structures in the cache at the end); median [min-max]")
+    paper_wall = statistics.median(r[0] for r in found["paper"])
+    paper_cpu = statistics.median(r[1] for r in found["paper"])
+
+    def spread(values: list[float]) -> str:
+        return f"{statistics.median(values):6.1f} s [{min(values):.1f}-{max(values):.1f}]"
+
+    for label, rows in found.items():
+        walls, cpus = [r[0] for r in rows], [r[1] for r in rows]
+        print(f"  {label:24} wall {spread(walls)} ({statistics.median(walls) / paper_wall:4.2f}x "
+              f"paper)  CPU {spread(cpus)} ({statistics.median(cpus) / paper_cpu:4.2f}x paper)  "
+              f"structures solved {max(r[2] for r in rows)}")
 
 
 if __name__ == "__main__":

@@ -329,7 +329,8 @@ def _cmd_generate(args: argparse.Namespace) -> int:
                         per_cell=args.per_cell, grammar=grammar, solve=not args.no_solve,
                         log=lambda line: print(line, file=sys.stderr))
     sha = manifest["files"]["tasks.jsonl.gz"]["sha256"]
-    solved = "" if args.no_solve else " with their reference workflows (exact DP), verified"
+    solved = ("" if args.no_solve else " with their reference workflows (exact DP) and "
+              "realistic plans, verified")
     print(f"wrote {manifest['total']} tasks to {args.out}{solved} "
           f"(generator {manifest['generator_hash'][:12]}, tasks.jsonl.gz sha256 {sha[:12]}); "
           f"run them with --resili-tasks={args.out}")
@@ -728,7 +729,8 @@ def _merge_parser() -> argparse.ArgumentParser:
 
 
 # Each entry adds one subcommand's parser (with `handler` set) to the subparsers.
-_SCHEMA_NAMES = ("report", "episode", "tasks", "workflows", "manifest", "solver-report")
+_SCHEMA_NAMES = ("report", "episode", "tasks", "workflows", "realistic-workflows", "manifest",
+                 "solver-report")
 
 
 def _cmd_schema(args: argparse.Namespace) -> int:
@@ -746,6 +748,7 @@ def _add_schema(sub: _Subparsers) -> None:
     p.add_argument("what", choices=_SCHEMA_NAMES,
                    help="which document: the run's report or one episode; a task set's "
                         "tasks.jsonl.gz line (tasks), workflows.jsonl.gz line (workflows), "
+                        "realistic_workflows.jsonl.gz line (realistic-workflows), "
                         "manifest.json or solver_report.json")
     p.set_defaults(handler=_cmd_schema)
 

@@ -620,8 +620,9 @@ def generate(
     grammar: str = "flows", solve: bool = False, log: Callable[[str], None] = print,
 ) -> dict[str, Any]:
     """Generate all tasks and write the fixtures; returns the manifest. With `solve`, also
-    each task's reference workflow (exact DP, `solve.solve_all`), then load the folder back
-    as a run would (every file against the manifest's sha256, a workflow for every task):
+    each task's reference workflow (exact DP, `solve.solve_all`) and its optimal plan under
+    the realistic profile (`realistic_report.write_plans`: no run solves one), then load the
+    folder back as a run would (every file against the manifest's sha256, and by content):
     a complete, verified task set that `--resili-tasks=DIR` runs."""
     config = GeneratorConfig(seed=2026 if seed is None else seed, per_cell=per_cell,
                              grammar=grammar)
@@ -636,9 +637,11 @@ def generate(
     from pytest_resilibench.core.fixture_files import read_manifest
     from pytest_resilibench.core.tasks import load_tasks
 
+    from .realistic_report import write_plans
     from .solve import solve_all
 
     solve_all(tasks, directory, progress=False, log=log)
+    write_plans(tasks, directory, log=log)
     load_tasks.cache_clear()
     loaded = load_tasks(directory)
     if [t.id for t in loaded] != sorted(t.id for t in tasks):

@@ -6,8 +6,10 @@ plan's tools in order, each retried until it succeeds: what a literal plan follo
 exact (`core/optimum/realistic.py`). Run `python -m solver.realistic_report` to recompute the
 section; it replaces only the `realistic` key of the report (keeping its `ppo` entry, which
 `solver.realistic_ppo` writes), so the paper profile's figures stay as they are.
-`python -m solver.realistic_report plans` writes `fixtures/paper/realistic_workflows.jsonl.gz`: each
-task's realistic optimal plan, which the prompts read instead of solving the DP at run time.
+
+`write_plans` writes a set's `realistic_workflows.jsonl.gz`: each task's realistic optimal plan,
+which the prompts read instead of solving the DP at run time (`resilibench generate` writes it
+for every set; `python -m solver.realistic_report plans default|paper` for a shipped one).
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import json
 import sys
 import time
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +26,7 @@ import numpy as np
 
 from pytest_resilibench.core import faults
 from pytest_resilibench.core.optimum.realistic import realistic_mdp
+from pytest_resilibench.core.registry import default_registry
 from pytest_resilibench.core.simulator import DEFAULT_BASE_SUCCESS, EpisodeKey
 from pytest_resilibench.core.tasks import DIFFICULTIES, Task, load_tasks, task_set_dir
 
@@ -33,7 +36,7 @@ from .solve import write_solver_report
 # The realistic figures and stored plans are the paper set's (docs/FAULTS.md).
 PAPER = task_set_dir("paper")
 
-__all__ = ["clairvoyant_sample", "realistic_section", "write_section"]
+__all__ = ["clairvoyant_sample", "realistic_section", "write_plans", "write_section"]
 
 
 def realistic_section(tasks: Sequence[Task], *,
@@ -93,15 +96,26 @@ def clairvoyant_sample(tasks: Sequence[Task], *, base_success: float = DEFAULT_B
             "seconds_per_episode": (time.perf_counter() - start) / max(1, len(found))}
 
 
-def write_plans(tasks: Sequence[Task], path: Path) -> None:
-    """Every task's realistic optimal plan (`faults.REALISTIC_PLANS` format)."""
-    from pytest_resilibench.core.optimum.realistic import realistic_solution
+def write_plans(tasks: Sequence[Task], directory: Path, *,
+                log: Callable[[str], None] | None = None) -> None:
+    """Every task's realistic optimal plan into `directory` (`faults.REALISTIC_PLANS`, listed
+    in its manifest), in id order. Each task structure is solved once, or read from the plan
+    cache of this machine (core/realistic_plans.py), with a line on `log` per tenth solved."""
+    from pytest_resilibench.core.realistic_plans import solve_missing, solved_plan
 
     from .solve import write_jsonl_gz
 
-    write_jsonl_gz(path, [{"schema": faults.REALISTIC_PLANS_SCHEMA, "task_id": task.id,
-                           "optimal": realistic_solution(task).workflow.to_json()}
-                          for task in tasks])
+    registry = default_registry()
+
+    def show(done: int, total: int) -> None:
+        if log is not None and (done == total or done % max(1, total // 10) == 0):
+            log(f"realistic plans: {done}/{total} structures solved")
+
+    solve_missing(tasks, registry, show, stored=False)
+    write_jsonl_gz(directory / faults.REALISTIC_PLANS, [
+        {"schema": faults.REALISTIC_PLANS_SCHEMA, "task_id": task.id,
+         "optimal": solved_plan(task, registry).to_json()}
+        for task in sorted(tasks, key=lambda t: t.id)])
 
 
 def write_section(section: dict[str, Any], path: Path) -> None:
@@ -112,11 +126,13 @@ def write_section(section: dict[str, Any], path: Path) -> None:
     write_solver_report(path, report)
 
 
-if __name__ == "__main__":  # python -m solver.realistic_report [N tasks | clairvoyant]
-    tasks = list(load_tasks(PAPER).tasks)
-    if sys.argv[1:] == ["plans"]:
-        write_plans(tasks, PAPER / faults.REALISTIC_PLANS)
+if __name__ == "__main__":  # python -m solver.realistic_report [N | clairvoyant | plans SET]
+    if sys.argv[1:2] == ["plans"]:
+        directory = task_set_dir(sys.argv[2] if len(sys.argv) > 2 else "paper")
+        write_plans(load_tasks(directory).tasks, directory,
+                    log=lambda line: print(line, file=sys.stderr))
         sys.exit(0)
+    tasks = list(load_tasks(PAPER).tasks)
     if sys.argv[1:] == ["clairvoyant"]:  # refresh the clairvoyant sample alone
         path = PAPER / "solver_report.json"
         report = json.loads(path.read_text())

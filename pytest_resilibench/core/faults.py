@@ -40,6 +40,7 @@ from urllib.parse import urlparse
 from pytest_resilibench.base.names import FAULT_PROFILES
 from pytest_resilibench.base.rng import DrawStream
 from pytest_resilibench.core.registry import Role, ToolRegistry
+from pytest_resilibench.core.task_set_schemas import REALISTIC_SCHEMA
 
 __all__ = [
     "ALT_FACTOR",
@@ -295,14 +296,14 @@ EVENT_RULES = (
     "a source that returns records: 0 must be re-run before anything uses its data."
 )
 REALISTIC_PLANS = "realistic_workflows.jsonl.gz"
-REALISTIC_PLANS_SCHEMA = "resilibench.realistic_workflows/1"
+REALISTIC_PLANS_SCHEMA = REALISTIC_SCHEMA  # core/task_set_schemas.py: one line's schema
 
 
-@lru_cache(maxsize=2)
+@lru_cache(maxsize=8)  # the shipped sets and a run's own: each read once
 def stored_plans(directory: Path) -> dict[str, Mapping[str, Any]]:
-    """The realistic optimal plans stored in `directory` (written by `python -m
-    solver.realistic_report plans`), by task id; empty when there are none. The paper
-    profile's fixtures (tasks, workflows, manifest) are left as they are."""
+    """The realistic optimal plans stored in `directory` (written by `resilibench generate`,
+    or `python -m solver.realistic_report plans SET` for a shipped set), by task id; empty
+    when there are none."""
     from pytest_resilibench.core.fixture_files import read_manifest, verified_bytes
 
     directory = Path(directory)

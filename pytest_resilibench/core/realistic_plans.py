@@ -1,8 +1,10 @@
 """The realistic profile's optimal plans, solved once per task structure per machine
 (docs/FAULTS.md: The default task set under `realistic`).
 
-The paper set's plans are stored with it (`faults.stored_plans`). Any other task's plan is the
-happy path of its structure's exact DP (`core/optimum/realistic.py`): seconds to a minute of
+A task set written by `resilibench generate` stores its plans beside its tasks
+(`faults.REALISTIC_PLANS`: both shipped sets, and a set of your own once the run names its folder,
+`use_stored`), so nothing is solved at run time. Any other task's plan is the happy path of its
+structure's exact DP (`core/optimum/realistic.py`): seconds to a minute of
 CPU per structure, minutes for a default run. So the path's tools are kept on disk, one entry
 per structure under the user's cache folder (`base/checked.py`: `$XDG_CACHE_HOME/resilibench/
 checked/realistic-plans/`), keyed by everything that decides the path: the structure (the
@@ -34,7 +36,8 @@ from pytest_resilibench.core.simulator import DEFAULT_BASE_SUCCESS, RECENT_WINDO
 from pytest_resilibench.core.tasks import Task
 from pytest_resilibench.core.workflow import Workflow
 
-__all__ = ["KIND", "parent_plan", "progress_line", "solve_missing", "solved_count"]
+__all__ = ["KIND", "parent_plan", "progress_line", "solve_missing", "solved_count", "solved_plan",
+           "use_stored"]
 
 KIND = "realistic-plans"
 _SCHEMA = "resilibench.realistic_plan/1"
@@ -42,6 +45,16 @@ _SCHEMA = "resilibench.realistic_plan/1"
 # Happy paths known to this process, by the in-process structure key (registry by identity).
 _TOOLS: dict[tuple[Any, ...], tuple[str, ...]] = {}
 _SOLVED = [0]  # structures this process solved (the tests count them: a warm cache solves 0)
+# Folders of the run's own sets whose stored plans apply, beside the shipped sets'.
+_OWN_SETS: list[Path] = []
+
+
+def use_stored(directory: Path) -> None:
+    """Read stored plans from this task set's folder too (the session's `--resili-tasks`, in
+    every process that builds its cases), as from the shipped sets'."""
+    directory = Path(directory)
+    if directory not in _OWN_SETS:
+        _OWN_SETS.append(directory)
 
 
 def solved_count() -> int:
@@ -64,7 +77,7 @@ def _stored(task: Task, registry: ToolRegistry) -> Workflow | None:
         return [t for t in plan.tools if t in steps] == steps and all(
             dict(s.arguments) == dict(faults.arguments.get(s.tool, {})) for s in plan.steps)
 
-    stored = (stored_plans(d).get(task.id) for d in TASK_SETS.values())
+    stored = (stored_plans(d).get(task.id) for d in (*_OWN_SETS, *TASK_SETS.values()))
     return next((p for p in (Workflow.from_json(s) for s in stored if s is not None)
                  if fits(p)), None)
 
@@ -72,22 +85,28 @@ def _stored(task: Task, registry: ToolRegistry) -> Workflow | None:
 def parent_plan(task: Task, registry: ToolRegistry) -> Workflow:
     """The task's realistic optimal plan: stored, else its structure's cached or solved path."""
     plan = _stored(task, registry)
-    if plan is not None:
-        return plan
+    return plan if plan is not None else solved_plan(task, registry)
+
+
+def solved_plan(task: Task, registry: ToolRegistry) -> Workflow:
+    """The task's realistic optimal plan from its structure's cached or solved path, never a
+    stored one (what `resilibench generate` stores)."""
     from pytest_resilibench.core.optimum.realistic import workflow_of
 
     return workflow_of(_tools(task, registry), task, registry)
 
 
 def solve_missing(tasks: Iterable[Task], registry: ToolRegistry,
-                  progress: Callable[[int, int], None] | None = None) -> int:
+                  progress: Callable[[int, int], None] | None = None, *,
+                  stored: bool = True) -> int:
     """Solve (and keep) the paths of the tasks' structures that are neither stored, known to
     this process nor on disk; `progress(done, total)` before each and at the end, only when
-    there is something to solve. Returns how many were solved."""
+    there is something to solve. `stored=False` solves stored tasks' too (the generator
+    writes what the solver finds, not what a folder held). Returns how many were solved."""
     pending: dict[tuple[Any, ...], Task] = {}
     for task in tasks:
         key = _structure(task, registry)
-        if key in _TOOLS or key in pending or _stored(task, registry) is not None:
+        if key in _TOOLS or key in pending or (stored and _stored(task, registry) is not None):
             continue
         cached = _read(task, registry)
         if cached is not None:

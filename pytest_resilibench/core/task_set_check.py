@@ -4,7 +4,9 @@ and hash it again. So as a set loads, every file is checked against its publishe
 (`task_set_schemas.py`) and every reference plan is replayed against the tool registry: known
 tools, not empty, arguments valid for the tool, task-bound values the task's own, every
 required tool in it; bounds finite, in [0, 1] and ordered; ids unique; `total` and `counts`
-true; the manifest's paths inside the folder; the solver report present and well formed.
+true; the manifest's paths inside the folder; the solver report present and well formed; the
+realistic plans, where the set stores them, at most one per task and replayed like the
+reference plans (known tools with valid arguments, the task's own values, its steps in order).
 
 Every problem is named by file, line (of a JSON-lines record) and field, and all of them come
 in one `FixtureError` (the first `MAX_LISTED`, then how many more), raised before any task is
@@ -24,7 +26,7 @@ import json
 import math
 import re
 from collections import Counter
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path, PurePosixPath, PureWindowsPath
@@ -43,6 +45,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "MAX_LISTED",
+    "REALISTIC_FILE",
     "SHIPPED_SOUND",
     "SOLVER_REPORT",
     "Problem",
@@ -55,6 +58,7 @@ __all__ = [
 SOLVER_REPORT = "solver_report.json"
 TASKS_FILE = "tasks.jsonl.gz"
 WORKFLOWS_FILE = "workflows.jsonl.gz"
+REALISTIC_FILE = "realistic_workflows.jsonl.gz"  # core/faults.py: REALISTIC_PLANS
 MAX_LISTED = 20  # problems a message lists; the rest are counted
 _REPORT_BYTES = 16 << 20  # a solver report is ~15 kB; anything near this is not one
 _EPSILON = 1e-9  # the solver's own tolerance between bounds (solver/solve.py)
@@ -66,8 +70,8 @@ Row = tuple[int, Mapping[str, Any]]
 # checked in full by tests/unit/test_task_set_check.py on every test run, which prints the
 # keys to put here when a shipped file changes. A set whose key is not here is checked.
 SHIPPED_SOUND = frozenset({
-    "aba73b36cb6de2c1e2131ed3b6ee0951766c52184d1e2ffba0a2cef83986cebd",  # default
-    "f8d52434d9bcc26c5dfa26686d41f707f0756ba194f4d044b1058a0a3bf3ce86",  # default, tasks-only
+    "d4d667ca07f99edab83f7840d661a0098c9a930e1a260c8c66d541f19ff1d0fe",  # default
+    "dc6b8086b3bb723ed5afa3531b5a1f6f4eef29c2d43bcc0e043e0a082d0f2425",  # default, tasks-only
     "47f7c5d65261c16e2e658cdd56a77856923188dfbc4905a24eb1dec764d9a7d0",  # paper
     "62355d1a40604badd62854b1eea99f6e50db62bae3110bf20e606d2ce68d2cb9",  # paper, tasks-only
 })
@@ -101,7 +105,8 @@ def _fail(directory: Path, problems: Sequence[Problem]) -> None:
         shown.append(f"  ... and {total - len(shown)} more")
     raise FixtureError(
         f"{directory} is not a sound task set ({total} problem{'s' * (total != 1)}; "
-        "`resilibench schema tasks|workflows|manifest|solver-report` prints each file's "
+        "`resilibench schema tasks|workflows|realistic-workflows|manifest|solver-report` "
+        "prints each file's "
         "schema):\n" + "\n".join(shown))
 
 
@@ -207,11 +212,13 @@ def _read_report(path: Path) -> tuple[bytes | None, Problem | None]:
 
 def check_task_set(directory: Path, *, manifest: Mapping[str, Any], manifest_bytes: bytes,
                    tasks: Sequence[Row], workflows: Sequence[Row] | None,
-                   complete: bool) -> None:
+                   complete: bool,
+                   realistic: Callable[[], Sequence[Row]] | None = None) -> None:
     """Raise one `FixtureError` naming every problem of a loaded set's content (its files
     already read and matched to the manifest's sha256); nothing when it is sound. A complete
     set (what a run loads) needs its workflows and solver report; a tasks-only load (the
-    solver, `serve-mcp --task`) checks what it read."""
+    solver, `serve-mcp --task`) checks what it read. `realistic` reads the stored realistic
+    plans, only when the content is checked (a known verdict needs no file read)."""
     directory = Path(directory)
     report_bytes, report_problem = (_read_report(directory / SOLVER_REPORT) if complete
                                     else (None, None))
@@ -223,7 +230,8 @@ def check_task_set(directory: Path, *, manifest: Mapping[str, Any], manifest_byt
     if report_problem is None and checked.is_known("task-sets", memo):
         return
     _fail(directory, content_problems(manifest, tasks, workflows, report_bytes,
-                                      report_problem))
+                                      report_problem,
+                                      realistic=None if realistic is None else realistic()))
     checked.remember("task-sets", memo)
 
 
@@ -301,6 +309,7 @@ class _Checker:
             WORKFLOWS_FILE: Draft202012Validator(schemas.workflow_schema(self.tools)),
             MANIFEST: Draft202012Validator(schemas.manifest_schema()),
             SOLVER_REPORT: Draft202012Validator(schemas.solver_report_schema()),
+            REALISTIC_FILE: Draft202012Validator(schemas.realistic_workflow_schema(self.tools)),
         }
         self.problems: list[Problem] = []
         self.ids: set[str] = set()  # every task id of the tasks file, sound or not
@@ -419,6 +428,42 @@ class _Checker:
             self.add(WORKFLOWS_FILE, "differs_from_naive", f"{row['differs_from_naive']}, "
                      "but the plan's tools say otherwise", line)
 
+    # realistic_workflows.jsonl.gz
+    def realistic(self, rows: Sequence[Row], tasks: Mapping[str, Mapping[str, Any]]) -> None:
+        """At most one plan per task (a task without one has its plan solved at run time),
+        each replayed: its tools' arguments valid and the task's own, the task's steps in
+        order (what `realistic_plans` checks before using one)."""
+        first: dict[str, int] = {}
+        for line, row in rows:
+            ok = self.against_schema(REALISTIC_FILE, row, line)
+            task_id = row.get("task_id")
+            if not (isinstance(task_id, str) and _ID.match(task_id)):
+                continue  # named by the schema
+            if task_id in first:
+                self.add(REALISTIC_FILE, "task_id", f"a second row for {task_id} (first on "
+                         f"line {first[task_id]})", line)
+                continue
+            first[task_id] = line
+            if not ok:
+                continue
+            if task_id not in self.ids:
+                self.add(REALISTIC_FILE, "task_id", f"no task {task_id} in {TASKS_FILE}", line)
+            elif task_id in tasks:
+                self.realistic_plan(row, tasks[task_id], line)
+
+    def realistic_plan(self, row: Mapping[str, Any], task: Mapping[str, Any],
+                       line: int) -> None:
+        steps = row["optimal"]["steps"]
+        for i, step in enumerate(steps):
+            field = f"optimal.steps[{i}].arguments"
+            for error in self.registry.argument_errors(step["tool"], step["arguments"]):
+                self.add(REALISTIC_FILE, field, error, line)
+            self._bound(REALISTIC_FILE, field, step["arguments"], task["inputs"], line)
+        required = list(task["required_tools"])
+        if [step["tool"] for step in steps if step["tool"] in required] != required:
+            self.add(REALISTIC_FILE, "optimal.steps", f"does not call the steps of "
+                     f"{task['id']} in order ({required})", line)
+
     def bounds(self, bounds: Mapping[str, float], line: int) -> None:
         if bounds["naive"] > bounds["dp"] + _EPSILON:
             self.add(WORKFLOWS_FILE, "bounds.naive", f"{bounds['naive']} exceeds the optimum "
@@ -458,8 +503,10 @@ class _Checker:
 
 def content_problems(manifest: Mapping[str, Any], tasks: Sequence[Row],
                      workflows: Sequence[Row] | None, report: bytes | None,
-                     report_problem: Problem | None = None) -> list[Problem]:
-    """Every problem of a set's content, in file order: manifest, tasks, workflows, report."""
+                     report_problem: Problem | None = None, *,
+                     realistic: Sequence[Row] | None = None) -> list[Problem]:
+    """Every problem of a set's content, in file order: manifest, tasks, workflows, realistic
+    plans, report."""
     from pytest_resilibench.core.registry import default_registry
 
     checker = _Checker(default_registry())
@@ -467,6 +514,8 @@ def content_problems(manifest: Mapping[str, Any], tasks: Sequence[Row],
     sound = checker.tasks(tasks)
     if workflows is not None:
         checker.workflows(workflows, sound)
+    if realistic is not None:
+        checker.realistic(realistic, sound)
     if report_problem is not None:
         checker.problems.append(report_problem)
     elif report is not None:

@@ -1,6 +1,7 @@
 """JSON Schemas (draft 2020-12) of the files of a task set: a line of `tasks.jsonl.gz`, a line
-of `workflows.jsonl.gz`, `manifest.json` and `solver_report.json` (what `resilibench generate`
-and `solve` write). `resilibench schema tasks|workflows|manifest|solver-report` prints them, and
+of `workflows.jsonl.gz`, a line of `realistic_workflows.jsonl.gz`, `manifest.json` and
+`solver_report.json` (what `resilibench generate` and `solve` write). `resilibench schema
+tasks|workflows|realistic-workflows|manifest|solver-report` prints them, and
 `task_set_check.py` checks every file of a set against them as a run loads it
 (docs/ARCHITECTURE.md, "Fixtures").
 
@@ -22,11 +23,13 @@ from pytest_resilibench.base.names import DIFFICULTIES, TASK_TYPES
 
 __all__ = [
     "MANIFEST_SCHEMA",
+    "REALISTIC_SCHEMA",
     "SOLVER_REPORT_SCHEMA",
     "TASK_SCHEMA",
     "TASK_SET_SCHEMAS",
     "WORKFLOWS_SCHEMA",
     "manifest_schema",
+    "realistic_workflow_schema",
     "solver_report_schema",
     "task_schema",
     "workflow_schema",
@@ -36,6 +39,7 @@ __all__ = [
 # words; tests/unit/test_task_set_schemas.py ties them).
 TASK_SCHEMA = "resilibench.task/1"
 WORKFLOWS_SCHEMA = "resilibench.workflows/1"
+REALISTIC_SCHEMA = "resilibench.realistic_workflows/1"
 MANIFEST_SCHEMA = "resilibench.manifest/1"
 SOLVER_REPORT_SCHEMA = "resilibench.solver_report/1"
 
@@ -139,6 +143,25 @@ def workflow_schema(tools: Sequence[str] | None = None) -> dict[str, Any]:
     }
 
 
+def realistic_workflow_schema(tools: Sequence[str] | None = None) -> dict[str, Any]:
+    """One line of `realistic_workflows.jsonl.gz`: a task's optimal plan under the realistic
+    fault profile (core/faults.py), which its prompts show instead of solving at run time."""
+    tools = _tool_names() if tools is None else list(tools)
+    return {
+        "$schema": _DIALECT,
+        "$id": "urn:resilibench:realistic_workflows:1",
+        "title": "ResiliBench realistic plan (one line of realistic_workflows.jsonl.gz)",
+        "type": "object",
+        "required": ["schema", "task_id", "optimal"],
+        "additionalProperties": False,
+        "properties": {
+            "schema": {"const": REALISTIC_SCHEMA},
+            "task_id": {"type": "string", "pattern": ID_PATTERN},
+            "optimal": _workflow(tools),
+        },
+    }
+
+
 def manifest_schema() -> dict[str, Any]:
     """`manifest.json`: what wrote the set and the sha256 of every file (fixture_files.py).
     A listed name must be a path inside the set's folder: relative, without `..`, and no
@@ -207,6 +230,7 @@ def solver_report_schema() -> dict[str, Any]:
 TASK_SET_SCHEMAS: dict[str, Callable[[], dict[str, Any]]] = {
     "tasks": task_schema,
     "workflows": workflow_schema,
+    "realistic-workflows": realistic_workflow_schema,
     "manifest": manifest_schema,
     "solver-report": solver_report_schema,
 }

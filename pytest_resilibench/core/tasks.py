@@ -281,7 +281,7 @@ def load_tasks(directory: Path = FIXTURES_DIR, *, require_workflows: bool = True
     (`task_set_check.py`: every problem in one message); a missing, changed, incomplete or
     unsound file is a `FixtureError`, never a silent fallback. `require_workflows=False` is
     for the solver, which reads the tasks it is about to solve."""
-    from pytest_resilibench.core.task_set_check import check_paths, check_task_set
+    from pytest_resilibench.core.task_set_check import REALISTIC_FILE, check_paths, check_task_set
 
     directory = Path(directory)
     if not (directory / TASKS_FILE).exists():
@@ -297,8 +297,13 @@ def load_tasks(directory: Path = FIXTURES_DIR, *, require_workflows: bool = True
                                f"optimal and flawed prompts need them; `resilibench solve "
                                f"--exact --fixtures {directory} --out {directory}` writes them")
         workflow_rows = _jsonl_rows(directory, manifest, WORKFLOWS_FILE)
+    # Stored realistic plans, read only to be checked (listed, or merely there: unlisted is
+    # a problem, as the prompts would find them).
+    plans = REALISTIC_FILE in manifest.get("files", {}) or (directory / REALISTIC_FILE).exists()
     check_task_set(directory, manifest=manifest, manifest_bytes=manifest_bytes, tasks=rows,
-                   workflows=workflow_rows, complete=require_workflows)
+                   workflows=workflow_rows, complete=require_workflows,
+                   realistic=(lambda: _jsonl_rows(directory, manifest, REALISTIC_FILE))
+                   if plans else None)
     solved = (None if workflow_rows is None
               else {row["task_id"]: row for _, row in workflow_rows})
     flow = data_flow_of(manifest)

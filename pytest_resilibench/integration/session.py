@@ -196,6 +196,10 @@ class ResiliSession:
         tasks = load_tasks(config.tasks if config.tasks is not None
                            else task_set_dir(config.task_set))
         _check_sample(config, tasks)
+        if config.tasks is not None:  # a set of your own stores its realistic plans too
+            from pytest_resilibench.core.realistic_plans import use_stored
+
+            use_stored(config.tasks)
         return tasks
 
     def task_set_identity(self) -> dict[str, Any]:

@@ -196,17 +196,36 @@ def test_stored_fixtures_regenerate_byte_identically(tmp_path: Path, name: str) 
     assert fresh["files"]["tasks.jsonl.gz"] == stored["files"]["tasks.jsonl.gz"]
 
 
-def test_generate_with_a_seed_writes_a_verified_set_that_loads(tmp_path: Path) -> None:
+def test_generate_with_a_seed_writes_a_verified_set_that_loads(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """A set of one task a cell, with its reference workflows and its realistic plans (issue
+    47: no run of it solves one), each plan the solver's, a progress line on stderr."""
+    from pytest_resilibench.core.faults import REALISTIC_PLANS, stored_plans, task_faults
+    from pytest_resilibench.core.optimum.realistic import realistic_solution
+    from pytest_resilibench.core.registry import default_registry
     from pytest_resilibench.core.tasks import load_tasks
+    from pytest_resilibench.core.workflow import Workflow
 
-    assert main(["generate", "--seed", "9", "--per-cell", "2", "--out", str(tmp_path)]) == 0
-    loaded = load_tasks(tmp_path)
-    assert len(loaded) == 30 and all(t.optimal is not None for t in loaded)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    out = tmp_path / "set"
+    assert main(["generate", "--seed", "9", "--per-cell", "1", "--out", str(out)]) == 0
+    err = capsys.readouterr().err
+    loaded = load_tasks(out)
+    assert len(loaded) == 15 and all(t.optimal is not None for t in loaded)
     assert loaded.manifest["generator"]["seed"] == 9
     assert loaded.manifest["generator"]["grammar"] == "flows"
-    assert {"tasks.jsonl.gz", "workflows.jsonl.gz"} <= set(loaded.manifest["files"])
+    assert {"tasks.jsonl.gz", "workflows.jsonl.gz", REALISTIC_PLANS} <= set(
+        loaded.manifest["files"])
     shipped = load_tasks(task_set_dir("default")).by_id
     assert all(t.to_json() != shipped[t.id].to_json() for t in loaded)
+    plans = stored_plans(out)
+    assert sorted(plans) == [t.id for t in loaded]
+    for task in loaded.tasks[:2]:
+        assert Workflow.from_json(plans[task.id]) == realistic_solution(task).workflow
+    structures = len({(t.required_tools, tuple(sorted(
+        task_faults(t, default_registry()).alternatives.items()))) for t in loaded})
+    assert f"realistic plans: {structures}/{structures} structures solved" in err
 
 
 def test_tasks_bytes_ignore_input_order(tasks: list[Task]) -> None:

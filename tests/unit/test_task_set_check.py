@@ -21,6 +21,7 @@ from pytest_resilibench.core import task_set_check
 from pytest_resilibench.core.fixture_files import read_manifest_bytes, write_fixture_file
 from pytest_resilibench.core.task_set_check import (
     MAX_LISTED,
+    REALISTIC_FILE,
     SHIPPED_SOUND,
     check_paths,
     content_problems,
@@ -88,7 +89,9 @@ def test_the_shipped_sets_are_sound_and_their_verdicts_are_the_stored_ones(name:
     manifest, manifest_bytes = read_manifest_bytes(directory)
     tasks, workflows = _rows(directory, TASKS_FILE), _rows(directory, WORKFLOWS_FILE)
     report = (directory / SOLVER_REPORT).read_bytes()
-    assert content_problems(manifest, tasks, workflows, report) == []
+    assert REALISTIC_FILE in manifest["files"]  # both ship their realistic plans
+    realistic = _rows(directory, REALISTIC_FILE)
+    assert content_problems(manifest, tasks, workflows, report, realistic=realistic) == []
     keys = {data_key(manifest_bytes, report, complete=True, with_workflows=True),
             data_key(manifest_bytes, None, complete=False, with_workflows=True)}
     assert keys <= SHIPPED_SOUND, f"a shipped file changed: put {sorted(keys)} in SHIPPED_SOUND"
@@ -196,6 +199,47 @@ def test_reference_plans_are_replayed_against_the_registry_and_their_task(
     ):
         assert expected in message, (expected, message)
     assert "computation_optimizer is neither a required tool of t0006 nor a prerequisite" in message
+
+
+def test_stored_realistic_plans_are_checked_one_per_task_and_replayed(tmp_path: Path) -> None:
+    """A set's realistic plans (the prompts read them instead of solving): a task's once (a
+    task without one is solved at run time), known tools with valid arguments, the task's own
+    values, its steps in order."""
+    paper = task_set_dir("paper")
+    tasks, workflows, plans = ([row for _, row in _rows(paper, name)[:12]]
+                               for name in (TASKS_FILE, WORKFLOWS_FILE, REALISTIC_FILE))
+    directory = write_task_set(tmp_path / "set", tasks, workflows)
+    write_fixture_file(directory, REALISTIC_FILE, jsonl(plans))
+    load_tasks.cache_clear()
+    assert len(load_tasks(directory)) == 12  # sound as written, and with some plans only
+    write_fixture_file(directory, REALISTIC_FILE, jsonl(plans[:5]))
+    load_tasks.cache_clear()
+    assert len(load_tasks(directory)) == 12
+    bad = _copy(plans)
+    steps = bad[0]["optimal"]["steps"]
+    value_key = next(k for s in steps for k in s["arguments"] if k in tasks[0]["inputs"])
+    next(s for s in steps if value_key in s["arguments"])["arguments"][value_key] = "elsewhere"
+    bad[1]["optimal"]["steps"].reverse()
+    bad[2]["optimal"]["steps"][0]["tool"] = "utility_teleporter"
+    bad[3]["optimal"]["steps"][0]["arguments"]["no_such_parameter"] = 1
+    bad[4] = {**bad[4], "task_id": "t9999"}
+    write_fixture_file(directory, REALISTIC_FILE, jsonl([*bad, bad[5]]))
+    message = _load_error(directory)
+    for expected in (
+        f"line 1, field optimal.steps[{[value_key in s['arguments'] for s in steps].index(True)}]"
+        f".arguments.{value_key}: 'elsewhere' is not the task's",
+        f"line 2, field optimal.steps: does not call the steps of {tasks[1]['id']} in order",
+        "line 3, field optimal.steps[0].tool: unknown tool 'utility_teleporter'",
+        "line 4, field optimal.steps[0].arguments: Additional properties are not allowed",
+        "line 5, field task_id: no task t9999 in tasks.jsonl.gz",
+        "line 13, field task_id: a second row for",
+    ):
+        assert expected in message, (expected, message)
+    # A plans file the manifest does not list is refused too (the prompts would read it).
+    manifest = json.loads((directory / "manifest.json").read_text())
+    del manifest["files"][REALISTIC_FILE]
+    (directory / "manifest.json").write_text(json.dumps(manifest))
+    assert f"{REALISTIC_FILE}: not listed in" in _load_error(directory)
 
 
 def test_rows_must_be_unique_and_match_across_files(tmp_path: Path,

@@ -13,6 +13,7 @@ import jsonschema
 import pytest
 
 from pytest_resilibench.cli import main
+from pytest_resilibench.core.faults import REALISTIC_PLANS_SCHEMA
 from pytest_resilibench.core.registry import default_registry
 from pytest_resilibench.core.task_set_schemas import (
     MANIFEST_SCHEMA,
@@ -20,6 +21,7 @@ from pytest_resilibench.core.task_set_schemas import (
     TASK_SET_SCHEMAS,
     WORKFLOWS_SCHEMA,
     manifest_schema,
+    realistic_workflow_schema,
     solver_report_schema,
     task_schema,
     workflow_schema,
@@ -49,7 +51,8 @@ def test_the_shipped_files_meet_their_schemas(name: str) -> None:
     check covers every line: tests/unit/test_task_set_check.py)."""
     directory = Path(TASK_SETS[name])
     for file, schema in (("tasks.jsonl.gz", task_schema()),
-                         ("workflows.jsonl.gz", workflow_schema())):
+                         ("workflows.jsonl.gz", workflow_schema()),
+                         ("realistic_workflows.jsonl.gz", realistic_workflow_schema())):
         with gzip.open(directory / file, "rt", encoding="utf-8") as fh:
             for line in itertools.islice(fh, 0, None, 97):
                 jsonschema.validate(json.loads(line), schema)
@@ -66,6 +69,7 @@ def test_the_schema_words_are_the_writers_and_the_tools_the_registry_s() -> None
 
     assert (written_manifest, written, REPORT_SCHEMA) == (
         MANIFEST_SCHEMA, WORKFLOWS_SCHEMA, SOLVER_REPORT_SCHEMA)
+    assert REALISTIC_PLANS_SCHEMA == "resilibench.realistic_workflows/1"
     assert TASK_SCHEMA == "resilibench.task/1"
     tools = list(default_registry().names)
     assert task_schema()["properties"]["required_tools"]["items"] == {"enum": tools}

@@ -20,7 +20,12 @@ Shared by every process on the host that talks to the same model and base URL (x
 workers): the state is a small JSON file in the temp folder, read and written under
 `fcntl.flock`. Each live process holds a share of the window (at least one request); a
 process that exits or crashes stops counting when its pid is gone (or unseen for
-`STALE_S`), so no slot leaks. A file whose processes are all gone starts afresh.
+`STALE_S`), so no slot leaks. A file whose processes are all gone starts afresh. While no
+limit has been met (the first round: every process has its whole ceiling) and no tpm is set, a
+reply that would change nothing there but its process's heartbeat is not written, and the file
+is looked at again at most every `QUIET_LOOK_S` (issue 47: the file's lock, read and write on
+every request were 40% of the client's busy time at concurrency 64 on a loaded machine,
+its slots idle meanwhile: docs/REPRODUCTION.md).
 
 Within a process, requests wait for a slot in line. The runner keeps more episodes in flight
 than the ceiling (integration/runner.py), so that a reply's episode, busy with its tools, leaves
@@ -68,6 +73,8 @@ BURST_S = 1.0
 BETA = 0.5  # multiplicative decrease
 STALE_S = 120.0  # a process unseen this long holds no share any more
 POLL_S = 0.25  # how often a waiting request looks at the shared window again
+QUIET_LOOK_S = 0.1  # how stale the shared state may be while no limit was met (docstring)
+_monotonic = time.monotonic  # the quiet looks' clock (a test holds it still)
 _T = TypeVar("_T")
 Outcome = Literal["ok", "limited", "other"]
 
@@ -290,6 +297,8 @@ class AdaptiveLimiter:
         self._wanting = 0  # requests inside `acquire`
         self._line: list[_Place] = []  # requests waiting for a slot, by `_Place.order`
         self._arrivals = itertools.count()
+        self._looked_at = -math.inf  # _monotonic() of the last look at the shared state
+        self._ok_seen = 0  # the state's success level of this round, as last looked at
         self._view = self._store.update(self._look)
         # What the report shows: time-weighted in-flight, waits, the first and last moments.
         self.wait_s = 0.0  # wall time while at least one request waited on a limit
@@ -324,6 +333,8 @@ class AdaptiveLimiter:
         cap = _share(procs, str(self._pid), max(1, math.floor(window)))
         hold = max(float(state.get("blocked_until", 0.0)),
                    float(state.get("tokens_at", 0.0)) - BURST_S)
+        self._looked_at = _monotonic()
+        self._ok_seen = int(state.get("ok", 0)) if state.get("ok_epoch") == state["epoch"] else 0
         return _View(cap=min(cap, self.ceiling), window=window, epoch=int(state["epoch"]),
                      hold_until=hold, procs=len(procs))
 
@@ -405,6 +416,13 @@ class AdaptiveLimiter:
         """Look at the shared state again (what other processes changed)."""
         self._view = self._store.update(self._look)
 
+    def _quiet(self) -> bool:
+        """No limit met yet (each process has its whole ceiling), no tpm, and the shared state
+        looked at less than `QUIET_LOOK_S` ago: nothing there this request needs."""
+        view = self._view
+        return (view.epoch == 0 and view.cap >= self.ceiling and self.tpm is None
+                and _monotonic() - self._looked_at < QUIET_LOOK_S)
+
     @property
     def busy_s(self) -> float:
         """Integral of requests in flight over time (mean concurrency = busy / span)."""
@@ -430,8 +448,8 @@ class AdaptiveLimiter:
         place = _Place(rank, next(self._arrivals))
         bisect.insort(self._line, place, key=_Place.order)
         try:
-            if self.in_flight >= self._view.cap:  # say so: the others may have slots to spare
-                self.refresh()
+            if self.in_flight >= self._view.cap and not self._quiet():  # say so: the others
+                self.refresh()  # may have slots to spare
             while True:
                 now = self._clock()
                 if now >= deadline:
@@ -463,8 +481,8 @@ class AdaptiveLimiter:
                 else:
                     async with self.held() if limited else contextlib.nullcontext():
                         await place.wait(min(POLL_S, deadline - now))
-                    if self._view is view:  # nothing settled meanwhile: another process may
-                        self.refresh()      # have
+                    if self._view is view and not self._quiet():  # nothing settled here
+                        self.refresh()  # meanwhile: another process may have
                     if not limited:
                         deadline += max(0.0, self._clock() - now)
         finally:
@@ -506,6 +524,9 @@ class AdaptiveLimiter:
         self.last_at = now
         if outcome == "other" and not self.tpm:
             view = self._view
+        elif (outcome == "ok" and limits.exhausted_for_s() is None and self._quiet()
+              and level * self._view.procs <= self._ok_seen):
+            view = self._view  # the state would stay as it is (module docstring)
         else:
             view = self._settle(ticket, outcome, limits, tokens, level * self._view.procs)
         self._view = view

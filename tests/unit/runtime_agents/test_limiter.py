@@ -17,6 +17,7 @@ from pytest_resilibench.runtime.agents.limiter import (
     AdaptiveLimiter,
     FileStore,
     Limits,
+    MemoryStore,
     RateLimitWait,
     Ticket,
     parse_duration,
@@ -87,6 +88,46 @@ def test_starts_at_the_ceiling_and_never_passes_it() -> None:
     for _ in range(50):
         lim.release(take(lim), "ok")
     assert lim.window == 4 and lim.cap == 4
+
+
+class CountingStore(MemoryStore):
+    def __init__(self) -> None:
+        super().__init__()
+        self.updates = 0
+
+    def update(self, change: Any) -> Any:
+        self.updates += 1
+        return super().update(change)
+
+
+def test_while_no_limit_is_met_a_reply_writes_only_what_is_new(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 47: the shared state's lock, read and write on every reply were 40% of a run's
+    CPU. In the first round (every process at its ceiling) a success at a level the state
+    already holds writes nothing, and the state is looked at again once `QUIET_LOOK_S` has
+    passed; once a limit is met every reply is written again (the recovery)."""
+    from pytest_resilibench.runtime.agents import limiter as module
+
+    now = [0.0]
+    monkeypatch.setattr(module, "_monotonic", lambda: now[0])
+    store = CountingStore()
+    lim = limiter(4, store=store)
+    held = [take(lim) for _ in range(4)]
+    start = store.updates
+    for ticket in held:  # levels 4, 3, 2, 1: the first is new, the others are not
+        lim.release(ticket, "ok")
+    for _ in range(50):  # a full window waits for nothing: each at level 1
+        lim.release(take(lim), "ok")
+    assert store.updates - start == 1
+    now[0] += module.QUIET_LOOK_S  # stale: looked at again with the next reply
+    lim.release(take(lim), "ok")
+    assert store.updates - start == 2
+    lim.release(take(lim), "limited")  # a limit met: every reply counts again
+    start = store.updates
+    for _ in range(5):
+        lim.release(take(lim), "ok")
+    assert store.updates - start == 5
+    assert lim.window == 2 + 2  # fast recovery to the level the first round's successes saw
 
 
 def test_a_429_halves_the_window_once_a_round() -> None:
