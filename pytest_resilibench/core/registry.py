@@ -13,6 +13,8 @@ from enum import Enum
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from pytest_resilibench.core.quick_schema import quick_check
+
 if TYPE_CHECKING:  # loaded on first validation: pytest start-up must not pay for it
     from jsonschema import Draft202012Validator
     from jsonschema.exceptions import ValidationError
@@ -229,6 +231,10 @@ class ToolRegistry:
         from jsonschema import Draft202012Validator
 
         return {t.name: Draft202012Validator(t.returns) for t in self.tools}
+
+    @cached_property
+    def _quick_checks(self) -> dict[str, Callable[[Any], bool]]:
+        return {t.name: quick_check(t.parameters) for t in self.tools}
 
     @cached_property
     def _argument_memo(self) -> dict[tuple[Any, ...], list[str]]:
