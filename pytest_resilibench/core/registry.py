@@ -244,7 +244,11 @@ class ToolRegistry:
         """Schema violations of a call's arguments, as short human-readable messages.
 
         Validation is a pure function of (tool, arguments) and agents resend the same
-        arguments on every retry, so flat argument objects are memoised (bounded)."""
+        arguments on every retry, so flat argument objects are memoised (bounded). Arguments
+        the quick check (core/quick_schema.py) finds valid need neither: most calls, the
+        first of each task's own paths and names included."""
+        if self._quick_checks[name](arguments):
+            return []
         key: tuple[Any, ...] | None = None
         if isinstance(arguments, dict):
             try:

@@ -66,3 +66,18 @@ def test_doubt_goes_to_jsonschema() -> None:
     enum = quick_check({"type": "object", "properties": {"e": {"type": "integer",
                                                                 "enum": [1]}}})
     assert enum({"e": 1}) and not enum({"e": True})
+
+
+def test_the_registry_asks_the_quick_check_first() -> None:
+    """A valid call never reaches jsonschema (nor its memo); an invalid one does, for the
+    words of its errors."""
+    from pytest_resilibench.core.catalog import TOOLS
+    from pytest_resilibench.core.registry import ToolRegistry
+
+    registry = ToolRegistry(TOOLS)
+    registry.__dict__["_argument_validators"] = {}  # any use of jsonschema would fail
+    assert registry.argument_errors("data_processing_aggregator", {"function": "sum"}) == []
+    assert registry._argument_memo == {}
+    del registry.__dict__["_argument_validators"]
+    errors = registry.argument_errors("data_processing_aggregator", {"function": "median"})
+    assert errors and "median" in errors[0]
