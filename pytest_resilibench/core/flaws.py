@@ -249,7 +249,9 @@ class _Plan:
         the indices `which` (all by default): no value left unused that it used, and each
         mark it showed. Only the fields asked are read, cheapest first, up to the first
         lost: the injectors ask this of every candidate edit."""
-        for i in sorted(which, key=_MARK_COST.index):
+        for i in _CHEAP_FIRST:
+            if i not in which:
+                continue
             if i == 0:
                 if not self._unused() <= marks.unused:
                     return False
@@ -360,7 +362,7 @@ class _Plan:
 _MARK_READERS: tuple[Callable[[_Plan], Any], ...] = (
     _Plan._unused, _Plan._worded, _Plan._ordered, _Plan._reads_source, _Plan._delivers_last,
     _Plan._sensible)
-_MARK_COST = (4, 3, 1, 0, 2, 5)
+_CHEAP_FIRST = (4, 3, 1, 0, 2, 5)
 
 
 @dataclass(frozen=True)
