@@ -123,8 +123,8 @@ def main() -> None:
             print(f"{label:16s} {wall:8.1f} s  cpu {cpu:8.1f} s  peak {peak:7.0f} MB  | {last}",
                   flush=True)
     print(f"items: {n}, model: {opts.model}, cores: {len(os.sched_getaffinity(0))}")
-    print(f"collection ratio {walls['suite collect'] / walls['bare collect']:.2f}x "
-          f"(target <= 2x)")
+    print(f"collection ratio {walls['suite collect'] / walls['bare collect']:.2f}x wall "
+          f"(target <= 2x), {cpus['suite collect'] / cpus['bare collect']:.2f}x CPU")
     alone = cpus["episodes alone"]
     print(f"episodes alone: {alone:.1f} s CPU, {1000 * alone / n:.2f} ms an episode")
     for n_workers in workers:

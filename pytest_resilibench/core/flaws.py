@@ -42,7 +42,7 @@ from typing import Any, NamedTuple
 
 from pytest_resilibench.base.names import FLAWS, FLOW_PARAMS, SEVERITIES
 from pytest_resilibench.base.rng import DrawStream
-from pytest_resilibench.core.flow_sense import sense_problems
+from pytest_resilibench.core.flow_sense import makes_sense
 from pytest_resilibench.core.plan_text import plan_advice, shown_plan
 from pytest_resilibench.core.registry import (
     DATA_FORMATS,
@@ -153,6 +153,9 @@ class _Plan:
         self.parent_steps = parent.steps
         self.deliverable = parent.deliverable
         self.fitting = parent.fitting
+        self.depends = parent.depends
+        self.values = parent.values
+        self.parent_shown = parent.shown
 
     def depends_on(self, later: str, earlier: str) -> bool:
         return earlier in self.registry.dependencies(later, self.parent_tools)
@@ -239,27 +242,60 @@ class _Plan:
         genuine plans in five), whether a step takes an option the text words, and what every
         genuine plan shows: no step before one it depends on, a step that reads a source, a
         last step that delivers."""
-        shown = {k: v for k, v in self.task.shown_inputs.items() if k != "format"}
-        used = {(k, str(v)) for s in self.steps for k, v in s.arguments.items()}
-        tools = [s.tool for s in self.steps]
-        required = self.task.required_tools
-        ordered = not any(
-            set(self.registry.dependencies(t, required)) & set(tools[i + 1:])
-            for i, t in enumerate(tools) if t in self.registry)
-        specs = [self.registry.get(t) for t in tools]
-        return Marks(frozenset(k for k, v in shown.items() if (k, str(v)) not in used),
-                     any(k in WORDED_PARAMS for s in self.steps for k in s.arguments), ordered,
-                     any(spec is not None and spec.role is Role.SOURCE for spec in specs),
-                     bool(specs) and specs[-1] is not None and specs[-1].produces_output,
-                     not sense_problems(tools, self.registry))
+        return Marks(*(read(self) for read in _MARK_READERS))
 
     def keeps(self, marks: Marks, which: Sequence[int] = range(len(Marks._fields))) -> bool:
         """Whether the plan still shows what `marks` (a parent's) showed, of the fields at
         the indices `which` (all by default): no value left unused that it used, and each
-        mark it showed."""
-        now = self.marks()
-        return all(now.unused <= marks.unused if i == 0 else bool(now[i]) or not marks[i]
-                   for i in which)
+        mark it showed. Only the fields asked are read, cheapest first, up to the first
+        lost: the injectors ask this of every candidate edit."""
+        for i in _CHEAP_FIRST:
+            if i not in which:
+                continue
+            if i == 0:
+                if not self._unused() <= marks.unused:
+                    return False
+            elif marks[i] and not _MARK_READERS[i](self):
+                return False
+        return True
+
+    def _unused(self) -> frozenset[str]:
+        """The keys of the Inputs block whose value no step takes (the data's format aside)."""
+        shown = self.parent_shown
+        used = {k for s in self.steps for k, v in s.arguments.items()
+                if k in shown and str(v) == shown[k]}
+        return frozenset(k for k in shown if k not in used)
+
+    def _worded(self) -> bool:
+        return any(k in WORDED_PARAMS for s in self.steps for k in s.arguments)
+
+    def _ordered(self) -> bool:
+        """No step before one it depends on (in the task)."""
+        later: set[str] = set()
+        for step in reversed(self.steps):
+            if step.tool in self.registry and not self._depends(step.tool).isdisjoint(later):
+                return False
+            later.add(step.tool)
+        return True
+
+    def _depends(self, tool: str) -> frozenset[str]:
+        """What `tool` depends on in the task, memoised for the task's flaws."""
+        found = self.depends.get(tool)
+        if found is None:
+            found = self.depends[tool] = frozenset(
+                self.registry.dependencies(tool, self.task.required_tools))
+        return found
+
+    def _reads_source(self) -> bool:
+        return any((spec := self.registry.get(s.tool)) is not None and spec.role is Role.SOURCE
+                   for s in self.steps)
+
+    def _delivers_last(self) -> bool:
+        last = self.registry.get(self.steps[-1].tool) if self.steps else None
+        return last is not None and last.produces_output
+
+    def _sensible(self) -> bool:
+        return makes_sense([s.tool for s in self.steps], self.registry)
 
     def takes_shown(self, tool: str) -> bool:
         """Whether a swapped-in `tool` takes a value of the Inputs block (not the data's
@@ -279,7 +315,14 @@ class _Plan:
 
     def _task_values(self, spec: ToolSpec) -> dict[str, Any] | None:
         """The task's values for the tool's required parameters but `format` (which the data
-        decides), or None when one has none."""
+        decides), or None when one has none: a dict of the caller's own, memoised for the
+        task's flaws (each candidate swap asks again)."""
+        if spec.name not in self.values:
+            self.values[spec.name] = self._read_task_values(spec)
+        found = self.values[spec.name]
+        return None if found is None else dict(found)
+
+    def _read_task_values(self, spec: ToolSpec) -> dict[str, Any] | None:
         props = _properties(spec)
         values: dict[str, Any] = {}
         for param in spec.required_parameters:
@@ -314,6 +357,14 @@ class _Plan:
         return out
 
 
+# `Marks`' fields as `_Plan` reads them, in field order, and the order `keeps` reads them in
+# (cheapest first).
+_MARK_READERS: tuple[Callable[[_Plan], Any], ...] = (
+    _Plan._unused, _Plan._worded, _Plan._ordered, _Plan._reads_source, _Plan._delivers_last,
+    _Plan._sensible)
+_CHEAP_FIRST = (4, 3, 1, 0, 2, 5)
+
+
 @dataclass(frozen=True)
 class _Parent:
     """What holds for every flaw injected into a task's parent plan."""
@@ -323,6 +374,10 @@ class _Parent:
     # The task steps the parent plan's deliverable descends from (what scoring.py wants).
     deliverable: frozenset[str]
     fitting: dict[str, bool]  # which tools the task's values fit (`_Plan.fits`), as asked
+    depends: dict[str, frozenset[str]]  # what a tool depends on in the task, as asked
+    values: dict[str, dict[str, Any] | None]  # `_Plan._task_values` by tool, as asked
+    # The Inputs block's values as a step's argument shows them (the data's format aside).
+    shown: dict[str, str]
 
 
 # Per task, for as long as the task lives: its seven flaws start from the same parent plan.
@@ -337,7 +392,9 @@ def _parent(plan: _Plan) -> _Parent:
         return found
     deliverable = frozenset(plan.lineage(len(steps) - 1, plan.flow())
                             & set(plan.task.required_tools)) if steps else frozenset()
-    parent = _PARENTS[plan.task] = _Parent(plan.registry, steps, deliverable, {})
+    shown = {k: str(v) for k, v in plan.task.shown_inputs.items() if k != "format"}
+    parent = _PARENTS[plan.task] = _Parent(plan.registry, steps, deliverable, {}, {}, {},
+                                              shown)
     return parent
 
 

@@ -6,11 +6,11 @@ can (core/flaws.py: `Marks.sensible`), so that "the plan makes no sense" is no t
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 from pytest_resilibench.core.registry import Role, ToolRegistry
 
-__all__ = ["BRANCH_RANK", "RECORD_TOOLS", "sense_problems"]
+__all__ = ["BRANCH_RANK", "RECORD_TOOLS", "makes_sense", "sense_problems"]
 
 # Steps that bring records (a health monitor reports on a service, not records).
 RECORD_TOOLS = frozenset({"file_operations_reader", "file_operations_scanner",
@@ -33,16 +33,25 @@ def sense_problems(tools: Sequence[str], registry: ToolRegistry, *,
     router whose health check would share the source's URL (one `url` per task), branches
     out of the order a reader takes them. With `partial` (a flow still being drawn), only
     what no later step can mend. Tools the registry lacks are skipped."""
-    problems: list[str] = []
+    return list(_problems(tools, registry, partial))
+
+
+def makes_sense(tools: Sequence[str], registry: ToolRegistry) -> bool:
+    """Whether `sense_problems` finds nothing: up to the first problem, none worded (the flaw
+    injectors ask this of every candidate edit)."""
+    return next(_problems(tools, registry, False), None) is None
+
+
+def _problems(tools: Sequence[str], registry: ToolRegistry, partial: bool) -> Iterator[str]:
     present = set(tools)
     if RESULT_TOOLS & present and RECORD_READERS & present:
-        problems.append("records read from an optimiser's result")
+        yield "records read from an optimiser's result"
     if "network_router" in present and "network_fetcher" in present:
-        problems.append("a router's health check at the source's URL")
+        yield "a router's health check at the source's URL"
     if partial:
-        return problems
+        return
     if "network_validator" in present and not SERVICE_TOOLS & present:
-        problems.append("a service's reply checked with no service")
+        yield "a service's reply checked with no service"
     sourced = worked = False
     rank = -1
     for tool in tools:
@@ -51,13 +60,12 @@ def sense_problems(tools: Sequence[str], registry: ToolRegistry, *,
             continue
         works = spec.role in (Role.PROCESSOR, Role.AGGREGATOR) or tool == "utility_helper"
         if works and not sourced:
-            problems.append(f"{tool} works on records before any step brings them")
+            yield f"{tool} works on records before any step brings them"
         if tool == "utility_tracker" and not worked:
-            problems.append("an event of work done before any work")
+            yield "an event of work done before any work"
         if spec.role is Role.PROCESSOR:
             if BRANCH_RANK.get(tool, 1) < rank:
-                problems.append(f"{tool} out of the order a reader takes the branches")
+                yield f"{tool} out of the order a reader takes the branches"
             rank = max(rank, BRANCH_RANK.get(tool, 1))
         sourced |= tool in RECORD_TOOLS
         worked |= works
-    return problems

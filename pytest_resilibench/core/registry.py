@@ -14,6 +14,7 @@ from functools import cached_property
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from pytest_resilibench.base.names import DataFlow
+from pytest_resilibench.core.quick_schema import quick_check
 
 if TYPE_CHECKING:  # loaded on first validation: pytest start-up must not pay for it
     from jsonschema import Draft202012Validator
@@ -255,6 +256,10 @@ class ToolRegistry:
         return {t.name: Draft202012Validator(t.returns) for t in self.tools}
 
     @cached_property
+    def _quick_checks(self) -> dict[str, Callable[[Any], bool]]:
+        return {t.name: quick_check(t.parameters) for t in self.tools}
+
+    @cached_property
     def _argument_memo(self) -> dict[tuple[Any, ...], list[str]]:
         return {}
 
@@ -262,7 +267,11 @@ class ToolRegistry:
         """Schema violations of a call's arguments, as short human-readable messages.
 
         Validation is a pure function of (tool, arguments) and agents resend the same
-        arguments on every retry, so flat argument objects are memoised (bounded)."""
+        arguments on every retry, so flat argument objects are memoised (bounded). Arguments
+        the quick check (core/quick_schema.py) finds valid need neither: most calls, the
+        first of each task's own paths and names included."""
+        if self._quick_checks[name](arguments):
+            return []
         key: tuple[Any, ...] | None = None
         if isinstance(arguments, dict):
             try:

@@ -76,12 +76,16 @@ WORDED_PARAMS = frozenset(PHRASES)
 
 
 @cache
-def _patterns(param: str) -> tuple[tuple[re.Pattern[str], Any], ...]:
-    """Each phrase of `param` as a whole-word pattern, longest first."""
+def _pattern(param: str) -> tuple[re.Pattern[str], tuple[Any, ...]]:
+    """One whole-word pattern for every phrase of `param`, longest first, a group each, and
+    the value of each group. At the leftmost place any phrase matches, the first alternative
+    that matches there wins: the earliest phrase in the text, the longest where several
+    start at one place (one search instead of one a phrase)."""
     pairs = [(phrase, value) for value, phrases in PHRASES[param].items() for phrase in phrases]
     pairs.sort(key=lambda pair: -len(pair[0]))
-    return tuple((re.compile(rf"(?<![\w-]){re.escape(p)}(?![\w-])", re.IGNORECASE), v)
-                 for p, v in pairs)
+    alternatives = "|".join(f"({re.escape(p)})" for p, _ in pairs)
+    return (re.compile(rf"(?<![\w-])(?:{alternatives})(?![\w-])", re.IGNORECASE),
+            tuple(v for _, v in pairs))
 
 
 def read_worded(text: str) -> dict[str, Any]:
@@ -89,8 +93,7 @@ def read_worded(text: str) -> dict[str, Any]:
     one of whose phrases it contains (the earliest in the text where several are)."""
     found: dict[str, Any] = {}
     for param in PHRASES:
-        hits = [(m.start(), value) for pattern, value in _patterns(param)
-                if (m := pattern.search(text))]
-        if hits:
-            found[param] = min(hits, key=lambda hit: hit[0])[1]
+        pattern, values = _pattern(param)
+        if (m := pattern.search(text)) and m.lastindex is not None:
+            found[param] = values[m.lastindex - 1]
     return found

@@ -281,13 +281,8 @@ async def run_episode(
     completed = False
     try:
         if prompt is None:
-            from pytest_resilibench.core.prompts import render_prompt
-
-            prompt = (render_prompt(task, variant, tool_mode=tool_mode, registry=registry,
-                                    max_turns=max_turns)
-                      if profile is None else
-                      render_prompt(task, variant, tool_mode=tool_mode, registry=registry,
-                                    faults=faults))
+            prompt = _rendered(task, variant, tool_mode, registry,
+                               "paper" if profile is None else faults, max_turns)
         if environment is None:
             environment = SimulatedEnvironment(Simulator(
                 registry, EpisodeKey(seed, task.id, repeat), task_tools=task.required_tools,
@@ -313,6 +308,21 @@ async def run_episode(
         record.wall_time_s = round(time.perf_counter() - started, 6)
     _score(record, task, prompt, completed=completed, registry=registry, profile=profile)
     return record
+
+
+@functools.lru_cache(maxsize=16)
+def _rendered(task: Task, variant: Variant, tool_mode: ToolMode, registry: ToolRegistry,
+              faults: str, max_turns: int) -> Prompt:
+    """The prompt of an episode, memoised: a task's repeats and base-success levels follow one
+    another in a run (cases.py), so the same prompt (its flaw injected) is asked back to back.
+    Tasks and registries hash by identity. Read only: the turn keeper copies the messages."""
+    from pytest_resilibench.core.prompts import render_prompt
+
+    if faults != "paper":  # the profile's own budget, whatever `max_turns` says
+        return render_prompt(task, variant, tool_mode=tool_mode, registry=registry,
+                             faults=faults)
+    return render_prompt(task, variant, tool_mode=tool_mode, registry=registry,
+                         max_turns=max_turns)
 
 
 def _realistic(task: Task, registry: ToolRegistry, faults: str) -> TaskFaults:

@@ -490,3 +490,39 @@ def test_every_flaw_changes_a_plan_that_asks_a_step_twice() -> None:
         for severity in SEVERITIES:
             flawed = render_prompt(NOTICING, Variant("flawed", flaw, severity), registry=REGISTRY)
             assert str(flawed) != optimal, (flaw, severity)
+
+
+def test_keeps_reads_only_what_it_needs_and_says_what_the_marks_say() -> None:
+    """`_Plan.keeps` reads the asked marks lazily, cheapest first; its answer is the rule
+    over the whole `marks()` (each edit of every step of sampled default plans: every
+    prefix-drop and swap), and `makes_sense` is `not sense_problems`."""
+    from itertools import combinations
+
+    from pytest_resilibench.core.flaws import HARD_MARKS, _Plan
+    from pytest_resilibench.core.flow_sense import makes_sense, sense_problems
+    from pytest_resilibench.core.prompts import Variant, plan_for
+    from pytest_resilibench.core.tasks import load_tasks
+
+    registry = default_registry()
+    names = [t.name for t in registry]
+    checked = 0
+    for task in list(load_tasks())[::97]:
+        genuine, _ = plan_for(task, Variant("optimal"), registry)
+        assert genuine is not None
+        plan = _Plan(list(genuine.steps), task, registry, DrawStream("t"))
+        marks = plan.marks()
+        for i, j in combinations(range(len(plan.steps) + 1), 2):
+            for tool in (None, names[(i * 7 + j) % len(names)]):
+                edited = _Plan(list(genuine.steps), task, registry, DrawStream("t"))
+                del edited.steps[i:j]
+                if tool is not None and edited.steps:
+                    edited.steps[0] = PlanStep(tool=tool, purpose="", arguments={})
+                now = edited.marks()
+                for which in (range(len(marks)), HARD_MARKS, (*HARD_MARKS, 1), (0,)):
+                    rule = all(now.unused <= marks.unused if k == 0
+                               else bool(now[k]) or not marks[k] for k in which)
+                    assert edited.keeps(marks, which) == rule
+                tools = [s.tool for s in edited.steps]
+                assert makes_sense(tools, registry) == (not sense_problems(tools, registry))
+                checked += 1
+    assert checked > 500

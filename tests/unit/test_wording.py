@@ -7,6 +7,8 @@ from __future__ import annotations
 import re
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from pytest_resilibench.core.prompts import Variant, parse_task_inputs, render_prompt
 from pytest_resilibench.core.tasks import TASK_SETS, Task, load_tasks
@@ -64,3 +66,34 @@ def test_the_paper_set_shows_every_input_as_before() -> None:
 def test_worded_keys_round_trip_through_json(default_tasks: list[Task]) -> None:
     task = next(t for t in default_tasks if t.worded)
     assert Task.from_json(task.to_json()).worded == task.worded
+
+
+def _read_phrase_by_phrase(text: str) -> dict[str, object]:
+    """`read_worded` as it was written first: a search a phrase, the earliest hit of each
+    parameter (the longest phrase where two start at one place)."""
+    found: dict[str, object] = {}
+    for param, by_value in PHRASES.items():
+        pairs = sorted(((p, v) for v, phrases in by_value.items() for p in phrases),
+                       key=lambda pair: -len(pair[0]))
+        hits = [(m.start(), value) for phrase, value in pairs
+                if (m := re.search(rf"(?<![\w-]){re.escape(phrase)}(?![\w-])", text,
+                                   re.IGNORECASE))]
+        if hits:
+            found[param] = min(hits, key=lambda hit: hit[0])[1]
+    return found
+
+
+_PIECES = [p for by_value in PHRASES.values() for phrases in by_value.values()
+           for p in phrases] + ["x", "-", "a-", "Totals-", "AVERAGES", "the", ","]
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(st.sampled_from(_PIECES), max_size=8), st.sampled_from([" ", "", "-"]))
+def test_one_search_a_parameter_reads_as_a_search_a_phrase(pieces: list[str], sep: str) -> None:
+    text = sep.join(pieces)
+    assert read_worded(text) == _read_phrase_by_phrase(text)
+
+
+def test_default_task_texts_read_as_a_search_a_phrase(default_tasks: list[Task]) -> None:
+    for task in default_tasks[::7]:
+        assert read_worded(task.description) == _read_phrase_by_phrase(task.description)
