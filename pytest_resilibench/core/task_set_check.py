@@ -66,8 +66,8 @@ Row = tuple[int, Mapping[str, Any]]
 # checked in full by tests/unit/test_task_set_check.py on every test run, which prints the
 # keys to put here when a shipped file changes. A set whose key is not here is checked.
 SHIPPED_SOUND = frozenset({
-    "aba73b36cb6de2c1e2131ed3b6ee0951766c52184d1e2ffba0a2cef83986cebd",  # default
-    "f8d52434d9bcc26c5dfa26686d41f707f0756ba194f4d044b1058a0a3bf3ce86",  # default, tasks-only
+    "0f8a5b88caeb5ce4fe44681110e6f58239aa878874be22c6f355df3ac937dfb1",  # default
+    "6f1008ad3bdab99ef4c43b1467ec4a33b9bb4f958510f5927bbdbe040673c849",  # default, tasks-only
     "47f7c5d65261c16e2e658cdd56a77856923188dfbc4905a24eb1dec764d9a7d0",  # paper
     "62355d1a40604badd62854b1eea99f6e50db62bae3110bf20e606d2ce68d2cb9",  # paper, tasks-only
 })

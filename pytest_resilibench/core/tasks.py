@@ -9,7 +9,9 @@ Fixture files (all under the fixtures directory):
   line, one for every task;
 - `manifest.json`: schema version, generator config and its hash, counts, and the sha256 of
   every file (`fixture_files.py`), checked on every load;
-- `solver_report.json` (written by the solver): its figures over the set.
+- `solver_report.json` (written by the solver): its figures over the set;
+- `flaw_choices.json.gz` (the default set's; written by the generator's adversarial filter):
+  which candidate injection each task shows per flaw and severity (`flaw_choices.py`).
 
 A set is checked by its content as it loads, not only by its hashes (`task_set_check.py`).
 """
@@ -20,7 +22,7 @@ import gzip
 import json
 import zlib
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
@@ -28,6 +30,7 @@ from typing import Any
 
 from pytest_resilibench.base.names import DIFFICULTIES, TASK_TYPES
 from pytest_resilibench.core.fixture_files import FixtureError, read_manifest_bytes, verified_bytes
+from pytest_resilibench.core.flaw_choices import read_choices
 from pytest_resilibench.core.task_set_schemas import TASK_SCHEMA
 from pytest_resilibench.core.workflow import PlanStep, Workflow
 
@@ -98,6 +101,9 @@ class Task:
     optimal: Workflow | None = None
     # Success bounds and solver figures for this task: e.g. {"dp": 0.71, "naive": 0.64}.
     bounds: Mapping[str, float] = field(default_factory=dict)
+    # Per "flaw/severity", the candidate injection the generator kept for this task (issue
+    # 50: `flaw_choices.py`); a flaw it does not list takes candidate 0.
+    flaw_choices: Mapping[str, int] = field(default_factory=dict)
 
     @property
     def shown_inputs(self) -> dict[str, Any]:
@@ -281,6 +287,10 @@ def load_tasks(directory: Path = FIXTURES_DIR, *, require_workflows: bool = True
               else {row["task_id"]: row for _, row in workflow_rows})
     tasks = [_task_of(row, number, directory, None if solved is None else solved[row["id"]])
              for number, row in rows]
+    if workflow_rows is not None:  # the choices are of flawed plans, which need workflows
+        chosen = read_choices(directory, manifest, {t.id for t in tasks})
+        tasks = [replace(t, flaw_choices=chosen[t.id]) if t.id in chosen else t
+                 for t in tasks]
     return TaskSet(tuple(sorted(tasks, key=lambda t: t.id)), manifest)
 
 
