@@ -19,8 +19,11 @@ from pytest_resilibench.core.flaw_choices import (
     choices_bytes,
     read_choices,
 )
+from pytest_resilibench.core.flow_sense import sense_problems
 from pytest_resilibench.core.prompts import Variant, plan_for
+from pytest_resilibench.core.registry import default_registry
 from pytest_resilibench.core.tasks import TASK_SETS, load_tasks
+from tests.unit.test_flaws import CHANGE_KINDS
 
 MADE_BY = {"candidates": 4, "seed": 0}
 IDS = {"t0000", "t0001", "t0002"}
@@ -82,3 +85,20 @@ def test_the_default_set_shows_its_chosen_candidates() -> None:
     assert shown == plan_for(task, Variant("flawed", flaw, severity), candidate=k)
     assert shown[1] is not None and shown[1]["candidate"] == k
     assert shown != plan_for(task, Variant("flawed", flaw, severity), candidate=0)
+
+
+def test_a_kept_candidate_is_a_sensible_plan_with_the_flaw_s_changes() -> None:
+    """On a sample of the default set: each kept candidate makes its flaw's kind of changes
+    and is as sensible a flow as candidate 0 (core/flow_sense.py)."""
+    tasks = list(load_tasks(TASK_SETS["default"]))[::40]
+    kept = [(t, key, k) for t in tasks for key, k in sorted(t.flaw_choices.items())]
+    assert kept
+    for task, key, k in kept:
+        flaw, severity = key.split("/")
+        variant = Variant("flawed", flaw, severity)
+        plan, record = plan_for(task, variant)
+        first, _ = plan_for(task, variant, candidate=0)
+        assert plan is not None and record is not None and first is not None
+        assert {c["kind"] for c in record["changes"]} <= CHANGE_KINDS[flaw], (task.id, key)
+        if not sense_problems(first.tools, default_registry()):
+            assert not sense_problems(plan.tools, default_registry()), (task.id, key, k)
