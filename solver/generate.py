@@ -20,10 +20,12 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
+from pytest_resilibench.base.names import FLAWS
 from pytest_resilibench.base.rng import DrawStream
 from pytest_resilibench.core.fixture_files import write_fixture_file
+from pytest_resilibench.core.flaw_choices import FLAW_CHOICES_FILE, choices_bytes
 from pytest_resilibench.core.flow_sense import sense_problems
 from pytest_resilibench.core.matcher import ToolMatcher
 from pytest_resilibench.core.registry import (
@@ -37,6 +39,9 @@ from pytest_resilibench.core.tasks import DIFFICULTIES, FIXTURES_DIR, TASK_TYPES
 from pytest_resilibench.core.wording import PHRASES, WORDED_PARAMS, read_worded
 
 from . import flows, templates
+
+if TYPE_CHECKING:
+    from .adversarial_filter import FilterConfig
 
 __all__ = [
     "MANIFEST_SCHEMA",
@@ -646,4 +651,22 @@ def generate(
     loaded = load_tasks(directory)
     if [t.id for t in loaded] != sorted(t.id for t in tasks):
         raise ValueError(f"{directory} does not load back the {len(tasks)} tasks written")
+    if grammar == "flows":  # the paper's set keeps the injections it always had
+        write_flaw_choices(list(loaded), directory, registry, log=log)
+        load_tasks.cache_clear()
+        load_tasks(directory)
     return read_manifest(directory)
+
+
+def write_flaw_choices(tasks: Sequence[Task], directory: Path, registry: ToolRegistry,
+                       config: FilterConfig | None = None,
+                       log: Callable[[str], None] = print) -> dict[str, Any]:
+    """Choose each task's candidate injection per flaw and severity by adversarial filtering
+    (`adversarial_filter.py`, which needs scikit-learn: the `solver` extra) and write
+    `flaw_choices.json.gz`; returns the manifest."""
+    from .adversarial_filter import FilterConfig, filter_flaws
+
+    config = config or FilterConfig()
+    choices = filter_flaws(tasks, FLAWS, config.severities, registry, config, log=log)
+    return write_fixture_file(directory, FLAW_CHOICES_FILE,
+                              choices_bytes(choices, config.to_json()))

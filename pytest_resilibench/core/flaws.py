@@ -1199,17 +1199,25 @@ assert tuple(_INJECTORS) == FLAWS
 
 def inject_flaw(
     flaw: str, severity: str, workflow: Workflow, task: Task,
-    registry: ToolRegistry | None = None,
+    registry: ToolRegistry | None = None, *, candidate: int = 0,
 ) -> tuple[Workflow, dict[str, Any]]:
     """The flawed workflow and the record of what was injected (pure, deterministic). The
     flawed plan is worded by the renderer of every plan (`plan_text.shown_plan`), so only
-    the tools and arguments the record lists tell it from its parent."""
+    the tools and arguments the record lists tell it from its parent.
+
+    `candidate` k draws from the stream keyed (task id, flaw, k): k = 0 is the one stream a
+    set without choices uses (its key has no k, so its plans keep their bytes); the generator
+    keeps, per (task, flaw, severity), the candidate shallow detectors find hardest to tell
+    from genuine (solver/adversarial_filter.py), and the record names it when not 0."""
     if flaw not in _INJECTORS:
         raise ValueError(f"unknown flaw {flaw!r}; choose from {', '.join(FLAWS)}")
     if severity not in SEVERITY_CHANGES:
         raise ValueError(f"unknown severity {severity!r}; choose from {', '.join(SEVERITIES)}")
     registry = registry or default_registry()
-    plan = _Plan(list(workflow.steps), task, registry, DrawStream("flaw", task.id, flaw))
+    if candidate < 0:
+        raise ValueError(f"a candidate index is 0 or more, got {candidate}")
+    key = (task.id, flaw) if candidate == 0 else (task.id, flaw, candidate)
+    plan = _Plan(list(workflow.steps), task, registry, DrawStream("flaw", *key))
     changes = _INJECTORS[flaw](plan, SEVERITY_CHANGES[severity]) if plan.steps else []
     if flaw not in VALUE_FLAWS:
         _restate_flow(plan)
@@ -1218,4 +1226,5 @@ def inject_flaw(
     advice = None if workflow.advice == plan_advice(workflow.steps) else workflow.advice
     flawed = shown_plan(Workflow(tuple(plan.steps), workflow.advice), task.required_tools,
                         registry, renamed=renamed, advice=advice)
-    return flawed, {"flaw": flaw, "severity": severity, "changes": changes}
+    record = {"flaw": flaw, "severity": severity, "changes": changes}
+    return flawed, record if candidate == 0 else {**record, "candidate": candidate}

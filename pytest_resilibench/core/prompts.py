@@ -118,10 +118,13 @@ class Prompt:
 # --- plans ---------------------------------------------------------------------------------
 def plan_for(
     task: Task, variant: Variant, registry: ToolRegistry | None = None,
-    faults: str = "paper",
+    faults: str = "paper", *, candidate: int | None = None,
 ) -> tuple[Workflow | None, dict[str, Any] | None]:
     """The plan a variant shows (None for baseline and cot) and the flaw record. Under the
-    realistic fault profile the plan is that profile's optimal one, with its contingencies."""
+    realistic fault profile the plan is that profile's optimal one, with its contingencies.
+    A flawed plan is the task set's chosen candidate injection (`Task.flaw_choices`, made
+    against the paper profile's parent: the realistic profile takes candidate 0), or
+    `candidate` where given (the generator's filter weighs them)."""
     registry = registry or default_registry()
     if variant.kind in ("baseline", "cot"):
         return None, None
@@ -129,7 +132,11 @@ def plan_for(
     if variant.kind == "optimal":
         return derived.optimal, None
     assert variant.flaw is not None and variant.severity is not None
-    flawed, record = inject_flaw(variant.flaw, variant.severity, derived.parent, task, registry)
+    if candidate is None:
+        candidate = (task.flaw_choices.get(f"{variant.flaw}/{variant.severity}", 0)
+                     if faults == "paper" else 0)
+    flawed, record = inject_flaw(variant.flaw, variant.severity, derived.parent, task, registry,
+                                 candidate=candidate)
     return _as_shown(flawed), record
 
 

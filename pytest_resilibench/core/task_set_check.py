@@ -70,8 +70,8 @@ Row = tuple[int, Mapping[str, Any]]
 # checked in full by tests/unit/test_task_set_check.py on every test run, which prints the
 # keys to put here when a shipped file changes. A set whose key is not here is checked.
 SHIPPED_SOUND = frozenset({
-    "d4d667ca07f99edab83f7840d661a0098c9a930e1a260c8c66d541f19ff1d0fe",  # default
-    "dc6b8086b3bb723ed5afa3531b5a1f6f4eef29c2d43bcc0e043e0a082d0f2425",  # default, tasks-only
+    "e47a19b8e01c2a2a1d9a513fdb382dade0a8b74bbcef754e3241b23a33a08839",  # default
+    "2f314c351d2c6ea6c7a93ebe37e5b6cbf4d8b98d3cf32faef38343959df126fd",  # default, tasks-only
     "47f7c5d65261c16e2e658cdd56a77856923188dfbc4905a24eb1dec764d9a7d0",  # paper
     "62355d1a40604badd62854b1eea99f6e50db62bae3110bf20e606d2ce68d2cb9",  # paper, tasks-only
 })

@@ -9,7 +9,9 @@ Fixture files (all under the fixtures directory):
   line, one for every task;
 - `manifest.json`: schema version, generator config and its hash, counts, and the sha256 of
   every file (`fixture_files.py`), checked on every load;
-- `solver_report.json` (written by the solver): its figures over the set.
+- `solver_report.json` (written by the solver): its figures over the set;
+- `flaw_choices.json.gz` (the default set's; written by the generator's adversarial filter):
+  which candidate injection each task shows per flaw and severity (`flaw_choices.py`).
 
 A set is checked by its content as it loads, not only by its hashes (`task_set_check.py`).
 """
@@ -20,7 +22,7 @@ import gzip
 import json
 import zlib
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
@@ -28,6 +30,7 @@ from typing import Any
 
 from pytest_resilibench.base.names import DIFFICULTIES, TASK_TYPES, DataFlow
 from pytest_resilibench.core.fixture_files import FixtureError, read_manifest_bytes, verified_bytes
+from pytest_resilibench.core.flaw_choices import read_choices
 from pytest_resilibench.core.task_set_schemas import TASK_SCHEMA
 from pytest_resilibench.core.workflow import PlanStep, Workflow
 
@@ -102,6 +105,9 @@ class Task:
     # What a call's data-flow arguments mean in its set's environment (base/names.py
     # `DataFlow`): the set's, from its manifest (`data_flow_of`), not part of `to_json`.
     data_flow: DataFlow = "inferred"
+    # Per "flaw/severity", the candidate injection the generator kept for this task (issue
+    # 50: `flaw_choices.py`); a flaw it does not list takes candidate 0.
+    flaw_choices: Mapping[str, int] = field(default_factory=dict)
 
     @property
     def shown_inputs(self) -> dict[str, Any]:
@@ -310,6 +316,10 @@ def load_tasks(directory: Path = FIXTURES_DIR, *, require_workflows: bool = True
     tasks = [_task_of(row, number, directory, None if solved is None else solved[row["id"]],
                       flow)
              for number, row in rows]
+    if workflow_rows is not None:  # the choices are of flawed plans, which need workflows
+        chosen = read_choices(directory, manifest, {t.id for t in tasks})
+        tasks = [replace(t, flaw_choices=chosen[t.id]) if t.id in chosen else t
+                 for t in tasks]
     return TaskSet(tuple(sorted(tasks, key=lambda t: t.id)), manifest)
 
 

@@ -429,6 +429,43 @@ def test_a_tasks_flawed_plans_are_pinned() -> None:
         {"kind": "removed", "tool": "data_processing_parser", "index": 1}]
 
 
+# The kinds of change each flaw makes (docs/BENCHMARK.md: Flaws), whichever candidate.
+CHANGE_KINDS = {
+    "sequence_disorder": {"moved"}, "tool_misuse": {"replaced"}, "parameter_error": {"parameter"},
+    "missing_step": {"removed"}, "redundant_operations": {"inserted", "duplicated"},
+    "logical_inconsistency": {"source", "format"}, "semantic_drift": {"drifted"},
+}
+
+
+def test_candidate_zero_is_the_plan_without_choices() -> None:
+    """k = 0 draws from the stream a set without choices always used (the pinned plans
+    above), and its record says nothing of candidates."""
+    for flaw in FLAWS:
+        assert inject_flaw(flaw, "medium", parent_of(SALES), SALES, REGISTRY,
+                           candidate=0) == inject(flaw, "medium", SALES)
+    with pytest.raises(ValueError, match="candidate"):
+        inject_flaw("missing_step", "light", parent_of(SALES), SALES, REGISTRY, candidate=-1)
+
+
+@pytest.mark.parametrize("flaw", FLAWS)
+@PROPERTY
+@given(task=tasks(), candidate=st.integers(1, 7), severity=st.sampled_from(SEVERITIES))
+def test_every_candidate_is_the_same_flaw_from_its_own_draws(
+        flaw: str, task: Task, candidate: int, severity: str) -> None:
+    """Candidate k (the generator's filter picks one: solver/adversarial_filter.py, which
+    keeps a flow as sensible as candidate 0's) is fixed per (task, flaw, k) and makes the
+    flaw's kind of changes."""
+    parent = parent_of(task)
+    _, first_record = inject(flaw, severity, task)
+    flawed, record = inject_flaw(flaw, severity, parent, task, REGISTRY, candidate=candidate)
+    assert inject_flaw(flaw, severity, parent, task, REGISTRY,
+                       candidate=candidate) == (flawed, record)
+    assert record["candidate"] == candidate and "candidate" not in first_record
+    assert flawed != parent
+    assert {c["kind"] for c in record["changes"]} <= CHANGE_KINDS[flaw]
+    assert 1 <= len(record["changes"]) <= SEVERITY_CHANGES[severity]
+
+
 @pytest.mark.parametrize("task_set", ["default", "paper"])
 def test_on_generated_tasks_bad_values_and_broken_data_flow_are_refused_or_spoil(
         task_set: str) -> None:

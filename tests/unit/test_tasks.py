@@ -194,7 +194,7 @@ def test_the_shipped_manifest_lists_every_file_that_shapes_a_prompt() -> None:
         files = load_tasks(task_set_dir(name)).manifest["files"]
         assert {TASKS_FILE, WORKFLOWS_FILE} <= set(files)
         # Every file in the folder that a prompt reads is listed (and so verified).
-        present = {p.name for p in task_set_dir(name).glob("*.jsonl.gz")}
+        present = {p.name for p in task_set_dir(name).glob("*.gz")}
         assert present <= set(files)
     assert REALISTIC_PLANS in load_tasks(task_set_dir("paper")).manifest["files"]
 
