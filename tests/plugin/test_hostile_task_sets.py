@@ -160,8 +160,8 @@ def test_several_problems_come_in_one_message(suite: pytest.Pytester, generated:
     assert result.ret == 4
     errors = [line for line in result.errlines if line.startswith("ERROR:")]
     assert errors == [f"ERROR: {corrupted} is not a sound task set (5 problems; `resilibench "
-                      "schema tasks|workflows|manifest|solver-report` prints each file's "
-                      "schema):"]
+                      "schema tasks|workflows|realistic-workflows|manifest|solver-report` "
+                      "prints each file's schema):"]
     wanted = dict(CASES)
     result.stderr.fnmatch_lines([f"  {corrupted}/{wanted[case]}" for case in (
         "wrong total", "constraints as a string", "unknown tool in a plan", "NaN bound",
