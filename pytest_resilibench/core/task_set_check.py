@@ -380,30 +380,40 @@ class _Checker:
 
     # workflows.jsonl.gz
     def workflows(self, rows: Sequence[Row], tasks: Mapping[str, Mapping[str, Any]]) -> None:
-        first: dict[str, int] = {}
-        for line, row in rows:
-            ok = self.against_schema(WORKFLOWS_FILE, row, line)
-            task_id = row.get("task_id")
-            if not (isinstance(task_id, str) and _ID.match(task_id)):
-                continue  # named by the schema
-            if task_id in first:
-                self.add(WORKFLOWS_FILE, "task_id", f"a second row for {task_id} (first on "
-                         f"line {first[task_id]})", line)
-                continue
-            first[task_id] = line
-            if not ok:
-                continue
-            if task_id not in self.ids:
-                self.add(WORKFLOWS_FILE, "task_id", f"no task {task_id} in {TASKS_FILE}",
-                         line)
-            elif task_id in tasks:
-                self.plan(row, tasks[task_id], line)
+        seen: set[str] = set()
+        for line, row, task in self._plan_rows(WORKFLOWS_FILE, rows, tasks, seen):
+            if task is not None:
+                self.plan(row, task, line)
             self.bounds(row["bounds"], line)
-        missing = sorted(self.ids - set(first))
+        missing = sorted(self.ids - seen)
         if missing:
             self.add(WORKFLOWS_FILE, "task_id", f"no row for {len(missing)} task"
                      f"{'s' * (len(missing) != 1)} (e.g. {', '.join(missing[:3])}); solve "
                      "the tasks again")
+
+    def _plan_rows(self, file: str, rows: Sequence[Row], tasks: Mapping[str, Mapping[str, Any]],
+                   seen: set[str]) -> Iterator[tuple[int, Mapping[str, Any],
+                                                     Mapping[str, Any] | None]]:
+        """The rows of a file of plans (one per task at most, each id put in `seen`) that pass
+        its schema, with their sound task (None where there is none); a second row for a task
+        and a row for no task of the set are problems named here."""
+        first: dict[str, int] = {}
+        for line, row in rows:
+            ok = self.against_schema(file, row, line)
+            task_id = row.get("task_id")
+            if not (isinstance(task_id, str) and _ID.match(task_id)):
+                continue  # named by the schema
+            if task_id in first:
+                self.add(file, "task_id", f"a second row for {task_id} (first on "
+                         f"line {first[task_id]})", line)
+                continue
+            first[task_id] = line
+            seen.add(task_id)
+            if not ok:
+                continue
+            if task_id not in self.ids:
+                self.add(file, "task_id", f"no task {task_id} in {TASKS_FILE}", line)
+            yield line, row, tasks.get(task_id)
 
     def plan(self, row: Mapping[str, Any], task: Mapping[str, Any], line: int) -> None:
         """Replay the reference plan against the registry and its task."""
@@ -433,23 +443,9 @@ class _Checker:
         """At most one plan per task (a task without one has its plan solved at run time),
         each replayed: its tools' arguments valid and the task's own, the task's steps in
         order (what `realistic_plans` checks before using one)."""
-        first: dict[str, int] = {}
-        for line, row in rows:
-            ok = self.against_schema(REALISTIC_FILE, row, line)
-            task_id = row.get("task_id")
-            if not (isinstance(task_id, str) and _ID.match(task_id)):
-                continue  # named by the schema
-            if task_id in first:
-                self.add(REALISTIC_FILE, "task_id", f"a second row for {task_id} (first on "
-                         f"line {first[task_id]})", line)
-                continue
-            first[task_id] = line
-            if not ok:
-                continue
-            if task_id not in self.ids:
-                self.add(REALISTIC_FILE, "task_id", f"no task {task_id} in {TASKS_FILE}", line)
-            elif task_id in tasks:
-                self.realistic_plan(row, tasks[task_id], line)
+        for line, row, task in self._plan_rows(REALISTIC_FILE, rows, tasks, set()):
+            if task is not None:
+                self.realistic_plan(row, task, line)
 
     def realistic_plan(self, row: Mapping[str, Any], task: Mapping[str, Any],
                        line: int) -> None:

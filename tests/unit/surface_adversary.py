@@ -363,10 +363,11 @@ def surface_repair(steps: Sequence[_Step], inputs: Mapping[str, Any]) -> tuple[_
     return tuple(repaired)
 
 
-class SurfaceRepairAgent(FollowerAgent):
-    """A plan copier that first applies `surface_repair` to the plan it is shown."""
+class _RepairingAgent(FollowerAgent):
+    """A plan copier that first repairs the plan it is shown (`repair`), then follows it."""
 
-    kind = "surface_repair"
+    def repair(self, shown: Sequence[_Step], view: _View) -> tuple[_Step, ...]:
+        raise NotImplementedError
 
     def decide(
         self, request: ModelRequest, view: _View
@@ -374,11 +375,20 @@ class SurfaceRepairAgent(FollowerAgent):
         shown = _plan_steps(view.text)
         if shown is None:
             return None
-        steps = surface_repair(shown, parse_task_inputs(view.text))
+        steps = self.repair(shown, view)
         index, _ = _next_step(steps, view.history)
         if index >= len(steps):
             return None
         return steps[index].tool, steps[index].arguments
+
+
+class SurfaceRepairAgent(_RepairingAgent):
+    """A plan copier that first applies `surface_repair` to the plan it is shown."""
+
+    kind = "surface_repair"
+
+    def repair(self, shown: Sequence[_Step], view: _View) -> tuple[_Step, ...]:
+        return surface_repair(shown, parse_task_inputs(view.text))
 
 
 def meaning_free_repair(steps: Sequence[_Step], inputs: Mapping[str, Any], description: str,
@@ -405,21 +415,12 @@ def meaning_free_repair(steps: Sequence[_Step], inputs: Mapping[str, Any], descr
     return tuple(repaired)
 
 
-class MeaningFreeRepairAgent(FollowerAgent):
+class MeaningFreeRepairAgent(_RepairingAgent):
     """A plan copier that first applies `meaning_free_repair` to the plan it is shown."""
 
     kind = "meaning_free_repair"
 
-    def decide(
-        self, request: ModelRequest, view: _View
-    ) -> tuple[str, Mapping[str, Any]] | None:
-        shown = _plan_steps(view.text)
-        if shown is None:
-            return None
+    def repair(self, shown: Sequence[_Step], view: _View) -> tuple[_Step, ...]:
         description = view.text.split("\n", 1)[0].removeprefix("Task: ")
-        steps = meaning_free_repair(shown, parse_task_inputs(view.text), description,
-                                    self.registry)
-        index, _ = _next_step(steps, view.history)
-        if index >= len(steps):
-            return None
-        return steps[index].tool, steps[index].arguments
+        return meaning_free_repair(shown, parse_task_inputs(view.text), description,
+                                   self.registry)

@@ -15,6 +15,7 @@ import json
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -130,6 +131,20 @@ def spoilt(fault: dict[str, Any], text: str) -> str:
     return "" if fault["mode"] == "empty" else text[: len(text) // 2]
 
 
+def assert_answers(run: Any, read: Sequence[str],
+                   error_answer: Callable[[dict[str, Any]], str]) -> None:
+    """What the agent read for each traced call: the tool's answer, its spoilt form under a
+    silent fault, or the framework's form of the injected error."""
+    for line, answer in zip(run.trace, read, strict=True):
+        fault = line["fault"]
+        if fault is None:
+            assert answer == STATUS
+        elif fault["kind"] == "silent":
+            assert answer == spoilt(fault, STATUS)
+        else:
+            assert answer == error_answer(fault)
+
+
 def scripted_model(tool: str, calls: int, seen: list[Any]) -> Any:
     """A model that calls `tool` once a turn, `calls` times, then answers with the JSON list
     of every tool result it read; `seen` gets the tool schemas of each request."""
@@ -181,14 +196,8 @@ def test_an_agents_sdk_tool_meets_the_same_faults_through_the_runner(seed: int) 
     _, clean_schemas = sdk_run(tool, calls=1)
     assert schemas[0] == clean_schemas[0]  # what the model is offered: unchanged
     assert decisions(run) == callable_decisions(seed)
-    for line, answer in zip(run.trace, read, strict=True):
-        fault = line["fault"]
-        if fault is None:
-            assert answer == STATUS
-        elif fault["kind"] == "silent":
-            assert answer == spoilt(fault, STATUS)
-        else:  # through the tool's own failure_error_function, as its own exceptions go
-            assert answer == f"ToolFault: {fault['message']}"
+    # An error goes through the tool's own failure_error_function, as its own exceptions go.
+    assert_answers(run, read, lambda fault: f"ToolFault: {fault['message']}")
 
 
 def test_an_agents_sdk_tool_s_default_and_absent_failure_policies_apply() -> None:
@@ -248,14 +257,8 @@ def test_a_langchain_tool_meets_the_same_faults_through_a_tool_node(seed: int) -
     _, clean_schemas = graph_run(tool, calls=1)
     assert schemas[0] == clean_schemas[0]
     assert decisions(run) == callable_decisions(seed)
-    for line, answer in zip(run.trace, read, strict=True):
-        fault = line["fault"]
-        if fault is None:
-            assert answer == STATUS
-        elif fault["kind"] == "silent":
-            assert answer == spoilt(fault, STATUS)
-        else:  # a ToolException the tool's handle_tool_error answered
-            assert answer == fault["message"]
+    # An error is a ToolException the tool's handle_tool_error answered.
+    assert_answers(run, read, lambda fault: fault["message"])
 
 
 def test_a_langchain_tool_s_error_is_a_tool_exception_where_nothing_handles_it() -> None:
